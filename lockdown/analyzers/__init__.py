@@ -1,0 +1,1 @@
+"""Stage package: see docs/architecture.md."""

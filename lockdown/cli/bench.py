@@ -1,0 +1,94 @@
+"""`lockdown bench TARGET`: benchmark a target under production-like load."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from .. import paths
+from ..errors import LockdownError
+from ..harness.bench import BenchOptions, run_bench
+from ..harness.loadgen import TOOLS
+from ..reports.bench_table import format_bench
+from ..targets.registry import resolve
+from .main import main
+
+
+def parse_ini(values: tuple[str, ...]) -> dict:
+    out = {}
+    for item in values:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise LockdownError(f"bad --php-ini {item!r}: expected KEY=VALUE, e.g. opcache.enable=0")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """Write to a temporary file and rename, so a failed run never leaves half a file."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+d = BenchOptions()
+
+
+@main.command("bench")
+@click.argument("target")
+@click.option("--runs", "-r", type=click.IntRange(1), default=d.runs, show_default=True,
+              help="Measured runs.")
+@click.option("--duration", "-d", type=click.FloatRange(0.5), default=d.duration, show_default=True,
+              help="Seconds per measured run.")
+@click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=True,
+              help="Concurrent connections of the load generator.")
+@click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=True,
+              help="php-fpm static workers.")
+@click.option("--load", type=click.Choice(TOOLS), default=d.load, show_default=True,
+              help="Load generator.")
+@click.option("--warmup-requests", type=click.IntRange(0), default=d.warmup_requests,
+              show_default=True, help="Single-client warmup requests.")
+@click.option("--warmup-duration", type=click.FloatRange(0), default=d.warmup_duration,
+              show_default=True, help="Seconds of concurrent warmup.")
+@click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
+              help="php.ini override (repeatable), e.g. opcache.enable=0.")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="nginx port on 127.0.0.1 (default: a free one).")
+@click.option("--mysql", metavar="DSN", default=None,
+              help="Use an existing server: mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH].")
+@click.option("--exec-before-warmup", metavar="CMD", help="Shell command run before warmup.")
+@click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup.")
+@click.option("--exec-after-benchmark", metavar="CMD", help="Shell command run after the runs.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run directory (default: a new one under $LOCKDOWN_HOME/runs).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the result as JSON to this file.")
+def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_requests, warmup_duration,
+              php_ini, port, mysql, exec_before_warmup, exec_after_warmup, exec_after_benchmark,
+              run_dir, json_out):
+    """Benchmark TARGET (a built-in name or a path): nginx -> php-fpm -> MariaDB under load,
+    with a sanity check, warmups and repeated measured runs."""
+    t = resolve(target)
+    opts = BenchOptions(
+        runs=runs, duration=duration, concurrency=concurrency, workers=workers, load=load,
+        warmup_requests=warmup_requests, warmup_duration=warmup_duration, php_ini=parse_ini(php_ini),
+        port=port, mysql=mysql,
+        hooks={"before-warmup": exec_before_warmup, "after-warmup": exec_after_warmup,
+               "after-benchmark": exec_after_benchmark})
+    if json_out is not None and not json_out.resolve().parent.is_dir():
+        raise LockdownError(f"cannot write {json_out}: directory {json_out.resolve().parent} "
+                            f"does not exist")
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = (run_dir or paths.new_run_dir(t.name, "bench")).resolve()
+    result = run_bench(t, run_dir, opts, say=click.echo)
+    write_json_atomic(run_dir / "bench.json", result)
+    click.echo("")
+    click.echo(format_bench(result))
+    if json_out is not None:
+        write_json_atomic(json_out, result)
+        click.echo(f"result written to {json_out} (and {run_dir / 'bench.json'})")
+    else:
+        click.echo(f"result written to {run_dir / 'bench.json'}; logs in {run_dir / 'logs'}")

@@ -1,0 +1,57 @@
+"""The `lockdown` click group: version, one-line errors, signals, and the orphan sweep."""
+from __future__ import annotations
+
+import signal
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import LockdownError, PhaseFailed
+from ..harness.processes import sweep_orphans
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM/SIGHUP, raised like Ctrl-C so every `finally` and context manager runs."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated()
+
+
+class LockdownGroup(click.Group):
+    def invoke(self, ctx):
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, _raise_terminated)
+        for message in sweep_orphans():
+            click.echo(message, err=True)
+        try:
+            return super().invoke(ctx)
+        except PhaseFailed as e:
+            click.echo(f"lockdown: error: {e}", err=True)
+            if e.details:
+                click.echo(e.details, err=True)
+            ctx.exit(e.exit_code)
+        except LockdownError as e:
+            click.echo(f"lockdown: error: {e}", err=True)
+            ctx.exit(e.exit_code)
+        except KeyboardInterrupt as e:
+            what = "terminated" if isinstance(e, _Terminated) else "interrupted"
+            click.echo(f"lockdown: {what}; everything started was stopped", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=LockdownGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="lockdown")
+def main():
+    """lockdown: run a PHP application as production does, measure it, find what makes it slow."""
+
+
+def _register():
+    from . import bench, doctor, targets  # noqa: F401  (each adds its command to `main`)
+
+
+_register()
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""`lockdown bench`: the benchmark as a sequence of named phases, as oss-performance runs it.
+
+start -> sanity -> warmup-single -> warmup-concurrent -> measure (R runs of D seconds at C) ->
+stop, with user hooks between the phases. The result records every option and whether any
+differed from the defaults (`canonical`).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..analyzers.stats import summarize
+from ..errors import PhaseFailed
+from ..targets.config import Target
+from .loadgen import LoadResult, run_load
+from .logs import evidence
+from .stack import Stack, StackOptions
+from .toolchain import tool
+
+DEFAULT_WORKERS = max(2, 2 * (os.cpu_count() or 1))
+
+
+@dataclass
+class BenchOptions:
+    runs: int = 5
+    duration: float = 10.0
+    concurrency: int = DEFAULT_WORKERS
+    workers: int = DEFAULT_WORKERS
+    load: str = "wrk"
+    warmup_requests: int = 20
+    warmup_duration: float = 5.0
+    php_ini: dict = field(default_factory=dict)
+    port: int | None = None
+    mysql: str | None = None
+    hooks: dict = field(default_factory=dict)   # phase name -> shell command
+
+    def non_default(self) -> list[str]:
+        default = BenchOptions()
+        return [k for k in ("runs", "duration", "concurrency", "workers", "load", "warmup_requests",
+                            "warmup_duration", "php_ini", "mysql")
+                if getattr(self, k) != getattr(default, k)]
+
+
+def fetch(url: str, timeout: float = 60) -> tuple[int, bytes]:
+    """GET without following redirects; returns (status, body)."""
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def sanity_check(stack: Stack) -> dict:
+    t = stack.target
+    url = stack.base_url + t.sanity_url
+    try:
+        status, body = fetch(url)
+    except OSError as e:
+        status, body = 0, str(e).encode()
+    text = body.decode("utf-8", "replace")
+    if status != 200 or t.sanity_expect not in text:
+        why = f"status {status}" if status != 200 else f"expected text {t.sanity_expect!r} not found"
+        excerpt = " ".join(text.split())[:600]
+        raise PhaseFailed(
+            f"sanity check failed for {url}: {why}; check the target's configuration and the logs "
+            f"in {stack.run_dir / 'logs'}",
+            f"--- response excerpt ---\n{excerpt}\n"
+            + evidence(stack.fpm.error_log, stack.nginx.error_log))
+    return {"url": t.sanity_url, "status": status, "bytes": len(body)}
+
+
+def run_hook(stack: Stack, phase: str, command: str | None, say) -> None:
+    if not command:
+        return
+    say(f"[hook] {phase}: {command}")
+    env = dict(os.environ, LOCKDOWN_BASE_URL=stack.base_url, LOCKDOWN_RUN_DIR=str(stack.run_dir),
+               LOCKDOWN_PHASE=phase, LOCKDOWN_TARGET=stack.target.name)
+    result = stack.procs.run(f"hook-{phase}", ["sh", "-c", command], timeout=3600, env=env)
+    if result.returncode != 0:
+        raise PhaseFailed(f"hook {phase} ({command!r}) failed with exit {result.returncode}; "
+                          f"its output is in {stack.run_dir / 'logs' / f'hook-{phase}.out'}")
+
+
+def versions() -> dict:
+    def first_line(argv):
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+            return (p.stdout or p.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return None
+    return {"php": first_line([tool("php-fpm"), "-v"]), "nginx": first_line([tool("nginx"), "-v"]),
+            "load": None, "kernel": platform.release(), "python": platform.python_version()}
+
+
+def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> dict:
+    """Run every phase; return the result dict (the `--json` shape)."""
+    stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
+                              php_ini=dict(opts.php_ini))
+    result = {
+        "target": target.name,
+        "canonical": not opts.non_default(),
+        "non_default_options": opts.non_default(),
+        "config": {**asdict(opts), "urls": [asdict(u) for u in target.urls], "cpus": os.cpu_count(),
+                   "host": platform.node(), "versions": versions()},
+        "run_dir": str(run_dir),
+        "phases": [],
+        "runs": [],
+    }
+    load_version = {"wrk": ["-v"], "siege": ["-V"], "ab": ["-V"]}[opts.load]
+    result["config"]["versions"]["load"] = _tool_version(opts.load, load_version)
+    paths = target.weighted_paths()
+
+    def phase(name, fn):
+        say(f"[{name}]")
+        started = time.monotonic()
+        out = fn()
+        result["phases"].append({"name": name, "seconds": round(time.monotonic() - started, 3)})
+        return out
+
+    started = time.monotonic()
+    with Stack(target, run_dir, stack_opts, say=say) as stack:
+        result["phases"].append({"name": "start", "seconds": round(time.monotonic() - started, 3)})
+        result["base_url"] = stack.base_url
+        result["config"]["php_extensions"] = stack.php.extensions
+        result["config"]["php_ini_effective_overrides"] = stack.php.overrides
+        if stack.db:
+            result["config"]["versions"]["mariadb"] = stack.db.version
+        result["sanity"] = phase("sanity", lambda: sanity_check(stack))
+        say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
+        run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say)
+
+        def warm_single():
+            statuses = {}
+            for i in range(opts.warmup_requests):
+                status, _ = fetch(stack.base_url + paths[i % len(paths)])
+                statuses[str(status)] = statuses.get(str(status), 0) + 1
+            say(f"[warmup-single] {opts.warmup_requests} requests, one at a time: {statuses}")
+            return statuses
+        phase("warmup-single", warm_single)
+
+        def warm_concurrent():
+            if opts.warmup_duration <= 0:
+                return None
+            r = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
+                         opts.warmup_duration, run_dir / "load", "warmup")
+            say(f"[warmup-concurrent] {opts.warmup_duration:g} s at concurrency "
+                f"{opts.concurrency}: {r.rps:.1f} req/s")
+            return r
+        phase("warmup-concurrent", warm_concurrent)
+        run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say)
+
+        def measure():
+            for i in range(opts.runs):
+                r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths,
+                                         opts.concurrency, opts.duration, run_dir / "load",
+                                         f"run-{i + 1}")
+                result["runs"].append(r.to_json())
+                say(f"[measure] run {i + 1}/{opts.runs}: {r.rps:.1f} req/s, p50 "
+                    f"{r.latency_ms['p50']:.1f} ms, p99 {r.latency_ms['p99']:.1f} ms, "
+                    f"statuses {r.status_counts}, errors {r.errors}")
+        phase("measure", measure)
+        run_hook(stack, "after-benchmark", opts.hooks.get("after-benchmark"), say)
+        stop_started = time.monotonic()
+    result["phases"].append({"name": "stop", "seconds": round(time.monotonic() - stop_started, 3)})
+    s = summarize([r["rps"] for r in result["runs"]])
+    result["summary"] = {"rps_mean": s["mean"], "rps_stddev": s["stddev"], "rps_cv": s["cv"],
+                         "rps_ci95": s["ci95"], "runs": s["n"]}
+    return result
+
+
+def _tool_version(name: str, args: list[str]) -> str | None:
+    try:
+        p = subprocess.run([tool(name), *args], capture_output=True, text=True, timeout=20,
+                           env=dict(os.environ, HOME="/nonexistent"))
+    except OSError:
+        return None
+    lines = (p.stdout + p.stderr).strip().splitlines()
+    return next((l for l in lines if any(c.isdigit() for c in l)), None)

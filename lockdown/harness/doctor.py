@@ -1,0 +1,148 @@
+"""Prerequisite checks for `lockdown doctor`: each one tries the real thing (load the
+extension, sample a process with perf) rather than looking for files."""
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import paths
+from .toolchain import available, tool
+
+SETUP = "run `make setup` (installs the Debian packages lockdown needs)"
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    required: bool
+    detail: str
+    fix: str = ""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _run(argv, timeout=60, **kw) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kw)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def _version_check(name, argv, package, required=True, any_exit=False) -> Check:
+    """The tool runs and says who it is (`any_exit`: tools whose usage text exits non-zero)."""
+    if not available(argv[0]):
+        return Check(name, False, required, f"{tool(argv[0])} not found",
+                     f"apt-get install {package}  (or {SETUP})")
+    p = _run([tool(argv[0]), *argv[1:]])
+    text = ((p.stdout or "") + (p.stderr or "")).strip().splitlines() if p else []
+    ok = p is not None and (p.returncode == 0 or (any_exit and bool(text)))
+    return Check(name, ok, required, text[0] if text else "no output",
+                 "" if ok else f"reinstall {package}")
+
+
+def php_extension_dir() -> str | None:
+    override = os.environ.get("LOCKDOWN_PHP_EXTENSION_DIR")
+    if override:
+        return override
+    p = _run([tool("php"), "-n", "-r", "echo ini_get('extension_dir');"])
+    return p.stdout.strip() if p and p.returncode == 0 else None
+
+
+def extension_check(ext: str, package: str, required=True, zend=False, deps=()) -> Check:
+    name = f"php extension {ext}"
+    if not available("php"):
+        return Check(name, False, required, "php CLI not found", SETUP)
+    ext_dir = php_extension_dir()
+    so = {"opcache": "opcache"}.get(ext, ext)
+    directive = "zend_extension" if zend else "extension"
+    probe = "Zend OPcache" if ext == "opcache" else ext
+    loads = [a for dep in deps for a in ("-d", f"extension={dep}")]
+    p = _run([tool("php"), "-n", "-d", f"extension_dir={ext_dir}", *loads, "-d", f"{directive}={so}",
+              "-r", f"exit(extension_loaded('{probe}') ? 0 : 1);"])
+    if p is not None and p.returncode == 0:
+        return Check(name, True, required, f"loads from {ext_dir}")
+    why = (p.stderr or p.stdout).strip().splitlines()[-1] if p and (p.stderr or p.stdout).strip() \
+        else "not loaded"
+    return Check(name, False, required, f"cannot be loaded from {ext_dir}: {why}",
+                 f"apt-get install {package}")
+
+
+def perf_check() -> Check:
+    name = "perf sampling with DWARF call graphs"
+    if not available("perf"):
+        return Check(name, False, True, "perf not found", "apt-get install linux-perf")
+    with tempfile.TemporaryDirectory(prefix="lockdown-doctor-") as tmp:
+        data = Path(tmp, "perf.data")
+        code = ("function f($n){return $n ? f($n-1)+1 : 0;} $t = microtime(true); "
+                "while (microtime(true) - $t < 0.4) { f(40); }")
+        rec = _run([tool("perf"), "record", "-q", "-F", "499", "--call-graph", "dwarf,16384",
+                    "-o", str(data), "--", tool("php"), "-n", "-r", code], timeout=60)
+        if rec is None or rec.returncode != 0:
+            err = (rec.stderr.strip().splitlines() or ["failed"])[-1] if rec else "timed out"
+            paranoid = Path("/proc/sys/kernel/perf_event_paranoid")
+            level = paranoid.read_text().strip() if paranoid.exists() else "?"
+            return Check(name, False, True, f"perf record failed: {err} (perf_event_paranoid={level})",
+                         "run as root, or lower kernel.perf_event_paranoid (sysctl) to 1 or less")
+        script = _run([tool("perf"), "script", "-i", str(data), "-F", "ip,sym"], timeout=120)
+        if script is None or script.returncode != 0:
+            return Check(name, False, True, "perf script could not read the recording",
+                         "apt-get install --reinstall linux-perf")
+        samples = [s for s in script.stdout.split("\n\n") if s.strip()]
+        deep = [s for s in samples if len(s.strip().splitlines()) >= 4]
+        if not samples:
+            return Check(name, False, True, "perf recorded no samples",
+                         "check that the cpu-clock event works: perf stat -e cpu-clock true")
+        if len(deep) < len(samples) / 2:
+            return Check(name, False, True,
+                         f"only {len(deep)} of {len(samples)} samples have call stacks",
+                         "use a kernel and perf with DWARF unwinding (libdw) support")
+        return Check(name, True, True, f"{len(samples)} samples, {len(deep)} with call stacks")
+
+
+def run_dir_check() -> Check:
+    name = "writable run directory"
+    root = paths.home()
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root):
+            pass
+        return Check(name, True, True, str(root))
+    except OSError as e:
+        return Check(name, False, True, f"{root}: {e.strerror}",
+                     "set LOCKDOWN_HOME to a writable directory")
+
+
+def run_checks() -> list[Check]:
+    checks = [
+        _version_check("php CLI", ["php", "-v"], "php8.2-cli"),
+        _version_check("php-fpm", ["php-fpm", "-v"], "php8.2-fpm"),
+        extension_check("opcache", "php8.2-opcache", zend=True),
+        extension_check("mysqli", "php8.2-mysql", deps=("mysqlnd",)),
+        extension_check("tideways_xhprof", "php8.2-tideways"),
+        extension_check("excimer", "php-excimer"),
+        perf_check(),
+        _version_check("mariadbd", ["mariadbd", "--version"], "mariadb-server"),
+        _version_check("mariadb-install-db", ["mariadb-install-db", "--help"], "mariadb-server",
+                       any_exit=True),
+        _version_check("mariadb client", ["mariadb", "--version"], "mariadb-client"),
+        _version_check("nginx", ["nginx", "-v"], "nginx"),
+        _version_check("wrk (default load generator)", ["wrk", "-v"], "wrk", any_exit=True),
+    ]
+    for name, argv, pkg in (("siege", ["siege", "-V"], "siege"), ("ab", ["ab", "-V"], "apache2-utils")):
+        if available(name):
+            checks.append(Check(f"{name} (--load {name})", True, False, tool(name)))
+        else:
+            checks.append(Check(f"{name} (--load {name})", False, False, "not found",
+                                f"apt-get install {pkg}"))
+    for target, path, pkg in (("wordpress", "/usr/share/wordpress/wp-settings.php", "wordpress"),
+                              ("mediawiki", "/usr/share/mediawiki/maintenance/install.php", "mediawiki")):
+        ok = Path(path).is_file()
+        checks.append(Check(f"{target} package (target {target})", ok, False,
+                            path if ok else f"{path} missing", "" if ok else f"apt-get install {pkg}"))
+    checks.append(run_dir_check())
+    return checks

@@ -1,0 +1,41 @@
+"""Loopback ports: pick a free one, or check that the one asked for is free."""
+from __future__ import annotations
+
+import socket
+import time
+
+from ..errors import LockdownError
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_free(port: int, what: str, option: str) -> None:
+    """Fail with one clear line when `port` on 127.0.0.1 is taken."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise LockdownError(f"port {port} on 127.0.0.1 (for {what}) is already in use: "
+                                f"pass another {option}, or leave {option} out to use a free port")
+
+
+def wait_connectable(address, timeout: float, alive=lambda: True) -> bool:
+    """Poll a TCP (host, port) or unix socket path until it accepts a connection."""
+    family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive():
+            return False
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.settimeout(1.0)
+            try:
+                s.connect(address)
+                return True
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return False

@@ -1,0 +1,166 @@
+"""Prepare a target once (app tree, database, install script) and cache it, then give each run
+its own copy: a hard-link copy of the app tree and a full copy of the datadir.
+
+The cache key covers the target directory's files and the app source's state, so editing a
+target or upgrading the Debian package prepares it again. A preparation is built in a
+temporary directory and renamed into place only when complete: nothing half-prepared is used.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import paths
+from ..errors import LockdownError, PhaseFailed
+from ..targets.config import Target
+from .mariadb import DatabaseServer, PrivateMariaDB
+from .processes import ProcessGroup
+from .toolchain import tool
+
+PREPARE_FORMAT = 1
+APP_USER = "lockdown"
+APP_PASSWORD = "lockdown"
+PLACEHOLDER_URL = "http://127.0.0.1:8080"
+
+
+@dataclass
+class Prepared:
+    target: Target
+    root: Path
+
+    @property
+    def app(self) -> Path:
+        return self.root / "app"
+
+    @property
+    def datadir(self) -> Path | None:
+        d = self.root / "data"
+        return d if d.is_dir() else None
+
+    @property
+    def dump(self) -> Path | None:
+        d = self.root / "dump.sql"
+        return d if d.is_file() else None
+
+
+def cache_key(target: Target) -> str:
+    h = hashlib.sha256(f"format {PREPARE_FORMAT}\n".encode())
+    for path in sorted(p for p in target.directory.rglob("*") if p.is_file()):
+        h.update(str(path.relative_to(target.directory)).encode() + b"\0")
+        h.update(path.read_bytes())
+    if target.app_source:
+        src = target.app_source
+        if not src.is_dir():
+            raise LockdownError(f"target {target.name}: app source {src} does not exist; "
+                                f"run `make setup` to install it")
+        for entry in sorted(os.scandir(src), key=lambda e: e.name):
+            st = entry.stat(follow_symlinks=True) if os.path.exists(entry.path) else None
+            h.update(f"{entry.name} {st.st_mtime_ns if st else 0}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def app_env(target: Target, app_dir: Path, base_url: str, db: DatabaseServer | None,
+            db_name: str | None, db_user: str = APP_USER, db_password: str = APP_PASSWORD) -> dict:
+    """The environment of install and configure commands (docs/targets.md)."""
+    env = dict(os.environ)
+    php_dir = os.path.dirname(tool("php"))
+    env["PATH"] = f"{php_dir}:{env.get('PATH', '')}"
+    env.update(LOCKDOWN_TARGET_DIR=str(target.directory), LOCKDOWN_APP_DIR=str(app_dir),
+               LOCKDOWN_BASE_URL=base_url, LOCKDOWN_PHP=tool("php"))
+    if db is not None:
+        env.update(LOCKDOWN_DB_HOST=db.host, LOCKDOWN_DB_PORT=str(db.port),
+                   LOCKDOWN_DB_SOCKET=db.socket or "", LOCKDOWN_DB_NAME=db_name or "",
+                   LOCKDOWN_DB_USER=db_user, LOCKDOWN_DB_PASSWORD=db_password)
+    return env
+
+
+def run_target_command(procs: ProcessGroup, target: Target, which: str, argv: tuple, env: dict,
+                       timeout: float) -> None:
+    argv = [tool("php") if argv[0] == "php" else argv[0], *argv[1:]]
+    log = procs.run_dir / "logs" / f"{which}.log"
+    result = procs.run(which, argv, timeout=timeout, env=env, cwd=target.directory, log=log)
+    if result.returncode != 0:
+        from .logs import tail
+        raise PhaseFailed(f"target {target.name}: {which} command failed (exit {result.returncode}); "
+                          f"log in {log}", tail(log, 20))
+
+
+def copy_app(target: Target, dest: Path) -> None:
+    dest.mkdir(parents=True)
+    if target.app_files:
+        shutil.copytree(target.app_files, dest, dirs_exist_ok=True)
+        return
+    for entry in sorted(os.listdir(target.app_source)):
+        if entry in target.app_exclude:
+            continue
+        src = target.app_source / entry
+        if not os.path.exists(src):  # dangling symlink into a config dir we do not use
+            continue
+        subprocess.run(["cp", "-rL", str(src), str(dest / entry)], check=True)
+
+
+def prepare(target: Target, say=print) -> Prepared:
+    """Return the cached preparation of `target`, building it first if needed."""
+    key = cache_key(target)
+    root = paths.prepared_dir() / f"{target.name}-{key}"
+    if (root / "prepared.json").is_file():
+        return Prepared(target, root)
+    paths.prepared_dir().mkdir(parents=True, exist_ok=True)
+    with open(paths.prepared_dir() / f"{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (root / "prepared.json").is_file():
+            return Prepared(target, root)
+        say(f"[prepare] {target.name}: first use of this target version, installing it "
+            f"(cached in {root})")
+        started = time.monotonic()
+        tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            _build(target, tmp)
+            (tmp / "prepared.json").write_text(json.dumps(
+                {"target": target.name, "key": key, "seconds": round(time.monotonic() - started, 1),
+                 "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
+            for old in paths.prepared_dir().glob(f"{target.name}-*"):
+                if old.is_dir() and old != root:
+                    shutil.rmtree(old, ignore_errors=True)
+            tmp.rename(root)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        say(f"[prepare] {target.name}: ready in {time.monotonic() - started:.0f} s")
+    return Prepared(target, root)
+
+
+def _build(target: Target, tmp: Path) -> None:
+    copy_app(target, tmp / "app")
+    with ProcessGroup(tmp / "work") as procs:
+        db = None
+        mysql = None
+        if target.database:
+            PrivateMariaDB.initialize(procs, tmp / "data")
+            mysql = PrivateMariaDB(procs, tmp / "work" / "mysql", tmp / "data")
+            db = mysql.start()
+            name = target.database
+            db.sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4;"
+                   + "".join(f"CREATE USER '{APP_USER}'@'{h}' IDENTIFIED BY '{APP_PASSWORD}';"
+                             f"GRANT ALL ON `{name}`.* TO '{APP_USER}'@'{h}';"
+                             for h in ("localhost", "127.0.0.1")))
+            for sql in (target.schema, target.seed):
+                if sql:
+                    db.load_file(sql, name)
+        env = app_env(target, tmp / "app", PLACEHOLDER_URL, db, target.database)
+        if target.configure:
+            run_target_command(procs, target, "configure", target.configure, env, 300)
+        if target.install:
+            run_target_command(procs, target, "install", target.install, env, target.install_timeout)
+        if db is not None:
+            db.dump(target.database, tmp / "dump.sql")
+            mysql.stop()
+    shutil.rmtree(tmp / "work" / "mysql", ignore_errors=True)

@@ -1,0 +1,245 @@
+"""Start child processes so that they can always be stopped again.
+
+Every server and load generator lockdown starts goes through a `ProcessGroup`: each child
+gets its own process group (so its workers can be signalled with it), dies with lockdown
+(PR_SET_PDEATHSIG), and is recorded in the run directory and in `$LOCKDOWN_HOME/active/`.
+If lockdown itself is killed with SIGKILL, the next lockdown command finds the record and
+stops what was left (`sweep_orphans`).
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import LockdownError, PhaseFailed
+from .. import paths
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: ask the kernel for SIGTERM when lockdown dies."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except OSError:
+        pass
+
+
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    popen: subprocess.Popen
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+
+@dataclass
+class ProcessGroup:
+    """The children of one lockdown command, stopped in reverse start order by `stop_all`."""
+
+    run_dir: Path
+    children: list[Child] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._record = paths.active_dir() / f"{os.getpid()}-{self.run_dir.name}.json"
+
+    # -- starting ---------------------------------------------------------------------------
+    def spawn(self, name: str, argv: list[str], *, log: Path | None = None,
+              env: dict | None = None, cwd: Path | None = None,
+              stdout_to_log: bool = True) -> Child:
+        """Start a long-running child (a server); its stdout and stderr go to `log`."""
+        log = log or self.run_dir / "logs" / f"{name}.out"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log, "ab")
+        try:
+            popen = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out if stdout_to_log else subprocess.PIPE,
+                stderr=out, env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+        except FileNotFoundError:
+            raise LockdownError(f"cannot start {name}: {argv[0]} not found; run `make setup` "
+                                f"or `lockdown doctor` to see what is missing")
+        finally:
+            out.close()
+        child = Child(name, list(argv), popen, log)
+        self.children.append(child)
+        self._write_record()
+        return child
+
+    def run(self, name: str, argv: list[str], *, timeout: float, env: dict | None = None,
+            cwd: Path | None = None, log: Path | None = None,
+            capture: bool = False) -> subprocess.CompletedProcess:
+        """Run a child to completion (install scripts, load generators); kill it on timeout."""
+        log = log or self.run_dir / "logs" / f"{name}.out"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "ab") as out:
+            try:
+                popen = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if capture else out, stderr=out, env=env, cwd=cwd,
+                    start_new_session=True, preexec_fn=_die_with_parent)
+            except FileNotFoundError:
+                raise LockdownError(f"cannot run {name}: {argv[0]} not found; run `make setup`")
+            child = Child(name, list(argv), popen, log)
+            self.children.append(child)
+            self._write_record()
+            try:
+                stdout, _ = popen.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                _stop_group(popen, grace=2.0)
+                raise PhaseFailed(f"{name} did not finish within {timeout:.0f} s; its output is in {log}")
+            finally:
+                _stop_group(popen, grace=2.0)
+                self.children.remove(child)
+                self._write_record()
+        return subprocess.CompletedProcess(argv, popen.returncode,
+                                           stdout.decode("utf-8", "replace") if capture else None, None)
+
+    # -- stopping ---------------------------------------------------------------------------
+    def stop(self, child: Child, grace: float = 10.0) -> None:
+        _stop_group(child.popen, grace)
+        if child in self.children:
+            self.children.remove(child)
+        self._write_record()
+
+    def stop_all(self, grace: float = 10.0) -> None:
+        """Stop every child, newest first: the load generator, nginx, php-fpm, then MariaDB."""
+        for child in reversed(list(self.children)):
+            try:
+                _stop_group(child.popen, grace)
+            except Exception:  # keep stopping the others whatever happens
+                pass
+        self.children.clear()
+        self._write_record()
+
+    def __enter__(self) -> "ProcessGroup":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop_all()
+
+    # -- record for orphan sweeps -----------------------------------------------------------
+    def _write_record(self) -> None:
+        groups = [{"name": c.name, "pgid": c.pid} for c in self.children]
+        if not groups:
+            self._record.unlink(missing_ok=True)
+            return
+        data = {"owner": os.getpid(), "owner_start": _start_time(os.getpid()),
+                "run_dir": str(self.run_dir), "groups": groups}
+        self._record.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self._record.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        tmp.replace(self._record)
+
+
+def _stop_group(popen: subprocess.Popen, grace: float) -> None:
+    """SIGTERM the child's process group, wait, then SIGKILL whatever is left of it."""
+    pgid = popen.pid
+    if popen.poll() is None or _group_alive(pgid):
+        _killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            popen.poll()
+            if popen.returncode is not None and not _group_alive(pgid):
+                break
+            time.sleep(0.05)
+        if _group_alive(pgid) or popen.poll() is None:
+            _killpg(pgid, signal.SIGKILL)
+    try:
+        popen.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """True while any non-zombie process is in process group `pgid`."""
+    return bool(_group_members(pgid))
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry.name))
+    return members
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()[19]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def sweep_orphans() -> list[str]:
+    """Stop processes left behind by a lockdown that was killed; return one message per run.
+
+    A record is stale when its owner is gone (or the pid now belongs to another process).
+    Only processes whose group id matches and whose command line names the run directory
+    are signalled, so a recycled pid is never hit.
+    """
+    messages = []
+    active = paths.active_dir()
+    if not active.is_dir():
+        return messages
+    for record in active.glob("*.json"):
+        try:
+            data = json.loads(record.read_text())
+        except (OSError, ValueError):
+            record.unlink(missing_ok=True)
+            continue
+        owner = data.get("owner")
+        if owner and _start_time(owner) is not None and _start_time(owner) == data.get("owner_start"):
+            continue  # its lockdown is still running
+        run_dir = data.get("run_dir", "")
+        stopped = []
+        for group in data.get("groups", []):
+            pids = [p for p in _group_members(group["pgid"]) if run_dir and run_dir in _cmdline(p)]
+            if pids:
+                _killpg(group["pgid"], signal.SIGTERM)
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and _group_alive(group["pgid"]):
+                    time.sleep(0.05)
+                _killpg(group["pgid"], signal.SIGKILL)
+                stopped.append(group["name"])
+        record.unlink(missing_ok=True)
+        if stopped:
+            messages.append(f"lockdown: stopped {', '.join(stopped)} left running by an "
+                            f"interrupted lockdown (run directory {run_dir})")
+    return messages

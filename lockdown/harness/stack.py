@@ -1,0 +1,102 @@
+"""The running application for one command: MariaDB -> php-fpm -> nginx, in one run directory.
+
+Use as a context manager: everything started is stopped on exit, whatever the exit.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..targets.config import Target
+from . import ports
+from .mariadb import DatabaseServer, PrivateMariaDB, copy_datadir, parse_dsn
+from .nginx import Nginx
+from .phpfpm import PhpConfig, PhpFpm, build_php_config, check_ini
+from .prepare import APP_PASSWORD, APP_USER, app_env, prepare, run_target_command
+from .processes import ProcessGroup
+
+
+@dataclass
+class StackOptions:
+    workers: int = 4
+    port: int | None = None
+    mysql_dsn: str | None = None
+    php_ini: dict = field(default_factory=dict)       # command-line overrides, win over the target's
+    extensions: frozenset = frozenset()               # collector extensions to load
+    pool_env: dict = field(default_factory=dict)
+    keep_data: bool = False
+
+
+class Stack:
+    def __init__(self, target: Target, run_dir: Path, options: StackOptions, say=print):
+        self.target = target
+        self.run_dir = run_dir
+        self.options = options
+        self.say = say
+        self.procs = ProcessGroup(run_dir)
+        self.db: DatabaseServer | None = None
+        self.db_name: str | None = None
+        self.php: PhpConfig | None = None
+        self.fpm: PhpFpm | None = None
+        self.nginx: Nginx | None = None
+        self.app_dir = run_dir / "app"
+
+    @property
+    def base_url(self) -> str:
+        return self.nginx.base_url
+
+    def __enter__(self) -> "Stack":
+        try:
+            self._start()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.procs.stop_all()
+        if not self.options.keep_data:
+            shutil.rmtree(self.run_dir / "mysql" / "data", ignore_errors=True)
+            shutil.rmtree(self.app_dir, ignore_errors=True)
+
+    def _start(self) -> None:
+        t, o = self.target, self.options
+        port = o.port or ports.free_port()
+        ports.ensure_free(port, "nginx", "--port")
+        overrides = {**t.php_ini, **o.php_ini}
+        self.php = build_php_config(self.run_dir / "php", overrides, set(o.extensions))
+        check_ini(self.php)
+        prepared = prepare(t, say=self.say)
+        self.say(f"[start] run directory {self.run_dir}")
+        subprocess.run(["cp", "-al", str(prepared.app), str(self.app_dir)], check=True)
+        db_user, db_password = APP_USER, APP_PASSWORD
+        if t.database:
+            if o.mysql_dsn:
+                self.db = parse_dsn(o.mysql_dsn, self.run_dir)
+                self.db_name = f"lockdown_{t.name}".replace("-", "_")
+                self.say(f"[start] loading {t.name}'s database into {self.db_name} on "
+                         f"{self.db.where()}")
+                self.db.sql(f"DROP DATABASE IF EXISTS `{self.db_name}`; "
+                            f"CREATE DATABASE `{self.db_name}` CHARACTER SET utf8mb4;")
+                self.db.load_file(prepared.dump, self.db_name)
+                db_user, db_password = self.db.user, self.db.password
+            else:
+                datadir = self.run_dir / "mysql" / "data"
+                copy_datadir(prepared.datadir, datadir)
+                mysql = PrivateMariaDB(self.procs, self.run_dir / "mysql", datadir)
+                self.db = mysql.start()
+                self.db_name = t.database
+            self.say(f"[start] MariaDB {self.db.version} at {self.db.where()}")
+        self.fpm = PhpFpm(self.procs, self.run_dir / "php", self.php, o.workers, o.pool_env)
+        self.nginx = Nginx(self.procs, self.run_dir / "nginx", port, self.app_dir / t.docroot,
+                           t.front_controller, self.fpm.socket)
+        if t.configure:
+            env = app_env(t, self.app_dir, self.nginx.base_url, self.db, self.db_name,
+                          db_user, db_password)
+            run_target_command(self.procs, t, "configure", t.configure, env, 300)
+        self.fpm.start()
+        self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}")
+        self.nginx.start()
+        self.say(f"[start] nginx at {self.nginx.base_url}")

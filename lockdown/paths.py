@@ -1,0 +1,48 @@
+"""Where lockdown keeps its state: prepared targets, run directories, records of live runs.
+
+Everything lives under `$LOCKDOWN_HOME` (default `~/.local/share/lockdown`), never under
+/etc, /usr or /var/lib.
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def home() -> Path:
+    env = os.environ.get("LOCKDOWN_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "lockdown"
+
+
+def active_dir() -> Path:
+    return home() / "active"
+
+
+def prepared_dir() -> Path:
+    return home() / "prepared"
+
+
+def runs_dir() -> Path:
+    return home() / "runs"
+
+
+def builtin_targets_dir() -> Path:
+    return Path(os.environ.get("LOCKDOWN_TARGETS", REPO_ROOT / "fixtures" / "apps"))
+
+
+def new_run_dir(target: str, command: str) -> Path:
+    """A fresh, uniquely named run directory for one command on one target."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = runs_dir() / f"{stamp}-{command}-{target}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    path.mkdir(parents=True)
+    return path

@@ -1,0 +1,32 @@
+"""The human table of a bench result (the numbers come computed in the result)."""
+from __future__ import annotations
+
+
+def _fmt(v, spec=".1f", none="-"):
+    return none if v is None else format(v, spec)
+
+
+def format_bench(result: dict) -> str:
+    cfg = result["config"]
+    lines = [
+        f"target {result['target']}  load {cfg['load']}  concurrency {cfg['concurrency']}  "
+        f"workers {cfg['workers']}  {cfg['runs']} x {cfg['duration']:g} s  "
+        f"canonical {'yes' if result['canonical'] else 'no'}",
+    ]
+    if cfg.get("php_ini"):
+        lines.append("php.ini overrides: " + ", ".join(f"{k}={v}" for k, v in cfg["php_ini"].items()))
+    header = f"{'run':>4} {'req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8} " \
+             f"{'errors':>6}  statuses"
+    lines += [header, "-" * len(header)]
+    for i, r in enumerate(result["runs"], 1):
+        lat = r["latency_ms"]
+        statuses = " ".join(f"{k}:{v}" for k, v in r["status_counts"].items())
+        lines.append(f"{i:>4} {r['rps']:>9.1f} {lat['p50']:>8.1f} {lat['p90']:>8.1f} "
+                     f"{lat['p99']:>8.1f} {lat['max']:>8.1f} {r['errors']:>6}  {statuses}")
+    s = result["summary"]
+    lo, hi = s["rps_ci95"]
+    cv = None if s["rps_cv"] is None else 100 * s["rps_cv"]
+    lines.append("-" * len(header))
+    lines.append(f"mean {_fmt(s['rps_mean'])} req/s, stddev {_fmt(s['rps_stddev'], '.2f')}, "
+                 f"CV {_fmt(cv, '.2f')}%, 95% CI [{_fmt(lo)}, {_fmt(hi)}]")
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Idempotent set-up: Debian packages, then this Python package (editable) with its dependencies.
+# A second run checks and returns in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(php8.2-cli php8.2-fpm php8.2-mysql php8.2-opcache php8.2-tideways php-excimer
+      mariadb-server mariadb-client nginx linux-perf wrk siege apache2-utils wordpress mediawiki
+      python3 python3-pip ca-certificates)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing Debian packages: ${missing[*]}; run make setup as root" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/tmp/lockdown-apt.log 2>&1 || {
+    tail -30 /tmp/lockdown-apt.log >&2; echo "setup: apt-get install failed (log: /tmp/lockdown-apt.log)" >&2; exit 1; }
+else
+  echo "setup: Debian packages present"
+fi
+
+PYTHON=${PYTHON:-python3}
+stamp=".setup-stamp"
+want="$(cat setup.py | sha256sum | cut -c1-16) $(pwd) $($PYTHON -c 'import sys; print(sys.executable)')"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
+   && $PYTHON -c "import lockdown, click, jinja2, elftools, pytest" 2>/dev/null \
+   && [ "$($PYTHON -c 'import lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))')" = "$(pwd)" ] \
+   && command -v lockdown >/dev/null; then
+  echo "setup: Python package present"
+  exit 0
+fi
+pipflags=(-q)
+if $PYTHON -c 'import sys, sysconfig, os; sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
+  pipflags+=(--break-system-packages)   # Debian's python3: install beside the system packages
+fi
+echo "setup: installing the lockdown Python package (editable) and its dependencies"
+$PYTHON -m pip install "${pipflags[@]}" --root-user-action=ignore -e ".[test]"
+command -v pyenv >/dev/null && pyenv rehash || true
+echo "$want" > "$stamp"
+command -v lockdown >/dev/null || echo "setup: note: lockdown is installed in $($PYTHON -c 'import sysconfig; print(sysconfig.get_path("scripts"))'), add it to PATH" >&2
