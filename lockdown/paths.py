@@ -25,7 +25,9 @@ def active_dir() -> Path:
 
 
 def prepared_dir() -> Path:
-    return home() / "prepared"
+    """Prepared targets; `LOCKDOWN_PREPARED_DIR` lets several homes share one cache."""
+    env = os.environ.get("LOCKDOWN_PREPARED_DIR")
+    return Path(env).expanduser().resolve() if env else home() / "prepared"
 
 
 def runs_dir() -> Path:

@@ -86,9 +86,10 @@ def _percentile(sorted_values: list[float], pct: float) -> float:
 
 
 def _siege(procs, base_url, paths, concurrency, duration, workdir, label) -> LoadResult:
+    """siege 4.0 loses chunked responses on kept-alive connections: it connects per request."""
     rc = workdir / "siegerc"
     rc.write_text("verbose = true\ncolor = off\nlogging = false\nprotocol = HTTP/1.1\n"
-                  "connection = keep-alive\nshow-logfile = false\nparser = false\n"
+                  "connection = close\nshow-logfile = false\nparser = false\n"
                   "failures = 1000000\njson_output = false\n")
     urls = workdir / "urls.txt"
     urls.write_text("".join(base_url + _lua_safe(p) + "\n" for p in paths))
@@ -122,9 +123,10 @@ def _siege(procs, base_url, paths, concurrency, duration, workdir, label) -> Loa
 
 
 def _ab(procs, base_url, paths, concurrency, duration, workdir, label) -> LoadResult:
-    """ab drives one URL only: the heaviest of the list (the first on ties)."""
+    """ab drives one URL only: the heaviest of the list (the first on ties). No -k: ab's
+    keep-alive needs Content-Length, which PHP's chunked responses lack."""
     url = base_url + _lua_safe(max(set(paths), key=lambda p: (paths.count(p), -paths.index(p))))
-    argv = [tool("ab"), "-l", "-k", "-c", str(concurrency), "-t", f"{max(1, round(duration))}",
+    argv = [tool("ab"), "-l", "-c", str(concurrency), "-t", f"{max(1, round(duration))}",
             "-n", "100000000", "-r", url]
     out = _finish(procs, "ab", argv, duration, workdir, label)
 

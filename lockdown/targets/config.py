@@ -108,6 +108,17 @@ def load_target(directory: Path) -> Target:
     if unknown:
         raise _fail(path, f"unknown key `{unknown[0]}` (known: {', '.join(sorted(known))})")
 
+    for section, allowed in _SECTION_KEYS.items():
+        table = data.get(section)
+        tables = table if isinstance(table, list) else [table]
+        for i, t in enumerate(tables):
+            if isinstance(t, dict):
+                extra = sorted(set(t) - allowed)
+                if extra:
+                    where = f"{section}[{i}]" if isinstance(table, list) else f"[{section}]"
+                    raise _fail(path, f"unknown key `{extra[0]}` in {where} "
+                                      f"(known: {', '.join(sorted(allowed))})")
+
     app = _expect(path, data, "app", dict, default={})
     source = _expect(path, app, "source", str)
     files = _expect(path, app, "files", str)
@@ -173,6 +184,16 @@ def load_target(directory: Path) -> Target:
         sanity_url=_url_path(path, sanity.get("url", "/"), "[sanity] url"),
         sanity_expect=expect,
     )
+
+
+_SECTION_KEYS = {
+    "app": {"source", "files", "exclude"},
+    "database": {"name", "schema", "seed"},
+    "install": {"command", "timeout"},
+    "configure": {"command"},
+    "urls": {"path", "weight"},
+    "sanity": {"url", "expect"},
+}
 
 
 def _ini_value(v) -> str:

@@ -1,0 +1,65 @@
+"""Shared test helpers: run the real `lockdown` CLI in a private LOCKDOWN_HOME and find the
+processes a run left behind (by its run directory in their command lines)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_PREPARED = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") \
+    / "lockdown" / "prepared"
+
+
+@pytest.fixture(scope="session")
+def home(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("lockdown-home")
+
+
+@pytest.fixture
+def env(home) -> dict:
+    e = dict(os.environ)
+    e["LOCKDOWN_HOME"] = str(home)
+    # Prepared targets (installed WordPress/MediaWiki) are reused across test sessions.
+    e["LOCKDOWN_PREPARED_DIR"] = str(SHARED_PREPARED)
+    e.pop("LOCKDOWN_PHP_EXTENSION_DIR", None)
+    return e
+
+
+def lockdown_argv(*args) -> list[str]:
+    return [sys.executable, "-m", "lockdown", *map(str, args)]
+
+
+@pytest.fixture
+def lockdown(env):
+    """Run `lockdown ARGS...`; returns the CompletedProcess (text)."""
+    def run(*args, timeout=600, extra_env=None):
+        return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=timeout,
+                              env={**env, **(extra_env or {})}, cwd=REPO)
+    return run
+
+
+def processes_mentioning(fragment: str) -> list[str]:
+    """Command lines of live (non-zombie) processes that contain `fragment`."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = Path(entry.path, "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(entry.path, "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if fragment in cmd and state != "Z":
+            found.append(f"{entry.name}: {cmd}")
+    return found
+
+
+def run_dir_of(output: str) -> str:
+    for line in output.splitlines():
+        if line.startswith("[start] run directory "):
+            return line.split("[start] run directory ", 1)[1].strip()
+    raise AssertionError(f"no run directory in output:\n{output}")

@@ -1,0 +1,90 @@
+"""The harness end to end on the `hello` target: real nginx, php-fpm and load generators."""
+import json
+import sys
+
+import pytest
+
+from conftest import processes_mentioning, run_dir_of
+
+SHORT = ("--runs", "2", "--duration", "1", "--warmup-duration", "1", "--warmup-requests", "5")
+
+
+def check_result_shape(data, runs):
+    assert data["target"] == "hello"
+    assert len(data["runs"]) == runs
+    for run in data["runs"]:
+        assert run["rps"] > 0
+        assert set(run["latency_ms"]) == {"p50", "p90", "p99", "max"}
+        assert run["latency_ms"]["p50"] <= run["latency_ms"]["p99"] <= run["latency_ms"]["max"]
+        assert run["bytes"] > 0
+        assert isinstance(run["errors"], int)
+    s = data["summary"]
+    assert s["rps_mean"] == pytest.approx(sum(r["rps"] for r in data["runs"]) / runs)
+    lo, hi = s["rps_ci95"]
+    assert lo <= s["rps_mean"] <= hi
+    assert [p["name"] for p in data["phases"]] == ["start", "sanity", "warmup-single",
+                                                    "warmup-concurrent", "measure", "stop"]
+
+
+def test_bench_hello_wrk(lockdown, tmp_path):
+    out = tmp_path / "out.json"
+    r = lockdown("bench", "hello", *SHORT, "--json", out)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    check_result_shape(data, 2)
+    for run in data["runs"]:
+        assert set(run["status_counts"]) == {"200"}
+        assert run["status_counts"]["200"] == run["requests"]
+    assert data["canonical"] is False and "runs" in data["non_default_options"]
+    assert "req/s" in r.stdout and "95% CI" in r.stdout
+    # the plain benchmark runs without lockdown's own profiler extensions
+    assert "excimer" not in data["config"]["php_extensions"]
+    assert "opcache" in " ".join(data["config"]["php_extensions"])
+    run_dir = data["run_dir"]
+    assert processes_mentioning(run_dir) == []
+    assert (tmp_path / "out.json").exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("tool", ["siege", "ab"])
+def test_bench_hello_other_load_generators(lockdown, tmp_path, tool):
+    out = tmp_path / "out.json"
+    r = lockdown("bench", "hello", *SHORT, "--load", tool, "--json", out)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(out.read_text())
+    check_result_shape(data, 2)
+    assert data["config"]["load"] == tool
+    for run in data["runs"]:
+        assert run["tool"] == tool
+        ok = run["status_counts"].get("200", 0) + run["status_counts"].get("2xx", 0)
+        assert ok == run["requests"] > 0
+    assert processes_mentioning(data["run_dir"]) == []
+
+
+def test_php_ini_override_reaches_workers_and_hooks_run(lockdown, tmp_path):
+    """--php-ini is applied in php-fpm (seen by a hook that fetches the page between phases)."""
+    seen = tmp_path / "seen"
+    fetch = (f"{sys.executable} -c \"import os,urllib.request;"
+             f"open('{seen}','a').write(os.environ['LOCKDOWN_PHASE']+' '+"
+             f"urllib.request.urlopen(os.environ['LOCKDOWN_BASE_URL']+'/').read().decode()+chr(10))\"")
+    out = tmp_path / "off.json"
+    r = lockdown("bench", "hello", *SHORT, "--php-ini", "opcache.enable=0",
+                 "--php-ini", "memory_limit=77M", "--exec-before-warmup", fetch,
+                 "--exec-after-warmup", fetch, "--exec-after-benchmark", fetch, "--json", out)
+    assert r.returncode == 0, r.stderr
+    lines = seen.read_text().splitlines()
+    assert [l.split()[0] for l in lines] == ["before-warmup", "after-warmup", "after-benchmark"]
+    assert all("opcache=off memory_limit=77M sapi=fpm-fcgi" in l for l in lines)
+    data = json.loads(out.read_text())
+    assert data["canonical"] is False
+    assert data["config"]["php_ini"] == {"opcache.enable": "0", "memory_limit": "77M"}
+
+    r = lockdown("bench", "hello", *SHORT, "--exec-after-warmup", fetch)
+    assert r.returncode == 0, r.stderr
+    assert "opcache=on" in seen.read_text().splitlines()[-1]
+
+
+def test_failing_hook_stops_everything(lockdown):
+    r = lockdown("bench", "hello", *SHORT, "--exec-after-warmup", "exit 3")
+    assert r.returncode == 2
+    assert "hook after-warmup ('exit 3') failed with exit 3" in r.stderr
+    assert processes_mentioning(run_dir_of(r.stdout)) == []

@@ -1,0 +1,44 @@
+"""The command line itself: version, help on every command, one-line errors."""
+from lockdown import __version__
+from lockdown.cli.main import main
+
+
+def test_version(lockdown):
+    r = lockdown("--version")
+    assert r.returncode == 0
+    assert __version__ in r.stdout
+
+
+def test_help_on_every_command(lockdown):
+    assert main.commands, "no commands registered"
+    for name in main.commands:
+        r = lockdown(name, "--help")
+        assert r.returncode == 0, (name, r.stderr)
+        assert "Usage: lockdown " + name in r.stdout
+
+
+def test_targets_lists_builtins(lockdown):
+    r = lockdown("targets")
+    assert r.returncode == 0
+    names = [line.split()[0] for line in r.stdout.splitlines()]
+    assert {"hello", "wordpress", "mediawiki"} <= set(names)
+
+
+def test_unknown_target_is_one_line(lockdown):
+    r = lockdown("bench", "no-such-target")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0
+    assert "unknown target 'no-such-target'" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_target_path_is_one_line(lockdown, tmp_path):
+    r = lockdown("bench", tmp_path / "nowhere")
+    assert r.returncode == 2
+    assert "not found" in r.stderr and r.stderr.strip().count("\n") == 0
+
+
+def test_bad_php_ini_option(lockdown):
+    r = lockdown("bench", "hello", "--php-ini", "opcache.enable")
+    assert r.returncode == 2
+    assert "expected KEY=VALUE" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,32 @@
+"""`lockdown doctor` on the real machine, and with an extension really missing."""
+import json
+import os
+from pathlib import Path
+
+
+def test_doctor_passes_here(lockdown):
+    r = lockdown("doctor", "--json")
+    data = json.loads(r.stdout)
+    failed = [c for c in data["checks"] if c["required"] and not c["ok"]]
+    assert r.returncode == 0, failed
+    assert data["ok"] is True
+    names = {c["name"] for c in data["checks"]}
+    for needed in ("php-fpm", "php extension tideways_xhprof", "php extension excimer",
+                   "perf sampling with DWARF call graphs", "mariadbd", "nginx",
+                   "writable run directory"):
+        assert needed in names
+
+
+def test_doctor_reports_missing_extension(lockdown, tmp_path):
+    real = Path(json.loads(lockdown("doctor", "--json").stdout)["checks"][2]["detail"].split()[-1])
+    fake = tmp_path / "ext"
+    fake.mkdir()
+    for so in real.glob("*.so"):
+        if so.name != "excimer.so":
+            os.symlink(so, fake / so.name)
+    r = lockdown("doctor", extra_env={"LOCKDOWN_PHP_EXTENSION_DIR": str(fake)})
+    assert r.returncode == 1
+    row = next(line for line in r.stdout.splitlines() if "php extension excimer" in line)
+    assert row.startswith("FAIL")
+    assert "fix: apt-get install php-excimer" in r.stdout
+    assert "tideways_xhprof" in r.stdout and "1 required check(s) failed" in r.stdout

@@ -1,0 +1,106 @@
+"""Bad situations give one clear line, a non-zero exit, and leave nothing running."""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import REPO, lockdown_argv, processes_mentioning, run_dir_of
+
+HELLO = REPO / "fixtures" / "apps" / "hello"
+SHORT = ("--runs", "1", "--duration", "1", "--warmup-duration", "0", "--warmup-requests", "1")
+
+
+def test_port_in_use(lockdown):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = lockdown("bench", "hello", "--port", port, *SHORT)
+    assert r.returncode == 2
+    assert r.stderr.strip() == (f"lockdown: error: port {port} on 127.0.0.1 (for nginx) is already "
+                                f"in use: pass another --port, or leave --port out to use a free port")
+
+
+def test_sanity_check_failure_shows_evidence(lockdown, tmp_path):
+    target = tmp_path / "broken"
+    shutil.copytree(HELLO, target)
+    (target / "app" / "index.php").write_text("<?php\nhttp_response_code(500);\n"
+                                              "error_log('lockdown-test: database is down');\n"
+                                              "echo 'Service unavailable <b>today</b>';\n")
+    r = lockdown("bench", target, *SHORT)
+    assert r.returncode == 2
+    first = r.stderr.splitlines()[0]
+    assert first.startswith("lockdown: error: sanity check failed for http://127.0.0.1:")
+    assert "status 500" in first
+    assert "--- response excerpt ---" in r.stderr
+    assert "Service unavailable <b>today</b>" in r.stderr
+    assert "lockdown-test: database is down" in r.stderr      # php-fpm error log tail
+    assert "nginx-error.log" in r.stderr
+    assert processes_mentioning(run_dir_of(r.stdout)) == []
+
+
+def test_sanity_check_wrong_text(lockdown, tmp_path):
+    target = tmp_path / "wrongtext"
+    shutil.copytree(HELLO, target)
+    toml = (target / "target.toml").read_text().replace('expect = "Hello from PHP"',
+                                                         'expect = "Goodbye"')
+    (target / "target.toml").write_text(toml)
+    r = lockdown("bench", target, *SHORT)
+    assert r.returncode == 2
+    assert "expected text 'Goodbye' not found" in r.stderr.splitlines()[0]
+
+
+def _start_bench(env, *extra):
+    return subprocess.Popen(lockdown_argv("bench", "hello", "--runs", "5", "--duration", "5",
+                                          "--warmup-duration", "0", "--warmup-requests", "1", *extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            cwd=REPO)
+
+
+def _wait_for(proc, marker, timeout=120):
+    lines = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            return "".join(lines)
+    raise AssertionError(f"{marker!r} never printed:\n{''.join(lines)}")
+
+
+def test_sigint_and_sigterm_stop_everything(env):
+    for sig, code, word in ((signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 130, "terminated")):
+        proc = _start_bench(env)
+        seen = _wait_for(proc, "[measure]")
+        run_dir = run_dir_of(seen)
+        time.sleep(1.0)  # wrk is running now
+        assert any("wrk" in p for p in processes_mentioning(run_dir))
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == code, err
+        assert f"lockdown: {word}; everything started was stopped" in err
+        assert processes_mentioning(run_dir) == []
+        assert (Path(run_dir) / "logs" / "php-fpm.log").exists()     # logs are kept
+
+
+def test_kill_9_is_cleaned_up_by_next_command(env, lockdown):
+    proc = _start_bench(env)
+    run_dir = run_dir_of(_wait_for(proc, "[measure]"))
+    proc.kill()
+    proc.wait()
+    time.sleep(0.5)
+    # PR_SET_PDEATHSIG stops the direct children; whatever else is left, the next command stops.
+    r = lockdown("targets")
+    assert r.returncode == 0
+    deadline = time.monotonic() + 15
+    while processes_mentioning(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_mentioning(run_dir) == []
+    records = list((Path(env["LOCKDOWN_HOME"]) / "active").glob("*.json"))
+    assert all(json.loads(p.read_text())["run_dir"] != run_dir for p in records)

@@ -1,0 +1,74 @@
+"""target.toml parsing: good files load, bad ones give one clear line naming file and key."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lockdown.errors import LockdownError
+from lockdown.targets.config import load_target
+from lockdown.targets.registry import resolve
+
+HELLO = Path(__file__).resolve().parent.parent / "fixtures" / "apps" / "hello"
+
+
+def make_target(tmp_path: Path, toml: str) -> Path:
+    d = tmp_path / "t"
+    shutil.copytree(HELLO, d)
+    (d / "target.toml").write_text(toml)
+    return d
+
+
+GOOD = '''
+name = "mini"
+[app]
+files = "app"
+[[urls]]
+path = "/"
+weight = 2
+[[urls]]
+path = "/b"
+[sanity]
+expect = "Hello"
+'''
+
+
+def test_builtin_hello_loads():
+    t = resolve("hello")
+    assert t.name == "hello" and t.database is None
+    assert t.sanity_expect == "Hello from PHP"
+    assert (t.app_files / "index.php").is_file()
+
+
+def test_weighted_paths_keep_the_mix(tmp_path):
+    t = load_target(make_target(tmp_path, GOOD))
+    assert t.weighted_paths() == ["/", "/b", "/"]
+
+
+@pytest.mark.parametrize("toml, problem", [
+    ("name = [", "not valid TOML"),
+    (GOOD.replace('[sanity]\nexpect = "Hello"', ''), "missing required key `sanity`"),
+    (GOOD.replace("weight = 2", "weight = 0"), "urls[0].weight must be a positive integer"),
+    (GOOD.replace('path = "/b"', 'path = "b"'), "urls[1].path must be a string starting with '/'"),
+    ("bogus = 1\n" + GOOD, "unknown key `bogus`"),
+    (GOOD + "expected = 'typo'\n", "unknown key `expected` in [sanity]"),
+    (GOOD.replace('files = "app"', 'files = "nope"'), "files directory 'nope' does not exist"),
+    (GOOD + '\n[database]\nname = "x; drop"\n', "may only hold letters"),
+    (GOOD.replace('[app]\nfiles = "app"', ''), "[app] needs `source`"),
+])
+def test_bad_target_toml(tmp_path, toml, problem):
+    d = make_target(tmp_path, toml)
+    with pytest.raises(LockdownError) as e:
+        load_target(d)
+    msg = str(e.value)
+    assert problem in msg
+    assert str(d / "target.toml") in msg
+    assert "\n" not in msg
+
+
+def test_bad_target_toml_from_cli(lockdown, tmp_path):
+    d = make_target(tmp_path, GOOD.replace("weight = 2", 'weight = "heavy"'))
+    r = lockdown("bench", d)
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert r.stderr.strip() == (f"lockdown: error: bad target file {d / 'target.toml'}: "
+                                f"urls[0].weight must be a positive integer, got 'heavy'")
