@@ -104,3 +104,11 @@ def test_kill_9_is_cleaned_up_by_next_command(env, lockdown):
     assert processes_mentioning(run_dir) == []
     records = list((Path(env["LOCKDOWN_HOME"]) / "active").glob("*.json"))
     assert all(json.loads(p.read_text())["run_dir"] != run_dir for p in records)
+
+
+def test_timeout_stops_everything(lockdown):
+    r = lockdown("bench", "hello", "--runs", "3", "--duration", "5", "--warmup-duration", "0",
+                 "--timeout", "4")
+    assert r.returncode == 2
+    assert r.stderr.startswith("lockdown: error: timed out after 4 s (--timeout)")
+    assert processes_mentioning(run_dir_of(r.stdout)) == []

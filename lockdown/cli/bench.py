@@ -12,7 +12,7 @@ from ..harness.bench import BenchOptions, run_bench
 from ..harness.loadgen import TOOLS
 from ..reports.bench_table import format_bench
 from ..targets.registry import resolve
-from .main import main
+from .main import deadline, main
 
 
 def parse_ini(values: tuple[str, ...]) -> dict:
@@ -63,11 +63,13 @@ d = BenchOptions()
 @click.option("--exec-after-benchmark", metavar="CMD", help="Shell command run after the runs.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run directory (default: a new one under $LOCKDOWN_HOME/runs).")
+@click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
+              help="Stop everything and fail if the whole command takes longer.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result as JSON to this file.")
 def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_requests, warmup_duration,
               php_ini, port, mysql, exec_before_warmup, exec_after_warmup, exec_after_benchmark,
-              run_dir, json_out):
+              run_dir, timeout, json_out):
     """Benchmark TARGET (a built-in name or a path): nginx -> php-fpm -> MariaDB under load,
     with a sanity check, warmups and repeated measured runs."""
     t = resolve(target)
@@ -83,7 +85,8 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
     run_dir = (run_dir or paths.new_run_dir(t.name, "bench")).resolve()
-    result = run_bench(t, run_dir, opts, say=click.echo)
+    with deadline(timeout):
+        result = run_bench(t, run_dir, opts, say=click.echo)
     write_json_atomic(run_dir / "bench.json", result)
     click.echo("")
     click.echo(format_bench(result))

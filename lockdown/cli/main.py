@@ -1,6 +1,7 @@
 """The `lockdown` click group: version, one-line errors, signals, and the orphan sweep."""
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 
@@ -17,6 +18,25 @@ class _Terminated(KeyboardInterrupt):
 
 def _raise_terminated(signum, frame):
     raise _Terminated()
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None):
+    """Raise a LockdownError (unwinding every context manager) when `seconds` have passed."""
+    if not seconds:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise LockdownError(f"timed out after {seconds:g} s (--timeout); everything started "
+                            f"was stopped, logs are in the run directory")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 class LockdownGroup(click.Group):

@@ -1,0 +1,31 @@
+#!/usr/bin/env python3
+"""Run-to-run precision of the harness: coefficient of variation of RPS over 10 runs.
+
+    python3 bench/harness_precision.py [--target wordpress] [--runs 10] [--duration 10]
+"""
+from __future__ import annotations
+
+import argparse
+
+from _run import lockdown_bench
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="wordpress")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--duration", type=float, default=10.0)
+    a = ap.parse_args()
+    data = lockdown_bench(a.target, "--runs", str(a.runs), "--duration", str(a.duration))
+    rps = [r["rps"] for r in data["runs"]]
+    s = data["summary"]
+    print(f"target {a.target}: {a.runs} runs of {a.duration:g} s at concurrency "
+          f"{data['config']['concurrency']} ({data['config']['load']})")
+    print("rps per run: " + " ".join(f"{x:.1f}" for x in rps))
+    print(f"mean {s['rps_mean']:.2f} req/s  stddev {s['rps_stddev']:.2f}  "
+          f"95% CI [{s['rps_ci95'][0]:.2f}, {s['rps_ci95'][1]:.2f}]")
+    print(f"rps_cv {100 * s['rps_cv']:.2f}%  (min/max ratio {min(rps) / max(rps):.3f})")
+
+
+if __name__ == "__main__":
+    main()
