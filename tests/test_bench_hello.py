@@ -18,6 +18,7 @@ def check_result_shape(data, runs):
         assert run["latency_ms"]["p50"] <= run["latency_ms"]["p99"] <= run["latency_ms"]["max"]
         assert run["bytes"] > 0
         assert isinstance(run["errors"], int)
+        assert 0 < run["host_cpu"]["busy_pct"] <= 100 and run["host_cpu"]["steal_pct"] >= 0
     s = data["summary"]
     assert s["rps_mean"] == pytest.approx(sum(r["rps"] for r in data["runs"]) / runs)
     lo, hi = s["rps_ci95"]

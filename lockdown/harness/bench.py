@@ -18,6 +18,7 @@ from pathlib import Path
 from ..analyzers.stats import summarize
 from ..errors import PhaseFailed
 from ..targets.config import Target
+from . import cpu
 from .loadgen import LoadResult, run_load
 from .logs import evidence
 from .stack import Stack, StackOptions
@@ -161,10 +162,11 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
 
         def measure():
             for i in range(opts.runs):
+                before = cpu.snapshot()
                 r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths,
                                          opts.concurrency, opts.duration, run_dir / "load",
                                          f"run-{i + 1}")
-                result["runs"].append(r.to_json())
+                result["runs"].append({**r.to_json(), "host_cpu": cpu.usage(before, cpu.snapshot())})
                 say(f"[measure] run {i + 1}/{opts.runs}: {r.rps:.1f} req/s, p50 "
                     f"{r.latency_ms['p50']:.1f} ms, p99 {r.latency_ms['p99']:.1f} ms, "
                     f"statuses {r.status_counts}, errors {r.errors}")

@@ -90,7 +90,7 @@ def _siege(procs, base_url, paths, concurrency, duration, workdir, label) -> Loa
     rc = workdir / "siegerc"
     rc.write_text("verbose = true\ncolor = off\nlogging = false\nprotocol = HTTP/1.1\n"
                   "connection = close\nshow-logfile = false\nparser = false\n"
-                  "failures = 1000000\njson_output = false\n")
+                  "failures = 1000000\ntimeout = 10\njson_output = false\n")
     urls = workdir / "urls.txt"
     urls.write_text("".join(base_url + _lua_safe(p) + "\n" for p in paths))
     import os

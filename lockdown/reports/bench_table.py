@@ -16,13 +16,15 @@ def format_bench(result: dict) -> str:
     if cfg.get("php_ini"):
         lines.append("php.ini overrides: " + ", ".join(f"{k}={v}" for k, v in cfg["php_ini"].items()))
     header = f"{'run':>4} {'req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8} " \
-             f"{'errors':>6}  statuses"
+             f"{'errors':>6} {'cpu%':>5} {'steal%':>6}  statuses"
     lines += [header, "-" * len(header)]
     for i, r in enumerate(result["runs"], 1):
         lat = r["latency_ms"]
         statuses = " ".join(f"{k}:{v}" for k, v in r["status_counts"].items())
+        host = r.get("host_cpu") or {}
         lines.append(f"{i:>4} {r['rps']:>9.1f} {lat['p50']:>8.1f} {lat['p90']:>8.1f} "
-                     f"{lat['p99']:>8.1f} {lat['max']:>8.1f} {r['errors']:>6}  {statuses}")
+                     f"{lat['p99']:>8.1f} {lat['max']:>8.1f} {r['errors']:>6} "
+                     f"{_fmt(host.get('busy_pct')):>5} {_fmt(host.get('steal_pct')):>6}  {statuses}")
     s = result["summary"]
     lo, hi = s["rps_ci95"]
     cv = None if s["rps_cv"] is None else 100 * s["rps_cv"]
