@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import paths
 from ..errors import LockdownError, PhaseFailed
 from ..targets.config import Target
+from .logs import tail
 from .mariadb import DatabaseServer, PrivateMariaDB
 from .processes import ProcessGroup
 from .toolchain import tool
@@ -87,7 +88,6 @@ def run_target_command(procs: ProcessGroup, target: Target, which: str, argv: tu
     log = procs.run_dir / "logs" / f"{which}.log"
     result = procs.run(which, argv, timeout=timeout, env=env, cwd=target.directory, log=log)
     if result.returncode != 0:
-        from .logs import tail
         raise PhaseFailed(f"target {target.name}: {which} command failed (exit {result.returncode}); "
                           f"log in {log}", tail(log, 20))
 

@@ -100,7 +100,6 @@ class ProcessGroup:
             try:
                 stdout, _ = popen.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                _stop_group(popen, grace=2.0)
                 raise PhaseFailed(f"{name} did not finish within {timeout:.0f} s; its output is in {log}")
             finally:
                 _stop_group(popen, grace=2.0)
