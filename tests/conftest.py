@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+HELLO = REPO / "fixtures" / "apps" / "hello"
 SHARED_PREPARED = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") \
     / "lockdown" / "prepared"
 

@@ -8,9 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import REPO, lockdown_argv, processes_mentioning, run_dir_of
+from conftest import HELLO, REPO, lockdown_argv, processes_mentioning, run_dir_of
 
-HELLO = REPO / "fixtures" / "apps" / "hello"
 SHORT = ("--runs", "1", "--duration", "1", "--warmup-duration", "0", "--warmup-requests", "1")
 
 

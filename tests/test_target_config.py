@@ -8,7 +8,7 @@ from lockdown.errors import LockdownError
 from lockdown.targets.config import load_target
 from lockdown.targets.registry import resolve
 
-HELLO = Path(__file__).resolve().parent.parent / "fixtures" / "apps" / "hello"
+from conftest import HELLO
 
 
 def make_target(tmp_path: Path, toml: str) -> Path:

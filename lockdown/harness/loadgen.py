@@ -3,6 +3,7 @@ concurrency, and their output turned into one `LoadResult` shape."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import urllib.parse
 from dataclasses import asdict, dataclass, field
@@ -93,7 +94,6 @@ def _siege(procs, base_url, paths, concurrency, duration, workdir, label) -> Loa
                   "failures = 1000000\ntimeout = 10\njson_output = false\n")
     urls = workdir / "urls.txt"
     urls.write_text("".join(base_url + _lua_safe(p) + "\n" for p in paths))
-    import os
     env = dict(os.environ, HOME=str(workdir))  # siege writes ~/.siege; keep it in the run dir
     argv = [tool("siege"), "-R", str(rc), "-b", "-c", str(concurrency), "-t", f"{max(1, round(duration))}S",
             "-f", str(urls)]

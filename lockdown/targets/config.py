@@ -102,8 +102,7 @@ def load_target(directory: Path) -> Target:
     except (OSError, UnicodeDecodeError) as e:
         raise _fail(path, f"cannot be read ({e})")
 
-    known = {"name", "description", "docroot", "front_controller", "php_ini", "patchable",
-             "app", "database", "install", "configure", "urls", "sanity"}
+    known = _SCALAR_KEYS | set(_SECTION_KEYS)
     unknown = sorted(set(data) - known)
     if unknown:
         raise _fail(path, f"unknown key `{unknown[0]}` (known: {', '.join(sorted(known))})")
@@ -186,6 +185,7 @@ def load_target(directory: Path) -> Target:
     )
 
 
+_SCALAR_KEYS = {"name", "description", "docroot", "front_controller", "php_ini", "patchable"}
 _SECTION_KEYS = {
     "app": {"source", "files", "exclude"},
     "database": {"name", "schema", "seed"},
