@@ -9,6 +9,7 @@ import click
 
 from .. import __version__
 from ..errors import LockdownError, PhaseFailed
+from ..collectors.server_settings import restore_pending
 from ..harness.processes import sweep_orphans
 
 
@@ -43,7 +44,7 @@ class LockdownGroup(click.Group):
     def invoke(self, ctx):
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _raise_terminated)
-        for message in sweep_orphans():
+        for message in sweep_orphans() + restore_pending():
             click.echo(message, err=True)
         try:
             return super().invoke(ctx)
@@ -68,7 +69,7 @@ def main():
 
 
 def _register():
-    from . import bench, doctor, targets  # noqa: F401  (each adds its command to `main`)
+    from . import bench, doctor, profile, restore, targets, validate  # noqa: F401  (each adds its command to `main`)
 
 
 _register()

@@ -80,12 +80,12 @@ def sanity_check(stack: Stack) -> dict:
     return {"url": t.sanity_url, "status": status, "bytes": len(body)}
 
 
-def run_hook(stack: Stack, phase: str, command: str | None, say) -> None:
+def run_hook(stack: Stack, phase: str, command: str | None, say, **extra_env: str) -> None:
     if not command:
         return
     say(f"[hook] {phase}: {command}")
     env = dict(os.environ, LOCKDOWN_BASE_URL=stack.base_url, LOCKDOWN_RUN_DIR=str(stack.run_dir),
-               LOCKDOWN_PHASE=phase, LOCKDOWN_TARGET=stack.target.name)
+               LOCKDOWN_PHASE=phase, LOCKDOWN_TARGET=stack.target.name, **extra_env)
     result = stack.procs.run(f"hook-{phase}", ["sh", "-c", command], timeout=3600, env=env)
     if result.returncode != 0:
         raise PhaseFailed(f"hook {phase} ({command!r}) failed with exit {result.returncode}; "

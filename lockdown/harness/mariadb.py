@@ -46,7 +46,8 @@ class DatabaseServer:
         return cls(host, port, socket, user, password, cnf)
 
     def client_argv(self, database: str | None = None) -> list[str]:
-        argv = [tool("mariadb"), f"--defaults-file={self.client_cnf}", "--batch", "--skip-column-names"]
+        argv = [tool("mariadb"), f"--defaults-file={self.client_cnf}", "--batch", "--skip-column-names",
+                "--comments"]
         if self.socket is None:
             argv.append("--protocol=TCP")
         if database:

@@ -2,6 +2,7 @@
 user's overrides, in a generated pool of static workers listening on a unix socket."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -90,7 +91,7 @@ def fpm_env(php: PhpConfig) -> dict:
 
 class PhpFpm:
     def __init__(self, procs: ProcessGroup, base: Path, php: PhpConfig, workers: int,
-                 pool_env: dict | None = None):
+                 pool_env: dict | None = None, pool_ini: dict | None = None):
         self.procs = procs
         self.base = base
         self.php = php
@@ -98,12 +99,14 @@ class PhpFpm:
         self.socket = str(base / "php-fpm.sock")
         self.error_log = procs.run_dir / "logs" / "php-fpm.log"
         self.pool_env = pool_env or {}
+        self.pool_ini = pool_ini or {}
         self.child: Child | None = None
 
     def start(self, timeout: float = 30) -> None:
         conf = render_to("php-fpm.conf.j2", self.base / "php-fpm.conf", run_dir=self.procs.run_dir,
                          pid_file=self.base / "php-fpm.pid", error_log=self.error_log,
-                         socket=self.socket, workers=self.workers, pool_env=self.pool_env)
+                         socket=self.socket, workers=self.workers, pool_env=self.pool_env,
+                         pool_ini=self.pool_ini)
         argv = [tool("php-fpm"), "--nodaemonize", "--fpm-config", str(conf), "-c", str(self.php.ini_file)]
         if os.geteuid() == 0:
             argv.append("--allow-to-run-as-root")
@@ -122,3 +125,20 @@ class PhpFpm:
         except OSError:
             return []
         return [int(k) for k in kids]
+
+
+_FACTS_PHP = ("echo json_encode(['ini' => ini_get_all(null, false), 'extensions' => "
+              "array_combine(get_loaded_extensions(), array_map('phpversion', get_loaded_extensions()))"
+              ", 'zend_extensions' => get_loaded_extensions(true)]);")
+
+
+def php_facts(php: PhpConfig) -> dict:
+    """Effective php.ini values and loaded extensions with versions, as the PHP CLI sees the
+    run's configuration (the CLI forces display_errors, html_errors, implicit_flush,
+    max_execution_time and register_argc_argv; the rest is what the workers run with)."""
+    proc = subprocess.run([tool("php"), "-c", str(php.ini_file), "-r", _FACTS_PHP],
+                          capture_output=True, text=True, env=fpm_env(php), timeout=60)
+    try:
+        return json.loads(proc.stdout[proc.stdout.find("{"):])
+    except ValueError:
+        return {"error": (proc.stderr or proc.stdout).strip()[-300:]}

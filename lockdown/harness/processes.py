@@ -82,15 +82,17 @@ class ProcessGroup:
 
     def run(self, name: str, argv: list[str], *, timeout: float, env: dict | None = None,
             cwd: Path | None = None, log: Path | None = None,
-            capture: bool = False) -> subprocess.CompletedProcess:
-        """Run a child to completion (install scripts, load generators); kill it on timeout."""
+            capture: bool = False, stdout_file: Path | None = None) -> subprocess.CompletedProcess:
+        """Run a child to completion (install scripts, load generators); kill it on timeout.
+        Output goes to `log`, or stdout to `stdout_file` (truncated) when one is given."""
         log = log or self.run_dir / "logs" / f"{name}.out"
         log.parent.mkdir(parents=True, exist_ok=True)
-        with open(log, "ab") as out:
+        with open(log, "ab") as out, open(stdout_file or os.devnull, "wb") as data:
             try:
                 popen = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE if capture else out, stderr=out, env=env, cwd=cwd,
+                    stdout=subprocess.PIPE if capture else data if stdout_file else out,
+                    stderr=out, env=env, cwd=cwd,
                     start_new_session=True, preexec_fn=_die_with_parent)
             except FileNotFoundError:
                 raise LockdownError(f"cannot run {name}: {argv[0]} not found; run `make setup`")
@@ -137,7 +139,7 @@ class ProcessGroup:
         if not groups:
             self._record.unlink(missing_ok=True)
             return
-        data = {"owner": os.getpid(), "owner_start": _start_time(os.getpid()),
+        data = {**owner_record(),
                 "run_dir": str(self.run_dir), "groups": groups}
         self._record.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._record.with_suffix(".tmp")
@@ -199,6 +201,16 @@ def _start_time(pid: int) -> str | None:
     return stat[stat.rfind(")") + 2:].split()[19]
 
 
+def owner_record() -> dict:
+    """Who owns a record: this process, identified so that a recycled pid is not mistaken for it."""
+    return {"owner": os.getpid(), "owner_start": _start_time(os.getpid())}
+
+
+def owner_alive(record: dict) -> bool:
+    owner = record.get("owner")
+    return bool(owner) and _start_time(owner) is not None and _start_time(owner) == record.get("owner_start")
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
@@ -223,8 +235,7 @@ def sweep_orphans() -> list[str]:
         except (OSError, ValueError):
             record.unlink(missing_ok=True)
             continue
-        owner = data.get("owner")
-        if owner and _start_time(owner) is not None and _start_time(owner) == data.get("owner_start"):
+        if owner_alive(data):
             continue  # its lockdown is still running
         run_dir = data.get("run_dir", "")
         stopped = []

@@ -26,6 +26,7 @@ class StackOptions:
     php_ini: dict = field(default_factory=dict)       # command-line overrides, win over the target's
     extensions: frozenset = frozenset()               # collector extensions to load
     pool_env: dict = field(default_factory=dict)
+    pool_ini: dict = field(default_factory=dict)      # php_admin_value[...] in the pool
     keep_data: bool = False
 
 
@@ -89,12 +90,17 @@ class Stack:
                 self.db = mysql.start()
                 self.db_name = t.database
             self.say(f"[start] MariaDB {self.db.version} at {self.db.where()}")
-        self.fpm = PhpFpm(self.procs, self.run_dir / "php", self.php, o.workers, o.pool_env)
+        self.fpm = PhpFpm(self.procs, self.run_dir / "php", self.php, o.workers, o.pool_env,
+                          o.pool_ini)
         self.nginx = Nginx(self.procs, self.run_dir / "nginx", port, self.app_dir / t.docroot,
                            t.front_controller, self.fpm.socket)
         if t.configure:
             env = app_env(t, self.app_dir, self.nginx.base_url, self.db, self.db_name,
                           db_user, db_password)
+            if self.db is not None and not o.mysql_dsn:
+                # The app talks to the private server over loopback TCP, as most production
+                # set-ups do; it also lets a capture tie its connections to requests.
+                env["LOCKDOWN_DB_SOCKET"] = ""
             run_target_command(self.procs, t, "configure", t.configure, env, 300)
         self.fpm.start()
         self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}")

@@ -1,0 +1,118 @@
+"""`lockdown validate`: is a bundle intact, and did the capture get what it promised?
+
+Integrity problems (a missing, truncated or damaged file, an unknown version) raise
+BundleError: one line naming the file. Coverage checks (requests logged, samples attributed,
+stacks per request, profiles, statements tied to requests) are returned as `Check`s.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass
+
+from .model import ExcimerProfile, PerfSample, RequestRecord, Statement
+from .store import Bundle, BundleError, open_bundle, sha256_of
+
+PERF_ATTRIBUTED_MIN = 0.90
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+
+def check_integrity(bundle: Bundle) -> None:
+    """Every listed file has its recorded hash, every JSON record has its fields."""
+    for rel, meta in bundle.files.items():
+        if sha256_of(bundle.root / rel) != meta.get("sha256"):
+            raise BundleError(f"{bundle.root / rel}: content differs from manifest.json "
+                              f"(SHA-256); the file is damaged")
+    kinds = {"requests.jsonl": RequestRecord, "statements.jsonl": Statement,
+             "perf/samples.jsonl": PerfSample, "excimer.jsonl": ExcimerProfile}
+    for rel, kind in kinds.items():
+        for n, d in enumerate(bundle._jsonl(rel), 1):
+            try:
+                kind.from_json(d)
+            except TypeError as e:
+                raise BundleError(f"{bundle.root / rel} line {n}: not a {kind.__name__} ({e})")
+    for rel in bundle.files:
+        if rel.startswith("xhprof/"):
+            try:
+                json.loads((bundle.root / rel).read_text())
+            except ValueError as e:
+                raise BundleError(f"{bundle.root / rel}: damaged JSON ({e})")
+
+
+def _client_windows(requests: list[RequestRecord]) -> list[tuple[int, int]]:
+    """Union of the driver's send..receive intervals, sorted and merged."""
+    spans = sorted((r.client_start_ns, r.client_end_ns) for r in requests if r.client_start_ns)
+    merged: list[list[int]] = []
+    for a, b in spans:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def coverage_checks(bundle: Bundle) -> list[Check]:
+    m = bundle.manifest
+    checks = []
+    requests = bundle.requests()
+    counts = m.get("requests", {})
+    sent = counts.get("sent", len(requests))
+    checks.append(Check("requests logged", len(requests) == sent and sent > 0,
+                        f"{len(requests)} of {sent} requests logged"
+                        + (f"; {counts.get('lost')} lost" if counts.get("lost") else "")))
+    bad = [r for r in requests if r.status >= 500 or r.status == 0]
+    checks.append(Check("responses", not bad, f"{len(bad)} requests with status 5xx or none"
+                        if bad else f"no 5xx among {len(requests)} requests"))
+    collect = set(m.get("capture", {}).get("collect", []))
+    if "perf" in collect:
+        windows = _client_windows(requests)
+        starts = [a for a, _ in windows]
+        inside = attributed = total = 0
+        for s in bundle.perf_samples():
+            total += 1
+            i = bisect.bisect_right(starts, s.time_ns) - 1
+            if i >= 0 and s.time_ns <= windows[i][1]:
+                inside += 1
+                attributed += s.request is not None
+        share = attributed / inside if inside else 0.0
+        checks.append(Check("perf samples attributed", inside > 0 and share >= PERF_ATTRIBUTED_MIN,
+                            f"{attributed} of {inside} samples inside request windows attributed "
+                            f"({share:.1%}; {total} samples in all)"))
+    if "excimer" in collect:
+        with_stacks = {p.request for p in bundle.excimer() if p.samples}
+        missing = [r.id for r in requests if r.id not in with_stacks]
+        checks.append(Check("PHP stacks per request", not missing and bool(requests),
+                            f"{len(requests) - len(missing)} of {len(requests)} requests have "
+                            f"Excimer stacks" + (f" (missing: {', '.join(missing[:5])})" if missing else "")))
+    if "xhprof" in collect:
+        have = set(bundle.xhprof_ids())
+        selected = [r.id for r in requests if r.instrumented]
+        missing = [i for i in selected if i not in have]
+        every = m.get("capture", {}).get("xhprof_every", 0)
+        checks.append(Check("xhprof profiles", not missing and (bool(selected) or not every),
+                            f"{len(selected) - len(missing)} of {len(selected)} instrumented "
+                            f"requests have an xhprof profile (1 in {every} per URL)"))
+    if "queries" in collect:
+        stmts = bundle.statements()
+        by = {}
+        for s in stmts:
+            by[s.attribution] = by.get(s.attribution, 0) + 1
+        concurrency = m.get("driver", {}).get("concurrency", 1)
+        unattributed = sum(1 for s in stmts if s.request is None)
+        ok = bool(stmts) and (unattributed == 0 if concurrency == 1 else by.get("none", 0) == 0)
+        checks.append(Check("statements attributed", ok,
+                            f"{len(stmts) - unattributed} of {len(stmts)} statements tied to a "
+                            f"request at concurrency {concurrency} ({', '.join(f'{k} {v}' for k, v in sorted(by.items()))})"))
+    return checks
+
+
+def validate(path) -> tuple[Bundle, list[Check]]:
+    bundle = open_bundle(path)
+    check_integrity(bundle)
+    return bundle, coverage_checks(bundle)

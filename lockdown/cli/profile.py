@@ -1,0 +1,97 @@
+"""`lockdown profile TARGET -o BUNDLE`: capture what each request did, into a bundle."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import paths
+from ..collectors.settings import (COLLECTORS, CaptureSettings, parse_collect,
+                                   parse_xhprof_flags, XHPROF_FLAGS)
+from ..errors import LockdownError
+from ..harness.profile import DEFAULT_REQUESTS, ProfileOptions, run_profile
+from ..reports.bundle_summary import format_summary
+from ..bundle.store import open_bundle
+from ..targets.registry import resolve
+from .bench import parse_ini
+from .main import deadline, main
+
+d = CaptureSettings()
+
+
+@main.command("profile")
+@click.argument("target")
+@click.option("-o", "--output", "output", required=True, type=click.Path(path_type=Path),
+              help="Bundle directory to create (must not exist).")
+@click.option("--requests", "-n", type=click.IntRange(1), default=None,
+              help=f"Requests to capture (default {DEFAULT_REQUESTS} unless --duration).")
+@click.option("--duration", "-d", type=click.FloatRange(0.5), default=None,
+              help="Capture for this many seconds instead of a number of requests.")
+@click.option("--concurrency", "-c", type=click.IntRange(1), default=1, show_default=True,
+              help="Concurrent requests; 1 gives exact statement attribution.")
+@click.option("--workers", "-w", type=click.IntRange(1), default=None,
+              help="php-fpm static workers (default as for bench).")
+@click.option("--collect", default=",".join(COLLECTORS), show_default=True,
+              help=f"Collectors: any of {','.join(COLLECTORS)}, or none (request log only).")
+@click.option("--perf-freq", type=click.IntRange(1, 20000), default=d.perf_freq, show_default=True,
+              help="perf sampling frequency (Hz).")
+@click.option("--excimer-period", type=click.FloatRange(0.01), default=d.excimer_period_ms,
+              show_default=True, help="Excimer sampling period (ms).")
+@click.option("--excimer-clock", type=click.Choice(["cpu", "wall"]), default=d.excimer_clock,
+              show_default=True, help="Excimer timer: CPU time or wall time.")
+@click.option("--xhprof-every", type=click.IntRange(0), default=d.xhprof_every, show_default=True,
+              help="Instrument 1 request in K of each URL with tideways_xhprof (0: none).")
+@click.option("--xhprof-flags", default="", metavar="FLAGS",
+              help=f"tideways_xhprof flags, comma-separated: {','.join(XHPROF_FLAGS)}.")
+@click.option("--url", "urls", multiple=True, metavar="PATH",
+              help="Drive this path instead of the target's URL list (repeatable).")
+@click.option("--warmup-requests", type=click.IntRange(0), default=20, show_default=True,
+              help="Requests before the capture, one at a time, nothing collected.")
+@click.option("--overhead-check/--no-overhead-check", default=True, show_default=True,
+              help="Drive the same requests once without collecting, to record the overhead.")
+@click.option("--php-ini", multiple=True, metavar="KEY=VALUE", help="php.ini override (repeatable).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None, help="nginx port on 127.0.0.1.")
+@click.option("--mysql", metavar="DSN", default=None,
+              help="Use an existing server: mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH].")
+@click.option("--exec-before-warmup", metavar="CMD", help="Shell command run before warmup.")
+@click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup.")
+@click.option("--exec-after-capture", metavar="CMD", help="Shell command run after the capture.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run directory (default: a new one under $LOCKDOWN_HOME/runs).")
+@click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
+              help="Stop everything and fail if the whole command takes longer.")
+def profile_cmd(target, output, requests, duration, concurrency, workers, collect, perf_freq,
+                excimer_period, excimer_clock, xhprof_every, xhprof_flags, urls, warmup_requests,
+                overhead_check, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,
+                exec_after_capture, run_dir, timeout):
+    """Capture TARGET per request: perf samples, Excimer stacks, xhprof call counts and SQL
+    statements, tied to the request that caused them, into the bundle OUTPUT."""
+    if requests is not None and duration is not None:
+        raise LockdownError("give --requests or --duration, not both")
+    bad = [u for u in urls if not u.startswith("/")]
+    if bad:
+        raise LockdownError(f"bad --url {bad[0]!r}: give a path starting with /")
+    t = resolve(target)
+    settings = CaptureSettings(collect=parse_collect(collect), perf_freq=perf_freq,
+                               excimer_period_ms=excimer_period, excimer_clock=excimer_clock,
+                               xhprof_every=xhprof_every, xhprof_flags=parse_xhprof_flags(xhprof_flags))
+    opts = ProfileOptions(requests=requests, duration=duration, concurrency=concurrency,
+                          capture=settings, warmup_requests=warmup_requests,
+                          overhead_check=overhead_check, urls=urls, php_ini=parse_ini(php_ini),
+                          port=port, mysql=mysql,
+                          hooks={"before-warmup": exec_before_warmup,
+                                 "after-warmup": exec_after_warmup,
+                                 "after-capture": exec_after_capture})
+    if workers is not None:
+        opts.workers = workers
+    output = output.resolve()
+    if output.exists():
+        raise LockdownError(f"{output} already exists; choose another -o or remove it")
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir = (run_dir or paths.new_run_dir(t.name, "profile")).resolve()
+    with deadline(timeout):
+        bundle = run_profile(t, run_dir, output, opts, say=click.echo)
+    click.echo("")
+    click.echo(format_summary(open_bundle(bundle)))
+    click.echo(f"bundle written to {bundle}; logs in {run_dir / 'logs'}")

@@ -1,0 +1,215 @@
+<?php
+/*
+ * lockdown's per-request capture, loaded with auto_prepend_file by the generated php-fpm pool.
+ *
+ * It acts only on requests that carry the X-Lockdown-Capture header (sent by lockdown's own
+ * driver), so warmup and baseline requests run the application untouched. It must never break
+ * the application: every step is guarded, and a failure loses capture data, never a response.
+ * Output goes next to this file, in out/ (see docs/bundle-format.md for what becomes of it).
+ */
+namespace Lockdown\Capture;
+
+final class Capture
+{
+    private static $cfg;
+    private static $id;
+    private static $startNs;
+    private static $startUnix;
+    private static $rusage;
+    private static $excimer;
+    private static $excimerStartNs;
+    private static $xhprof = false;
+    private static $marker;
+
+    public static function begin(): void
+    {
+        $startNs = \hrtime(true);
+        $cfg = @\json_decode((string) @\file_get_contents(__DIR__ . '/config.json'), true);
+        if (!\is_array($cfg)) {
+            return;
+        }
+        self::$cfg = $cfg;
+        self::$startNs = $startNs;
+        self::$startUnix = \microtime(true);
+        self::$rusage = \getrusage();
+        $id = (string) ($_SERVER['HTTP_X_LOCKDOWN_REQUEST'] ?? '');
+        if (!\preg_match('/^[A-Za-z0-9._-]{1,64}$/', $id)) {
+            $id = \getmypid() . '-' . $startNs;
+        }
+        self::$id = $id;
+        if (!\headers_sent()) {
+            \header('X-Lockdown-Request: ' . $id);
+        }
+        \register_shutdown_function([self::class, 'shutdown']);
+        if (!empty($cfg['excimer']) && \class_exists('ExcimerProfiler', false)) {
+            try {
+                $p = new \ExcimerProfiler();
+                $p->setPeriod($cfg['excimer']['period_s']);
+                $p->setEventType($cfg['excimer']['clock'] === 'cpu' ? \EXCIMER_CPU : \EXCIMER_REAL);
+                self::$excimerStartNs = \hrtime(true);
+                $p->start();
+                self::$excimer = $p;
+            } catch (\Throwable $e) {
+                self::$excimer = null;
+            }
+        }
+        if (isset($cfg['xhprof']) && isset($_SERVER['HTTP_X_LOCKDOWN_XHPROF'])
+            && \function_exists('tideways_xhprof_enable')) {
+            \tideways_xhprof_enable($cfg['xhprof']['flags']);
+            self::$xhprof = true;
+        }
+    }
+
+    /** Runs as the first shutdown function; registers `finish` so it runs after the app's. */
+    public static function shutdown(): void
+    {
+        \register_shutdown_function([self::class, 'finish']);
+    }
+
+    public static function finish(): void
+    {
+        $endNs = \hrtime(true);
+        $ru = \getrusage();
+        try {
+            $xhprof = self::$xhprof ? \tideways_xhprof_disable() : null;
+            $stacks = self::$excimer ? self::stacks() : null;
+            $cfg = self::$cfg;
+            $cpu = ($ru['ru_utime.tv_sec'] - self::$rusage['ru_utime.tv_sec']) * 1000000
+                + ($ru['ru_utime.tv_usec'] - self::$rusage['ru_utime.tv_usec'])
+                + ($ru['ru_stime.tv_sec'] - self::$rusage['ru_stime.tv_sec']) * 1000000
+                + ($ru['ru_stime.tv_usec'] - self::$rusage['ru_stime.tv_usec']);
+            $status = \http_response_code();
+            $record = [
+                'id' => self::$id,
+                'pid' => \getmypid(),
+                'method' => (string) ($_SERVER['REQUEST_METHOD'] ?? ''),
+                'uri' => (string) ($_SERVER['REQUEST_URI'] ?? ''),
+                'status' => \is_int($status) ? $status : 0,
+                'start_ns' => self::$startNs,
+                'end_ns' => $endNs,
+                'start_unix' => self::$startUnix,
+                'wall_us' => \intdiv($endNs - self::$startNs, 1000),
+                'cpu_us' => $cpu,
+                'peak_memory' => \memory_get_peak_usage(),
+                'xhprof' => $xhprof !== null,
+            ];
+            if (isset($cfg['db'])) {
+                $record += self::dbThreads($cfg['db']);
+            }
+            $out = __DIR__ . '/out';
+            $lost = [];
+            if ($xhprof !== null && @\file_put_contents("$out/xhprof/" . self::$id . '.json',
+                    \json_encode($xhprof, \JSON_PARTIAL_OUTPUT_ON_ERROR)) === false) {
+                $lost[] = 'xhprof';
+                $record['xhprof'] = false;
+            }
+            if ($stacks !== null && @\file_put_contents("$out/excimer.jsonl", \json_encode([
+                    'request' => self::$id, 'pid' => $record['pid'], 'start_ns' => self::$excimerStartNs]
+                    + $stacks, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE) . "\n",
+                    \FILE_APPEND | \LOCK_EX) === false) {
+                $lost[] = 'excimer';
+            }
+            $record['capture_us'] = \intdiv(\hrtime(true) - $endNs, 1000);
+            $line = \json_encode($record, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE) . "\n";
+            if (@\file_put_contents("$out/requests.jsonl", $line, \FILE_APPEND | \LOCK_EX) === false) {
+                $lost[] = 'request';
+            }
+            if ($lost) {
+                @\error_log('lockdown capture: could not write ' . \implode(', ', $lost) . ' for request '
+                    . self::$id . " to $out");
+            }
+        } catch (\Throwable $e) {
+            @\error_log('lockdown capture: ' . $e->getMessage());
+        }
+    }
+
+    /** Excimer samples as [ns since profiler start, weight, stack index]; stacks folded
+     *  root..leaf, each distinct one stored once. */
+    private static function stacks(): array
+    {
+        $p = self::$excimer;
+        $p->stop();
+        $index = [];
+        $samples = [];
+        foreach ($p->getLog() as $entry) {
+            $names = [];
+            foreach (\array_reverse($entry->getTrace()) as $f) {
+                if (isset($f['closure_line'])) {
+                    $names[] = '{closure:' . ($f['file'] ?? '') . '(' . $f['closure_line'] . ')}';
+                } elseif (isset($f['function'])) {
+                    $names[] = isset($f['class']) ? $f['class'] . '::' . $f['function'] : $f['function'];
+                } else {
+                    $names[] = $f['file'] ?? '[unknown]';
+                }
+            }
+            $key = \implode(';', $names);
+            if (!isset($index[$key])) {
+                $index[$key] = \count($index);
+            }
+            $samples[] = [(int) \round($entry->getTimestamp() * 1e9), $entry->getEventCount(), $index[$key]];
+        }
+        return ['stacks' => \array_keys($index), 'samples' => $samples];
+    }
+
+    /**
+     * Which MariaDB connections did this request use? The worker's own TCP sockets to the
+     * server give local ports; the server's processlist maps ports to thread ids, which the
+     * slow log carries. The query doubles as an ordering marker in the slow log.
+     */
+    private static function dbThreads(array $db): array
+    {
+        $ports = [];
+        $inodes = [];
+        // Reading /proc/net/tcp costs milliseconds when many sockets are in TIME_WAIT, so it
+        // is done only when requests overlap; one at a time, the markers order the log.
+        foreach (empty($db['resolve_ports']) ? [] : (@\scandir('/proc/self/fd') ?: []) as $fd) {
+            $link = @\readlink("/proc/self/fd/$fd");
+            if ($link !== false && \strncmp($link, 'socket:[', 8) === 0) {
+                $inodes[\substr($link, 8, -1)] = true;
+            }
+        }
+        if ($inodes) {
+            foreach (['/proc/self/net/tcp', '/proc/self/net/tcp6'] as $table) {
+                foreach (@\file($table) ?: [] as $i => $row) {
+                    $f = \preg_split('/\s+/', \trim($row));
+                    if ($i === 0 || \count($f) < 10 || !isset($inodes[$f[9]])) {
+                        continue;
+                    }
+                    if (\hexdec(\substr(\strrchr($f[2], ':'), 1)) === $db['port']) {
+                        $ports[] = \hexdec(\substr(\strrchr($f[1], ':'), 1));
+                    }
+                }
+            }
+        }
+        try {
+            if (self::$marker === null) {
+                $m = \mysqli_init();
+                if (!@$m->real_connect('p:' . $db['host'], $db['user'], $db['password'], '', $db['port'],
+                        $db['socket'] ?: null)) {
+                    throw new \RuntimeException('marker connection: ' . \mysqli_connect_error());
+                }
+                self::$marker = $m;
+            }
+            $m = self::$marker;
+            $threads = [];
+            $res = @$m->query('SELECT /*lockdown-capture ' . self::$id . '*/ ' . ($ports
+                ? 'ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND '
+                  . 'SUBSTRING_INDEX(HOST, \':\', -1) IN (' . \implode(',', $ports) . ')'
+                : '1 FROM DUAL WHERE 0'));
+            if ($res === false) {
+                throw new \RuntimeException('marker query: ' . $m->error);
+            }
+            foreach ($res->fetch_all() as $row) {
+                $threads[] = (int) $row[0];
+            }
+            return ['db_ports' => $ports, 'db_threads' => $threads, 'marker_thread' => $m->thread_id];
+        } catch (\Throwable $e) {
+            self::$marker = null;
+            return ['db_ports' => $ports, 'db_threads' => null, 'db_error' => $e->getMessage()];
+        }
+    }
+}
+
+if (\PHP_SAPI !== 'cli' && isset($_SERVER['HTTP_X_LOCKDOWN_CAPTURE'])) {
+    Capture::begin();
+}

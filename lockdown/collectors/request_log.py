@@ -1,0 +1,74 @@
+"""The PHP side of a capture: the auto_prepend_file that logs each request and takes its
+Excimer stacks and xhprof profile, installed into the run directory (never into the app).
+
+The prepend reads `config.json` next to itself and writes to `out/`: `requests.jsonl` and
+`excimer.jsonl` (one line per request, appended under a lock) and `xhprof/<request>.json`.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from .settings import CaptureSettings
+
+PREPEND_SOURCE = Path(__file__).with_name("php") / "prepend.php"
+
+
+@dataclass(frozen=True)
+class CaptureDir:
+    root: Path
+
+    @property
+    def prepend(self) -> Path:
+        return self.root / "prepend.php"
+
+    @property
+    def out(self) -> Path:
+        return self.root / "out"
+
+
+def _php_string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def install(root: Path, settings: CaptureSettings, db: dict | None,
+            chain_prepend: str | None = None) -> CaptureDir:
+    """Write the prepend, its config and the output directories; `db` is how the prepend
+    reaches the server for its marker query ({host, port, socket, user, password})."""
+    cap = CaptureDir(root)
+    (cap.out / "xhprof").mkdir(parents=True, exist_ok=True)
+    source = PREPEND_SOURCE.read_text()
+    if chain_prepend:   # the target's own auto_prepend_file still runs, after ours
+        source += f"\ninclude {_php_string(chain_prepend)};\n"
+    cap.prepend.write_text(source)
+    config: dict = {}
+    if "excimer" in settings.collect:
+        config["excimer"] = {"period_s": settings.excimer_period_ms / 1000.0,
+                             "clock": settings.excimer_clock}
+    if "xhprof" in settings.collect:
+        config["xhprof"] = {"flags": settings.xhprof_flag_value}
+    if db is not None:
+        config["db"] = db
+    path = cap.root / "config.json"
+    path.write_text(json.dumps(config))
+    path.chmod(0o600)
+    return cap
+
+
+def read_jsonl(path: Path) -> Iterator[dict]:
+    """Lines the workers wrote; a line cut short (a worker killed mid-write) is skipped."""
+    try:
+        f = open(path, errors="replace")
+    except OSError:
+        return
+    with f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict):
+                yield record

@@ -1,0 +1,1 @@
+"""Parsers for the text formats of the tools lockdown drives (perf script, MariaDB's slow log)."""

@@ -1,0 +1,117 @@
+"""lockdown's own HTTP client for captures: each request carries its id, so the server-side
+log, the profiles and the client's view of the same request can be joined.
+
+Unlike wrk it can send exactly N requests and tag each one; it is plain Python threads with
+keep-alive connections, fast enough for PHP pages (it is not the throughput benchmark:
+`lockdown bench` is).
+"""
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+
+
+@dataclass
+class SentRequest:
+    seq: int
+    id: str
+    url: str
+    xhprof: bool
+    status: int = 0
+    client_start_ns: int = 0
+    client_end_ns: int = 0
+    bytes: int = 0
+    echoed_id: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class DriveResult:
+    requests: list[SentRequest]
+    seconds: float
+
+    @property
+    def rps(self) -> float:
+        ok = sum(1 for r in self.requests if r.error is None)
+        return ok / self.seconds if self.seconds > 0 else 0.0
+
+    def status_counts(self) -> dict:
+        counts: dict = {}
+        for r in self.requests:
+            key = str(r.status) if r.error is None else "error"
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+
+def xhprof_selected(url_index: int, occurrence: int, every: int) -> bool:
+    """1 in `every` requests of each URL, staggered across URLs so that short captures still
+    get profiles of several URLs."""
+    return every > 0 and occurrence % every == url_index % every
+
+
+def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | None = None,
+          duration: float | None = None, capture: bool = False, xhprof_every: int = 0,
+          id_prefix: str = "r", timeout: float = 120) -> DriveResult:
+    """Send `requests` requests (or for `duration` seconds) over `concurrency` connections,
+    cycling through `paths` in order."""
+    parts = urllib.parse.urlsplit(base_url)
+    lock = threading.Lock()
+    sent: list[SentRequest] = []
+    occurrences = [0] * len(paths)
+    deadline = None if duration is None else time.monotonic() + duration
+
+    def next_request() -> SentRequest | None:
+        with lock:
+            seq = len(sent)
+            if requests is not None and seq >= requests:
+                return None
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            u = seq % len(paths)
+            n = occurrences[u]
+            occurrences[u] += 1
+            r = SentRequest(seq, f"{id_prefix}{seq:06d}", paths[u],
+                            capture and xhprof_selected(u, n, xhprof_every))
+            sent.append(r)
+            return r
+
+    def worker():
+        conn = None
+        while (r := next_request()) is not None:
+            headers = {"Host": parts.netloc, "User-Agent": "lockdown-driver"}
+            if capture:
+                headers.update({"X-Lockdown-Capture": "1", "X-Lockdown-Request": r.id})
+                if r.xhprof:
+                    headers["X-Lockdown-Xhprof"] = "1"
+            r.client_start_ns = time.monotonic_ns()
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+                conn.request("GET", r.url, headers=headers)
+                resp = conn.getresponse()
+                body = resp.read()
+                r.status, r.bytes = resp.status, len(body)
+                r.echoed_id = resp.getheader("X-Lockdown-Request")
+                if resp.getheader("Connection", "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except (OSError, http.client.HTTPException) as e:
+                r.error = f"{type(e).__name__}: {e}"
+                if conn is not None:
+                    conn.close()
+                conn = None
+            r.client_end_ns = time.monotonic_ns()
+        if conn is not None:
+            conn.close()
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)      # short joins keep Ctrl-C and --timeout responsive
+    return DriveResult(sent, time.monotonic() - started)

@@ -1,0 +1,191 @@
+"""`lockdown profile`: start the target as `bench` does, drive it with tagged requests while
+the collectors run, and write a bundle (docs/bundle-format.md).
+
+Phases: start -> sanity -> warmup -> baseline (same requests, nothing collected; gives the
+overhead recorded in the manifest) -> capture -> stop -> assemble.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .. import __version__
+from ..bundle.store import BundleWriter
+from ..collectors import assemble, request_log
+from ..collectors.perf import PerfRecorder, build_ids, script
+from ..collectors.server_settings import SlowLogCapture
+from ..collectors.settings import CaptureSettings
+from ..targets.config import Target
+from . import cpu
+from .bench import DEFAULT_WORKERS, run_hook, sanity_check, versions
+from .driver import DriveResult, drive
+from .phpfpm import php_facts
+from .stack import Stack, StackOptions
+from .toolchain import tool
+
+DEFAULT_REQUESTS = 200
+
+
+@dataclass
+class ProfileOptions:
+    requests: int | None = None
+    duration: float | None = None
+    concurrency: int = 1
+    workers: int = DEFAULT_WORKERS
+    capture: CaptureSettings = field(default_factory=CaptureSettings)
+    warmup_requests: int = 20
+    overhead_check: bool = True
+    urls: tuple = ()                 # paths to drive instead of the target's list
+    php_ini: dict = field(default_factory=dict)
+    port: int | None = None
+    mysql: str | None = None
+    hooks: dict = field(default_factory=dict)
+
+    def size(self) -> dict:
+        if self.requests is None and self.duration is None:
+            return {"requests": DEFAULT_REQUESTS}
+        return {"requests": self.requests} if self.requests is not None else {"duration": self.duration}
+
+
+def _drive_summary(r: DriveResult) -> dict:
+    return {"requests": len(r.requests), "seconds": round(r.seconds, 3), "rps": round(r.rps, 3),
+            "status_counts": r.status_counts()}
+
+
+def run_profile(target: Target, run_dir: Path, dest: Path, opts: ProfileOptions, say=print) -> Path:
+    writer = BundleWriter(dest)
+    try:
+        return _profile(target, run_dir, writer, opts, say)
+    except BaseException:
+        writer.abandon()
+        raise
+
+
+def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileOptions, say) -> Path:
+    settings = opts.capture
+    notes = []
+    if "queries" in settings.collect and not target.database:
+        settings = replace(settings, collect=settings.collect - {"queries"})
+        notes.append("queries not collected: the target has no database")
+    paths = list(opts.urls) or target.weighted_paths()
+    overrides = {**target.php_ini, **opts.php_ini}
+    cap = request_log.install(run_dir / "capture", settings, None, overrides.get("auto_prepend_file"))
+    stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
+                              php_ini=dict(opts.php_ini), extensions=settings.extensions(),
+                              pool_ini={"auto_prepend_file": str(cap.prepend)})
+    size = opts.size()
+    manifest: dict = {
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "lockdown_version": __version__, "command": sys.argv,
+        "target": {"name": target.name, "directory": str(target.directory)},
+        "capture": {**settings.to_json(), "notes": notes},
+        "driver": {**size, "concurrency": opts.concurrency, "workers": opts.workers, "urls": paths,
+                   "warmup_requests": opts.warmup_requests},
+        "clock": {"name": "CLOCK_MONOTONIC", "unit": "ns",
+                  "note": "request log (hrtime), perf (-k CLOCK_MONOTONIC), Excimer and the "
+                          "driver share it"},
+        "run_dir": str(run_dir),
+    }
+    say(f"[start] collectors: {', '.join(sorted(settings.collect)) or 'none (request log only)'}")
+    with Stack(target, run_dir, stack_opts, say=say) as stack:
+        db_cfg = None
+        if "queries" in settings.collect:
+            db = stack.db
+            db_cfg = {"host": "localhost" if db.socket else db.host, "port": db.port,
+                      "socket": db.socket or "", "user": db.user, "password": db.password,
+                      "resolve_ports": opts.concurrency > 1}
+        request_log.install(cap.root, settings, db_cfg, overrides.get("auto_prepend_file"))
+        sanity_check(stack)
+        say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
+        hook_env = {"LOCKDOWN_CAPTURE_DIR": str(cap.out)}
+        run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say, **hook_env)
+        warm = drive(stack.base_url, paths, 1, requests=opts.warmup_requests)
+        say(f"[warmup] {opts.warmup_requests} requests, one at a time: {warm.status_counts()}")
+        run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say, **hook_env)
+        load = dict(concurrency=opts.concurrency, **size)
+        if opts.overhead_check:
+            base = drive(stack.base_url, paths, **load)
+            manifest["baseline"] = _drive_summary(base)
+            say(f"[baseline] {len(base.requests)} requests at concurrency {opts.concurrency}, "
+                f"nothing collected: {base.rps:.1f} req/s")
+        workers = stack.fpm.worker_pids()
+        perf = PerfRecorder(stack.procs, run_dir / "perf", settings.perf_freq)
+        slow = None
+        with contextlib.ExitStack() as during:
+            if "queries" in settings.collect:
+                slow = during.enter_context(SlowLogCapture(stack.db, run_dir, private=not opts.mysql,
+                                                           say=say))
+                say(f"[capture] slow log on at {stack.db.where()} (settings restored afterwards)")
+            if "perf" in settings.collect:
+                perf.start(workers)
+                during.callback(perf.stop)
+                say(f"[capture] perf record at {settings.perf_freq} Hz on workers "
+                    f"{', '.join(map(str, workers))}")
+            before = cpu.snapshot()
+            captured = drive(stack.base_url, paths, capture=True,
+                             xhprof_every=settings.xhprof_every if "xhprof" in settings.collect else 0,
+                             **load)
+            manifest["host_cpu"] = cpu.usage(before, cpu.snapshot())
+        manifest["driver"].update(_drive_summary(captured))
+        say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
+            f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
+        if slow is not None:
+            slow.take_log(run_dir / "capture" / "slow.log")
+            say("[capture] MariaDB settings restored")
+        run_hook(stack, "after-capture", opts.hooks.get("after-capture"), say, **hook_env)
+        facts = php_facts(stack.php)
+        manifest["versions"] = {**versions(), "mariadb": stack.db.version if stack.db else None,
+                                "perf": _first_line([tool("perf"), "--version"]),
+                                "lockdown": __version__}
+        manifest["php"] = {"extensions": facts.get("extensions"),
+                           "zend_extensions": facts.get("zend_extensions"),
+                           "ini": facts.get("ini"),
+                           "pool": {"auto_prepend_file": str(cap.prepend)},
+                           "overrides": stack.php.overrides}
+        manifest["host"] = {"node": platform.node(), "cpus": os.cpu_count(),
+                            "kernel": platform.release(), "machine": platform.machine()}
+        manifest["database"] = ({"where": stack.db.where(), "name": stack.db_name,
+                                 "private": not opts.mysql} if stack.db else None)
+    say("[stop] everything stopped; assembling the bundle")
+    if "baseline" in manifest and manifest["baseline"]["rps"] > 0:
+        ratio = manifest["driver"]["rps"] / manifest["baseline"]["rps"]
+        manifest["overhead"] = {"baseline_rps": manifest["baseline"]["rps"],
+                                "capture_rps": manifest["driver"]["rps"], "ratio": round(ratio, 4),
+                                "note": "one baseline and one capture pass on the same stack; "
+                                        "bench/overhead.py measures it with repeated runs"}
+    records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", captured.requests,
+                                                      writer)
+    collected = {}
+    if "perf" in settings.collect:
+        say("[assemble] perf script (DWARF unwinding)")
+        text = run_dir / "perf" / "script.txt"
+        script(stack.procs, perf.data, text)
+        collected["perf"] = assemble.perf(perf.data, text, build_ids(stack.procs, perf.data),
+                                          records, writer)
+    if "excimer" in settings.collect:
+        collected["excimer"] = assemble.excimer(cap.out / "excimer.jsonl", records, writer)
+    if "xhprof" in settings.collect:
+        collected["xhprof"] = assemble.xhprof(cap.out / "xhprof", records, writer)
+    if "queries" in settings.collect:
+        collected["queries"] = assemble.statements(run_dir / "capture" / "slow.log", records,
+                                                   opts.concurrency, writer)
+    manifest["collected"] = collected
+    if manifest["requests"]["lost"]:
+        say(f"[assemble] warning: {manifest['requests']['lost']} of {manifest['requests']['sent']} "
+            f"requests were not logged (the capture directory was not writable?); see "
+            f"{stack.fpm.error_log}")
+    return writer.finish(manifest)
+
+
+def _first_line(argv: list[str]) -> str | None:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        return (p.stdout or p.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return None
