@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,17 @@ def run_dir_of(output: str) -> str:
         if line.startswith("[start] run directory "):
             return line.split("[start] run directory ", 1)[1].strip()
     raise AssertionError(f"no run directory in output:\n{output}")
+
+
+def wait_for_line(proc, marker, timeout=120) -> str:
+    """Read a running lockdown's stdout until a line contains `marker`; return what was read."""
+    lines = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if marker in line:
+            return "".join(lines)
+    raise AssertionError(f"{marker!r} never printed:\n{''.join(lines)}")

@@ -8,7 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import HELLO, REPO, lockdown_argv, processes_mentioning, run_dir_of
+from conftest import HELLO, REPO, lockdown_argv, processes_mentioning, run_dir_of, wait_for_line
 
 SHORT = ("--runs", "1", "--duration", "1", "--warmup-duration", "0", "--warmup-requests", "1")
 
@@ -60,23 +60,10 @@ def _start_bench(env, *extra):
                             cwd=REPO)
 
 
-def _wait_for(proc, marker, timeout=120):
-    lines = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if marker in line:
-            return "".join(lines)
-    raise AssertionError(f"{marker!r} never printed:\n{''.join(lines)}")
-
-
 def test_sigint_and_sigterm_stop_everything(env):
     for sig, code, word in ((signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 130, "terminated")):
         proc = _start_bench(env)
-        seen = _wait_for(proc, "[measure]")
+        seen = wait_for_line(proc, "[measure]")
         run_dir = run_dir_of(seen)
         time.sleep(1.0)  # wrk is running now
         assert any("wrk" in p for p in processes_mentioning(run_dir))
@@ -90,7 +77,7 @@ def test_sigint_and_sigterm_stop_everything(env):
 
 def test_kill_9_is_cleaned_up_by_next_command(env, lockdown):
     proc = _start_bench(env)
-    run_dir = run_dir_of(_wait_for(proc, "[measure]"))
+    run_dir = run_dir_of(wait_for_line(proc, "[measure]"))
     proc.kill()
     proc.wait()
     time.sleep(0.5)

@@ -59,7 +59,10 @@ def install(root: Path, settings: CaptureSettings, db: dict | None,
 
 
 def read_jsonl(path: Path) -> Iterator[dict]:
-    """Lines the workers wrote; a line cut short (a worker killed mid-write) is skipped."""
+    """Lines the workers wrote; a line cut short (a worker killed mid-write) is skipped.
+    Only a regular file is read (the path may have been replaced, e.g. by /dev/full)."""
+    if not path.is_file():
+        return
     try:
         f = open(path, errors="replace")
     except OSError:

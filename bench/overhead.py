@@ -1,0 +1,52 @@
+"""What capture costs: RPS with collectors on / RPS with nothing collected, per collector
+alone and for the default set.
+
+Each run is one `lockdown profile --duration D`: on the same running stack, the driver first
+sends requests without the capture header (baseline: the prepend returns at once, perf is not
+attached, the slow log is off), then the same load with capture on. Collector sets are rotated
+from run to run so that drift of the machine spreads over all of them.
+
+    python3 bench/overhead.py [--target wordpress] [--runs 5] [--duration 10] [--concurrency 1]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _run import lockdown_profile  # noqa: E402
+from lockdown.analyzers.stats import summarize  # noqa: E402
+
+SETS = ["perf", "excimer", "xhprof", "queries", "perf,excimer,xhprof,queries"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="wordpress")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--concurrency", type=int, default=1)
+    args = ap.parse_args()
+    ratios: dict = {s: [] for s in SETS}
+    for run in range(args.runs):
+        order = SETS[run % len(SETS):] + SETS[:run % len(SETS)]
+        for collect in order:
+            m = lockdown_profile(args.target, "--duration", str(args.duration), "-c",
+                                 str(args.concurrency), "--collect", collect)
+            o = m["overhead"]
+            ratios[collect].append(o["ratio"])
+            print(f"run {run + 1} {collect:30s} baseline {o['baseline_rps']:7.2f} req/s  "
+                  f"collected {o['capture_rps']:7.2f} req/s  ratio {o['ratio']:.3f}", flush=True)
+    print(f"\n{args.target}, concurrency {args.concurrency}, {args.runs} runs of "
+          f"{args.duration:g} s per set; ratio = collected / uncollected RPS")
+    for collect in SETS:
+        s = summarize(ratios[collect])
+        name = "default set" if collect == SETS[-1] else collect
+        print(f"  {name:12s} ratio {s['mean']:.3f}  (cost {100 * (1 - s['mean']):+.1f}%, 95% CI "
+              f"{s['ci95'][0]:.3f}..{s['ci95'][1]:.3f}, cv {100 * s['cv']:.1f}%)")
+
+
+if __name__ == "__main__":
+    main()

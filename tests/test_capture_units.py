@@ -1,0 +1,125 @@
+"""Pure parts of capture: the perf script and slow log parsers, attribution of samples and
+statements to requests, and the driver's choice of instrumented requests."""
+import pytest
+
+from lockdown.bundle.model import RequestRecord
+from lockdown.collectors.attribution import attribute_samples, attribute_statements
+from lockdown.formats import perf_script, slowlog
+from lockdown.harness.driver import xhprof_selected
+
+PERF_TEXT = """\
+php-fpm8.2 4242/4242  2418.477823457:   10101010 cpu-clock:pppH:
+\t          36e794 execute_ex+0x1bb4 (/usr/sbin/php-fpm8.2)
+\t          357814 [unknown] (/usr/sbin/php-fpm8.2)
+\tffffffff81a0b2c5 entry_SYSCALL_64_after_hwframe+0x6e ([kernel.kallsyms])
+
+php-fpm: pool x 4243/4250  2418.500000001:   10101010 cpu-clock:pppH:
+\t           27249 operator new(unsigned long)+0x79 (/usr/lib/x86_64-linux-gnu/libstdc++.so.6)
+"""
+
+
+def test_perf_script_parse():
+    a, b = perf_script.parse(PERF_TEXT.splitlines(True))
+    assert (a.comm, a.pid, a.tid, a.time_ns, a.period) == ("php-fpm8.2", 4242, 4242, 2418477823457, 10101010)
+    assert [f.symbol for f in a.frames] == ["execute_ex", "[unknown]", "entry_SYSCALL_64_after_hwframe"]
+    assert a.frames[0].addr == 0x36e794 and a.frames[0].offset == 0x1bb4
+    assert a.frames[1].offset is None and a.frames[2].dso == "[kernel.kallsyms]"
+    assert (b.comm, b.pid, b.tid, b.time_ns) == ("php-fpm: pool x", 4243, 4250, 2418500000001)
+    assert b.frames[0].symbol == "operator new(unsigned long)"
+
+
+def test_perf_script_rejects_other_text():
+    with pytest.raises(perf_script.PerfScriptError, match="line 2: not a call-chain frame"):
+        list(perf_script.parse(["php 1/1 1.000000001: 1 cpu-clock:\n", "\tgarbage\n"]))
+    with pytest.raises(perf_script.PerfScriptError, match="line 1: not a sample header"):
+        list(perf_script.parse(["# this is not perf script output\n"]))
+
+
+SLOW = """\
+/usr/sbin/mariadbd, Version: 10.11.19-MariaDB-0+deb12u1 (Debian 12). started with:
+Tcp port: 3306  Unix socket: /run/mysqld/mysqld.sock
+Time\t\t    Id Command\tArgument
+# Time: 261121 17:18:31
+# User@Host: wp[wp] @ localhost [127.0.0.1]
+# Thread_id: 7  Schema: wordpress  QC_hit: No
+# Query_time: 0.000104  Lock_time: 0.000010  Rows_sent: 1  Rows_examined: 3
+# Rows_affected: 0  Bytes_sent: 58
+use wordpress;
+SET timestamp=1795281511;
+SELECT option_value
+FROM wp_options WHERE option_name = 'siteurl';
+# User@Host: wp[wp] @ localhost [127.0.0.1]
+# Thread_id: 8  Schema: wordpress  QC_hit: No
+# Query_time: 0.010177  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0
+# Rows_affected: 1  Bytes_sent: 11
+SET timestamp=1795281512;
+UPDATE t SET n = n + 1;
+"""
+
+
+def test_slow_log_parse():
+    a, b = slowlog.parse(SLOW.splitlines(True))
+    assert (a.thread_id, a.schema, a.query_time_us, a.lock_time_us, a.rows_sent, a.rows_examined) == \
+        (7, "wordpress", 104, 10, 1, 3)
+    assert a.sql == "SELECT option_value\nFROM wp_options WHERE option_name = 'siteurl'"
+    assert a.timestamp == 1795281511 and a.line == 5
+    assert (b.thread_id, b.rows_affected, b.query_time_us, b.sql) == (8, 1, 10177, "UPDATE t SET n = n + 1")
+
+
+def test_slow_log_malformed():
+    broken = SLOW.replace("# Query_time: 0.010177  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0\n", "")
+    with pytest.raises(slowlog.SlowLogError, match="line 13: entry without Query_time"):
+        list(slowlog.parse(broken.splitlines(True)))
+    with pytest.raises(slowlog.SlowLogError, match="line 1: text outside any entry"):
+        list(slowlog.parse(["hello\n"]))
+
+
+def req(id, pid, start, end, threads=(), start_unix=100.0):
+    return RequestRecord(id=id, pid=pid, method="GET", uri="/", status=200, start_ns=start, end_ns=end,
+                         start_unix=start_unix, wall_us=(end - start) // 1000, cpu_us=1, peak_memory=1,
+                         instrumented=False, db_threads=list(threads))
+
+
+def test_samples_belong_to_the_request_running_on_their_worker():
+    requests = [req("a", 1, 100, 200), req("b", 1, 300, 400), req("c", 2, 150, 350)]
+    samples = [perf_script.Sample("php", pid, pid, t, 1, "cpu-clock")
+               for pid, t in ((1, 150), (1, 250), (1, 300), (2, 300), (2, 360), (3, 150))]
+    got = [s.request for s in attribute_samples(samples, requests)]
+    assert got == ["a", None, "b", "c", None, None]
+
+
+def entry(thread, sql, ts=100):
+    return slowlog.SlowLogEntry(0, "", thread, "db", 5, 0, 1, 1, 0, ts, sql)
+
+
+def marker(thread, rid):
+    return entry(thread, f"SELECT /*lockdown-capture {rid}*/ 1 FROM DUAL WHERE 0")
+
+
+def test_statements_by_connection_persistent_and_order():
+    # r1 and r2 share persistent connection 5 on one worker; connection 9 is unnamed.
+    requests = [req("r1", 1, 0, 10, threads=[5]), req("r2", 1, 20, 30, threads=[5])]
+    entries = [entry(5, "q1"), entry(9, "q-unnamed"), marker(50, "r1"),
+               entry(5, "q2"), entry(1, "SET GLOBAL x = 1 /*lockdown-admin*/"), marker(50, "r2")]
+    out = attribute_statements(entries, requests, concurrency=1)
+    assert [(s.sql, s.request, s.attribution) for s in out] == [
+        ("q1", "r1", "connection"), ("q-unnamed", "r1", "order"), ("q2", "r2", "connection")]
+    assert [s.seq for s in out] == [0, 1, 2]
+
+
+def test_statements_overlapping_are_ambiguous_not_guessed():
+    requests = [req("r1", 1, 0, 10, start_unix=100.0), req("r2", 2, 0, 10, start_unix=100.2),
+                req("r3", 3, 0, 10, start_unix=500.0)]
+    entries = [entry(9, "q", ts=100), marker(50, "r1"), marker(51, "r2")]
+    (s,) = attribute_statements(entries, requests, concurrency=4)
+    assert (s.request, s.attribution, s.candidates) == (None, "ambiguous", ["r1", "r2"])
+    (s,) = attribute_statements([entry(9, "q", ts=900)], requests, concurrency=4)
+    assert (s.request, s.attribution) == (None, "none")
+
+
+def test_xhprof_selection_is_one_in_k_for_every_url():
+    chosen = {(u, n) for u in range(3) for n in range(100) if xhprof_selected(u, n, 10)}
+    assert len(chosen) == 30
+    assert {u for u, _ in chosen} == {0, 1, 2}
+    assert {n for u, n in chosen if u == 1} == {1, 11, 21, 31, 41, 51, 61, 71, 81, 91}
+    assert not any(xhprof_selected(u, n, 0) for u in range(3) for n in range(10))

@@ -1,0 +1,217 @@
+"""`lockdown profile` on the real stack: the bundle, its validation, attribution of samples
+and statements to requests, loss accounting, and MariaDB settings put back whatever happens."""
+import json
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, lockdown_argv, processes_mentioning, run_dir_of, wait_for_line
+from lockdown.collectors.server_settings import WATCHED
+from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
+from lockdown.harness.processes import ProcessGroup
+
+SETTINGS_SQL = ("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+                "('slow_query_log','long_query_time','log_output','general_log','slow_query_log_file')")
+
+
+def settings_hook(name: str) -> str:
+    """A hook that saves the private server's log settings into the run directory."""
+    return (f'mariadb --defaults-file="$LOCKDOWN_RUN_DIR/mysql/client-root.cnf" --batch '
+            f'-e "{SETTINGS_SQL}" > "$LOCKDOWN_RUN_DIR/{name}.tsv"')
+
+
+def test_wordpress_bundle_validates(lockdown, tmp_path):
+    b1 = tmp_path / "b1"
+    r = lockdown("profile", "wordpress", "--requests", "50", "-o", b1,
+                 "--exec-after-warmup", settings_hook("settings-before"),
+                 "--exec-after-capture", settings_hook("settings-after"), timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    v = lockdown("validate", b1, "--json")
+    assert v.returncode == 0, v.stdout + v.stderr
+    checks = {c["name"]: c for c in json.loads(v.stdout)["checks"]}
+    assert set(checks) >= {"requests logged", "perf samples attributed", "PHP stacks per request",
+                           "xhprof profiles", "statements attributed"}
+    assert all(c["ok"] for c in checks.values()), checks
+
+    manifest = json.loads((b1 / "manifest.json").read_text())
+    requests = [json.loads(l) for l in (b1 / "requests.jsonl").read_text().splitlines()]
+    assert len(requests) == 50 and manifest["requests"]["lost"] == 0
+    assert {q["status"] for q in requests} == {200}
+    assert all(q["end_ns"] > q["start_ns"] and q["cpu_us"] > 0 and q["peak_memory"] > 0
+               for q in requests)
+    # the request id travelled: driver header -> prepend -> log, and back in the response
+    assert [q["id"] for q in requests] == [f"r{i:06d}" for i in range(50)]
+    # perf samples on the request log's clock: inside-window samples name a real request
+    ids = {q["id"]: q for q in requests}
+    samples = [json.loads(l) for l in (b1 / "perf" / "samples.jsonl").read_text().splitlines()]
+    attributed = [s for s in samples if s["request"]]
+    assert len(attributed) > 100
+    for s in attributed:
+        q = ids[s["request"]]
+        assert q["pid"] == s["pid"] and q["start_ns"] <= s["time_ns"] <= q["end_ns"]
+    assert any(f[1] == "execute_ex" for s in samples for f in s["frames"])
+    assert json.loads((b1 / "perf" / "buildids.json").read_text())
+    # Excimer stacks are PHP frames of WordPress
+    excimer = [json.loads(l) for l in (b1 / "excimer.jsonl").read_text().splitlines()]
+    assert any("WP::main" in stack for p in excimer for stack in p["stacks"])
+    # xhprof: the standard array for each instrumented request, and only for those
+    instrumented = [q["id"] for q in requests if q["instrumented"]]
+    assert instrumented and sorted(p.stem for p in (b1 / "xhprof").glob("*.json")) == sorted(instrumented)
+    profile = json.loads((b1 / "xhprof" / f"{instrumented[0]}.json").read_text())
+    assert "main()" in profile and any("==>" in k for k in profile)
+    assert all({"ct", "wt"} <= set(v) for v in profile.values())
+    # statements: every one tied to a request at concurrency 1, lockdown's own left out
+    statements = [json.loads(l) for l in (b1 / "statements.jsonl").read_text().splitlines()]
+    assert len(statements) > 50 * 10
+    assert all(s["request"] in ids for s in statements)
+    assert not any("lockdown-capture" in s["sql"] or "lockdown-admin" in s["sql"] for s in statements)
+    assert any("wp_posts" in s["sql"] for s in statements)
+    # the server's log settings are as they were before the capture
+    run_dir = Path(manifest["run_dir"])
+    before = (run_dir / "settings-before.tsv").read_text()
+    assert "long_query_time\t10" in before
+    assert before == (run_dir / "settings-after.tsv").read_text()
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def truth_of(sql: str) -> str | None:
+    m = re.search(r"/\*sqltag (\S+) \d+\*/", sql)
+    return m.group(1) if m else None
+
+
+def test_statements_under_concurrency_are_right_or_ambiguous(lockdown, tmp_path):
+    """sqltag's statements name the request that sent them; with four requests at a time each
+    statement is tied to the right request or marked ambiguous, never to a wrong one."""
+    b = tmp_path / "b"
+    r = lockdown("profile", "sqltag", "--requests", "120", "-c", "4", "-o", b,
+                 "--collect", "queries", "--no-overhead-check")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    statements = [json.loads(l) for l in (b / "statements.jsonl").read_text().splitlines()]
+    tagged = [s for s in statements if truth_of(s["sql"])]
+    assert len(tagged) == len(statements) > 120 * 5
+    right = [s for s in tagged if s["request"] == truth_of(s["sql"])]
+    rest = [s for s in tagged if s["request"] != truth_of(s["sql"])]
+    assert len(right) >= 0.99 * len(tagged)
+    assert all(s["attribution"] == "ambiguous" and s["request"] is None
+               and truth_of(s["sql"]) in s["candidates"] for s in rest)
+
+
+def test_connections_closed_early(lockdown, tmp_path):
+    """A connection closed before the request ends cannot be named by the request: one request
+    at a time the log order still places it exactly; overlapping, it is marked ambiguous."""
+    urls = ("--url", "/?n=4&sleep=2000&close=1", "--url", "/?n=2")
+    for concurrency, method in (("1", "order"), ("4", None)):
+        b = tmp_path / f"b{concurrency}"
+        r = lockdown("profile", "sqltag", "--requests", "40", "-c", concurrency, "-o", b,
+                     "--collect", "queries", "--no-overhead-check", *urls)
+        assert r.returncode == 0, r.stderr[-2000:]
+        statements = [json.loads(l) for l in (b / "statements.jsonl").read_text().splitlines()]
+        assert len(statements) == 20 * 4 + 20 * 2
+        for s in statements:
+            if method:
+                assert (s["attribution"], s["request"]) == (method, truth_of(s["sql"]))
+            else:
+                assert s["request"] == truth_of(s["sql"]) or (
+                    s["attribution"] == "ambiguous" and truth_of(s["sql"]) in s["candidates"])
+        if not method:
+            assert {s["attribution"] for s in statements} >= {"connection", "ambiguous"}
+
+
+@pytest.mark.parametrize("sabotage", [
+    'ln -s /dev/full "$LOCKDOWN_CAPTURE_DIR/requests.jsonl"',      # disk full
+    'rm -rf "$LOCKDOWN_CAPTURE_DIR" && touch "$LOCKDOWN_CAPTURE_DIR"',  # not a writable directory
+])
+def test_lost_capture_never_breaks_requests(lockdown, tmp_path, sabotage):
+    b = tmp_path / "b"
+    r = lockdown("profile", "hello", "--requests", "30", "-o", b, "--collect", "xhprof",
+                 "--xhprof-every", "2", "--no-overhead-check", "--exec-after-warmup", sabotage)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "30 of 30 requests were not logged" in r.stdout
+    manifest = json.loads((b / "manifest.json").read_text())
+    assert manifest["driver"]["status_counts"] == {"200": 30}
+    assert manifest["requests"]["lost"] == 30 and manifest["requests"]["logged"] == 0
+    v = lockdown("validate", b)
+    assert v.returncode == 1
+    assert "FAIL requests logged: 0 of 30 requests logged; 30 lost" in v.stdout
+
+
+@pytest.fixture
+def users_server(tmp_path):
+    """A MariaDB of 'the user's', with an account for lockdown and non-default log settings."""
+    with ProcessGroup(tmp_path / "theirs") as procs:
+        PrivateMariaDB.initialize(procs, tmp_path / "theirs" / "data")
+        server = PrivateMariaDB(procs, tmp_path / "theirs" / "mysql", tmp_path / "theirs" / "data")
+        admin: DatabaseServer = server.start()
+        admin.sql("CREATE USER 'owner'@'127.0.0.1' IDENTIFIED BY 'secret';"
+                  "GRANT ALL ON *.* TO 'owner'@'127.0.0.1';"
+                  "SET GLOBAL long_query_time = 2.5; SET GLOBAL slow_query_log = ON;"
+                  f"SET GLOBAL slow_query_log_file = '{tmp_path}/their-slow.log';")
+        yield admin, f"mysql://owner:secret@127.0.0.1:{server.port}/"
+
+
+def server_settings(admin: DatabaseServer) -> dict:
+    out = admin.sql(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({', '.join(repr(w) for w in WATCHED)});")
+    return dict(line.split("\t", 1) for line in out.splitlines())
+
+
+def _start_profile(env, dsn, *extra):
+    return subprocess.Popen(lockdown_argv("profile", "sqltag", "--requests", "100000", "-o",
+                                          Path(env["LOCKDOWN_HOME"]) / f"b-{time.time_ns()}",
+                                          "--collect", "queries", "--no-overhead-check",
+                                          "--mysql", dsn, *extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+
+
+def test_users_server_settings_restored_after_sigint_and_kill_9(env, lockdown, users_server):
+    admin, dsn = users_server
+    original = server_settings(admin)
+    assert original["long_query_time"] == "2.500000" and original["slow_query_log"] == "ON"
+
+    proc = _start_profile(env, dsn)
+    run_dir = run_dir_of(wait_for_line(proc, "[start] run directory"))
+    wait_for_line(proc, "[capture] slow log on")
+    assert server_settings(admin)["long_query_time"] == "0.000000"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert server_settings(admin) == original
+    assert processes_mentioning(run_dir) == []
+
+    proc = _start_profile(env, dsn)
+    wait_for_line(proc, "[capture] slow log on")
+    during = server_settings(admin)
+    assert during["long_query_time"] == "0.000000" and during["slow_query_log_file"] != original["slow_query_log_file"]
+    proc.kill()
+    proc.wait()
+    r = lockdown("targets")
+    assert r.returncode == 0
+    assert "restored MariaDB settings on 127.0.0.1:" in r.stderr
+    assert "long_query_time=2.500000" in r.stderr
+    assert server_settings(admin) == original
+    again = lockdown("restore")
+    assert again.returncode == 0 and again.stdout.strip() == "nothing to restore"
+
+
+def test_profile_usage_errors(lockdown, tmp_path):
+    existing = tmp_path / "exists"
+    existing.mkdir()
+    cases = [
+        (("hello", "-o", existing), f"{existing} already exists"),
+        (("hello", "-o", tmp_path / "x", "--requests", "5", "--duration", "2"),
+         "give --requests or --duration, not both"),
+        (("hello", "-o", tmp_path / "x", "--collect", "perf,strace"), "bad --collect 'perf,strace'"),
+        (("hello", "-o", tmp_path / "x", "--xhprof-flags", "cpu,bogus"), "bad --xhprof-flags"),
+        (("hello", "-o", tmp_path / "x", "--url", "index.php"), "bad --url 'index.php'"),
+        (("nosuchtarget", "-o", tmp_path / "x"), "nosuchtarget"),
+    ]
+    for args, message in cases:
+        r = lockdown("profile", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and message in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stderr
+    assert not (tmp_path / "x").exists()
