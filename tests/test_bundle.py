@@ -40,6 +40,7 @@ def hello_bundle(tmp_path_factory, home):
     b = tmp_path_factory.mktemp("bundles") / "hello"
     r = subprocess.run(lockdown_argv("profile", "hello", "--requests", "20", "-o", b,
                                      "--collect", "excimer,xhprof", "--xhprof-every", "3",
+                                     "--xhprof-flags", "memory_alloc",
                                      "--no-overhead-check"),
                        capture_output=True, text=True, timeout=300, cwd=REPO,
                        env={**os.environ, "LOCKDOWN_HOME": str(home)})
@@ -52,7 +53,17 @@ def test_bundle_layout(hello_bundle):
     assert (m["format"], m["version"]) == ("lockdown-bundle", 1)
     assert set(m["files"]) >= {"requests.jsonl", "excimer.jsonl"}
     assert any(f.startswith("xhprof/") for f in m["files"])
-    assert m["php"]["extensions"]["excimer"] and m["php"]["extensions"]["tideways_xhprof"]
+    assert m["php"]["extensions"]["excimer"]
+    # tideways_xhprof is loaded only in the one-worker pool that serves instrumented requests
+    assert "tideways_xhprof" not in m["php"]["extensions"]
+    assert m["php"]["pool"]["instrumented_extension"] == "tideways_xhprof"
+    requests = [json.loads(l) for l in (hello_bundle / "requests.jsonl").read_text().splitlines()]
+    instrumented = [r for r in requests if r["instrumented"]]
+    assert instrumented and len({r["pid"] for r in instrumented}) == 1
+    assert not {r["pid"] for r in instrumented} & {r["pid"] for r in requests if not r["instrumented"]}
+    # --xhprof-flags memory_alloc: allocation counts per function
+    profile = json.loads((hello_bundle / "xhprof" / f"{instrumented[0]['id']}.json").read_text())
+    assert all({"ct", "wt", "mem.na", "mem.nf", "mem.aa"} <= set(v) for v in profile.values())
     assert m["php"]["pool"]["auto_prepend_file"].endswith("capture/prepend.php")
     assert not list(hello_bundle.parent.glob(".*partial*"))   # no staging left behind
 

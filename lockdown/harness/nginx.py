@@ -16,13 +16,14 @@ NGINX_ETC = Path("/etc/nginx")
 
 class Nginx:
     def __init__(self, procs: ProcessGroup, base: Path, port: int, docroot: Path,
-                 front_controller: str, fpm_socket: str):
+                 front_controller: str, fpm_socket: str, instrumented_socket: str | None = None):
         self.procs = procs
         self.base = base
         self.port = port
         self.docroot = docroot
         self.front_controller = front_controller
         self.fpm_socket = fpm_socket
+        self.instrumented_socket = instrumented_socket
         self.error_log = procs.run_dir / "logs" / "nginx-error.log"
         self.child: Child | None = None
 
@@ -35,7 +36,7 @@ class Nginx:
             prefix=self.base, error_log=self.error_log,
             access_log=self.procs.run_dir / "logs" / "nginx-access.log",
             mime_types=NGINX_ETC / "mime.types", fastcgi_params=NGINX_ETC / "fastcgi_params",
-            fpm_socket=self.fpm_socket, port=self.port, docroot=self.docroot,
+            fpm_socket=self.fpm_socket, instrumented_socket=self.instrumented_socket, port=self.port, docroot=self.docroot,
             front_controller=self.front_controller, nginx_workers=min(2, os.cpu_count() or 1))
         argv = [tool("nginx"), "-p", str(self.base), "-c", str(conf), "-e", str(self.error_log)]
         self.child = self.procs.spawn("nginx", argv, log=self.procs.run_dir / "logs" / "nginx.out")

@@ -91,22 +91,27 @@ def fpm_env(php: PhpConfig) -> dict:
 
 class PhpFpm:
     def __init__(self, procs: ProcessGroup, base: Path, php: PhpConfig, workers: int,
-                 pool_env: dict | None = None, pool_ini: dict | None = None):
+                 pool_env: dict | None = None, pool_ini: dict | None = None,
+                 instrumented_extension: str | None = None):
         self.procs = procs
         self.base = base
         self.php = php
         self.workers = workers
-        self.socket = str(base / "php-fpm.sock")
+        self.socket = ports.unix_socket_path(base / "php-fpm.sock")
         self.error_log = procs.run_dir / "logs" / "php-fpm.log"
         self.pool_env = pool_env or {}
         self.pool_ini = pool_ini or {}
+        # A second pool of one worker that also loads an instrumenting profiler, so that the
+        # hooks it installs cost nothing on the requests it does not profile.
+        self.instrumented_extension = instrumented_extension
+        self.instrumented_socket = (ports.unix_socket_path(base / "php-fpm-instrumented.sock")
+                                    if instrumented_extension else None)
         self.child: Child | None = None
 
     def start(self, timeout: float = 30) -> None:
         conf = render_to("php-fpm.conf.j2", self.base / "php-fpm.conf", run_dir=self.procs.run_dir,
                          pid_file=self.base / "php-fpm.pid", error_log=self.error_log,
-                         socket=self.socket, workers=self.workers, pool_env=self.pool_env,
-                         pool_ini=self.pool_ini)
+                         pools=self._pools(), pool_env=self.pool_env, pool_ini=self.pool_ini)
         argv = [tool("php-fpm"), "--nodaemonize", "--fpm-config", str(conf), "-c", str(self.php.ini_file)]
         if os.geteuid() == 0:
             argv.append("--allow-to-run-as-root")
@@ -115,6 +120,13 @@ class PhpFpm:
         if not ports.wait_connectable(self.socket, timeout, self.child.alive):
             raise PhaseFailed("php-fpm did not start",
                               evidence(self.error_log, self.procs.run_dir / "logs" / "php-fpm.out"))
+
+    def _pools(self) -> list[dict]:
+        pools = [{"name": "lockdown", "socket": self.socket, "workers": self.workers, "extension": None}]
+        if self.instrumented_extension:
+            pools.append({"name": "lockdown-instrumented", "socket": self.instrumented_socket,
+                          "workers": 1, "extension": self.instrumented_extension})
+        return pools
 
     def worker_pids(self) -> list[int]:
         """The pool's worker processes (children of the master)."""

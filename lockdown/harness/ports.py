@@ -1,8 +1,10 @@
 """Loopback ports: pick a free one, or check that the one asked for is free."""
 from __future__ import annotations
 
+import hashlib
 import socket
 import time
+from pathlib import Path
 
 from ..errors import LockdownError
 
@@ -39,3 +41,13 @@ def wait_connectable(address, timeout: float, alive=lambda: True) -> bool:
                 pass
         time.sleep(0.05)
     return False
+
+
+def unix_socket_path(preferred: Path) -> str:
+    """`preferred`, or a short path under /tmp when it exceeds what sockaddr_un holds (107
+    bytes): deep run directories (e.g. under pytest's tmp) would otherwise fail to bind."""
+    if len(str(preferred).encode()) <= 100:
+        return str(preferred)
+    short = Path("/tmp") / f"lockdown-{hashlib.sha1(str(preferred).encode()).hexdigest()[:12]}"
+    short.mkdir(mode=0o700, exist_ok=True)
+    return str(short / preferred.name)

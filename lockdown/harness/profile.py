@@ -78,6 +78,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     cap = request_log.install(run_dir / "capture", settings, None, overrides.get("auto_prepend_file"))
     stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
                               php_ini=dict(opts.php_ini), extensions=settings.extensions(),
+                              instrumented_extension=settings.instrumented_extension(),
                               pool_ini={"auto_prepend_file": str(cap.prepend)})
     size = opts.size()
     manifest: dict = {
@@ -146,7 +147,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         manifest["php"] = {"extensions": facts.get("extensions"),
                            "zend_extensions": facts.get("zend_extensions"),
                            "ini": facts.get("ini"),
-                           "pool": {"auto_prepend_file": str(cap.prepend)},
+                           "pool": {"auto_prepend_file": str(cap.prepend),
+                                    "instrumented_extension": settings.instrumented_extension()},
                            "overrides": stack.php.overrides}
         manifest["host"] = {"node": platform.node(), "cpus": os.cpu_count(),
                             "kernel": platform.release(), "machine": platform.machine()}

@@ -25,6 +25,7 @@ class StackOptions:
     mysql_dsn: str | None = None
     php_ini: dict = field(default_factory=dict)       # command-line overrides, win over the target's
     extensions: frozenset = frozenset()               # collector extensions to load
+    instrumented_extension: str | None = None         # loaded only in a one-worker pool
     pool_env: dict = field(default_factory=dict)
     pool_ini: dict = field(default_factory=dict)      # php_admin_value[...] in the pool
     keep_data: bool = False
@@ -91,9 +92,9 @@ class Stack:
                 self.db_name = t.database
             self.say(f"[start] MariaDB {self.db.version} at {self.db.where()}")
         self.fpm = PhpFpm(self.procs, self.run_dir / "php", self.php, o.workers, o.pool_env,
-                          o.pool_ini)
+                          o.pool_ini, o.instrumented_extension)
         self.nginx = Nginx(self.procs, self.run_dir / "nginx", port, self.app_dir / t.docroot,
-                           t.front_controller, self.fpm.socket)
+                           t.front_controller, self.fpm.socket, self.fpm.instrumented_socket)
         if t.configure:
             env = app_env(t, self.app_dir, self.nginx.base_url, self.db, self.db_name,
                           db_user, db_password)
@@ -103,6 +104,7 @@ class Stack:
                 env["LOCKDOWN_DB_SOCKET"] = ""
             run_target_command(self.procs, t, "configure", t.configure, env, 300)
         self.fpm.start()
-        self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}")
+        self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}"
+                 + (f", and 1 with {o.instrumented_extension}" if o.instrumented_extension else ""))
         self.nginx.start()
         self.say(f"[start] nginx at {self.nginx.base_url}")
