@@ -1,9 +1,10 @@
 """What capture costs: RPS with collectors on / RPS with nothing collected, per collector
 alone and for the default set.
 
-Each run is one `lockdown profile --duration D`: on the same running stack, the driver first
-sends requests without the capture header (baseline: the prepend returns at once, perf is not
-attached, the slow log is off), then the same load with capture on. Collector sets are rotated
+Each run is one `lockdown profile --duration D`: on the same running stack, the driver sends
+requests without the capture header for D/2 seconds (baseline: the prepend returns at once,
+perf is not attached, the slow log is off), then for D seconds with capture on, then again
+D/2 seconds without. Collector sets are rotated
 from run to run so that drift of the machine spreads over all of them.
 
     python3 bench/overhead.py [--target wordpress] [--runs 5] [--duration 10] [--concurrency 1]
@@ -34,7 +35,8 @@ def main() -> None:
         order = SETS[run % len(SETS):] + SETS[:run % len(SETS)]
         for collect in order:
             m = lockdown_profile(args.target, "--duration", str(args.duration), "-c",
-                                 str(args.concurrency), "--collect", collect)
+                                 str(args.concurrency), "--collect", collect,
+                                 "--warmup-requests", "60")
             o = m["overhead"]
             ratios[collect].append(o["ratio"])
             print(f"run {run + 1} {collect:30s} baseline {o['baseline_rps']:7.2f} req/s  "

@@ -78,6 +78,19 @@ def test_wordpress_bundle_validates(lockdown, tmp_path):
     assert before == (run_dir / "settings-after.tsv").read_text()
     assert processes_mentioning(str(run_dir)) == []
 
+    # analysis of the same bundle: shares add up, budgets reconcile, digest counts everything
+    a = lockdown("analyze", b1, "--json")
+    assert a.returncode == 0, a.stderr
+    analysis = json.loads(a.stdout)
+    assert abs(sum(analysis["subsystems"]["overall"].values()) - 100) < 0.1
+    assert analysis["subsystems"]["overall"]["vm"] > 10
+    for b in [*analysis["budget_by_url"].values(), analysis["budget_overall"]]:
+        parts = b["cpu_us"] + b["db_wait_us"] + b["other_wait_us"] + b["residual_us"]
+        assert abs(parts - b["wall_us"]) < 1 and b["db_wait_us"] > 0
+    assert analysis["queries"]["statements"] == len(statements)
+    assert analysis["php_functions"]["top"][0]["self_samples"] > 0
+    assert lockdown("analyze", b1).stdout.startswith(f"analysis of {b1}")
+
 
 def truth_of(sql: str) -> str | None:
     m = re.search(r"/\*sqltag (\S+) \d+\*/", sql)

@@ -137,7 +137,11 @@ def query_id(fp: str, *, legacy: bool = False) -> str:
 
 @dataclass(frozen=True)
 class QueryClass:
-    """One fingerprint's totals; times in microseconds."""
+    """One fingerprint's totals; times in microseconds, from exact values, not pt's 5% buckets.
+
+    p95 as pt computes it (`pct95`); median is the ordinary median; stddev is the population
+    deviation, pt's formula from three values up (pt's bucketed median leans high).
+    """
     id: str
     fingerprint: str
     count: int

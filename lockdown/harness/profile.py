@@ -1,8 +1,9 @@
 """`lockdown profile`: start the target as `bench` does, drive it with tagged requests while
 the collectors run, and write a bundle (docs/bundle-format.md).
 
-Phases: start -> sanity -> warmup -> baseline (same requests, nothing collected; gives the
-overhead recorded in the manifest) -> capture -> stop -> assemble.
+Phases: start -> sanity -> warmup -> baseline (half the requests, nothing collected) ->
+capture -> baseline (the other half) -> stop -> assemble. The two baseline halves give the
+overhead recorded in the manifest.
 """
 from __future__ import annotations
 
@@ -110,11 +111,15 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         say(f"[warmup] {opts.warmup_requests} requests, one at a time: {warm.status_counts()}")
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say, **hook_env)
         load = dict(concurrency=opts.concurrency, **size)
+        # The uncollected baseline is split around the capture (half before, half after), so
+        # that drift - a database still warming up, a noisy neighbour - does not bias the ratio.
+        half = ({"requests": max(1, size["requests"] // 2)} if "requests" in size
+                else {"duration": size["duration"] / 2})
+        baseline: list[DriveResult] = []
         if opts.overhead_check:
-            base = drive(stack.base_url, paths, **load)
-            manifest["baseline"] = _drive_summary(base)
-            say(f"[baseline] {len(base.requests)} requests at concurrency {opts.concurrency}, "
-                f"nothing collected: {base.rps:.1f} req/s")
+            baseline.append(drive(stack.base_url, paths, opts.concurrency, **half))
+            say(f"[baseline] {len(baseline[0].requests)} requests at concurrency "
+                f"{opts.concurrency}, nothing collected: {baseline[0].rps:.1f} req/s")
         workers = stack.fpm.worker_pids()
         perf = PerfRecorder(stack.procs, run_dir / "perf", settings.perf_freq)
         slow = None
@@ -139,6 +144,13 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         if slow is not None:
             slow.take_log(run_dir / "capture" / "slow.log")
             say("[capture] MariaDB settings restored")
+        if opts.overhead_check:
+            baseline.append(drive(stack.base_url, paths, opts.concurrency, **half))
+            say(f"[baseline] {len(baseline[1].requests)} more requests, nothing collected: "
+                f"{baseline[1].rps:.1f} req/s")
+            manifest["baseline"] = _drive_summary(DriveResult(
+                baseline[0].requests + baseline[1].requests,
+                baseline[0].seconds + baseline[1].seconds))
         run_hook(stack, "after-capture", opts.hooks.get("after-capture"), say, **hook_env)
         facts = php_facts(stack.php)
         manifest["versions"] = {**versions(), "mariadb": stack.db.version if stack.db else None,
@@ -159,8 +171,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         ratio = manifest["driver"]["rps"] / manifest["baseline"]["rps"]
         manifest["overhead"] = {"baseline_rps": manifest["baseline"]["rps"],
                                 "capture_rps": manifest["driver"]["rps"], "ratio": round(ratio, 4),
-                                "note": "one baseline and one capture pass on the same stack; "
-                                        "bench/overhead.py measures it with repeated runs"}
+                                "note": "capture pass vs uncollected passes before and after it, on the same "
+                                        "stack; bench/overhead.py repeats it"}
     records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", captured.requests,
                                                       writer)
     collected = {}

@@ -15,7 +15,7 @@ def format_summary(bundle: Bundle) -> str:
     o = m.get("overhead")
     if o:
         lines.append(f"  overhead: {o['capture_rps']:.1f} req/s captured vs {o['baseline_rps']:.1f} "
-                     f"uncollected (ratio {o['ratio']:.3f}, one pass each)")
+                     f"uncollected before and after (ratio {o['ratio']:.3f})")
     c = m.get("collected", {})
     if "perf" in c:
         p = c["perf"]

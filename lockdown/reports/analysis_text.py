@@ -1,0 +1,39 @@
+"""The analysis of a bundle as terminal text: subsystems, time budget, PHP functions, queries."""
+from __future__ import annotations
+
+
+def _ms(us: float) -> str:
+    return f"{us / 1000:8.1f}"
+
+
+def format_analysis(a: dict, top: int = 15) -> str:
+    lines = [f"analysis of {a['bundle']} ({a['target']}, {a['requests']} requests, "
+             f"{a['instrumented_left_out']} xhprof-instrumented left out of timings)"]
+    sub = a.get("subsystems")
+    if sub:
+        lines += ["", f"on-CPU by engine subsystem ({sub['samples']} perf samples inside requests):"]
+        lines += [f"  {k:13s} {v:5.1f}%" for k, v in sub["overall"].items()]
+    lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual):",
+              f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'resid':>8s}"]
+    rows = list(a["budget_by_url"].items()) + [("(all)", a["budget_overall"])]
+    for url, b in rows:
+        lines.append(f"  {url[:40]:40s} {b['requests']:4d} {_ms(b['wall_us'])} {_ms(b['cpu_us'])} "
+                     f"{_ms(b['db_wait_us'])} {_ms(b['other_wait_us'])} {_ms(b['residual_us'])}")
+    f = a.get("php_functions")
+    if f and f["samples"]:
+        lines += ["", f"hot PHP functions (Excimer, {f['samples']} samples): self% incl% name"]
+        for h in f["top"][:top]:
+            lines.append(f"  {100 * h['self_samples'] / f['samples']:5.1f} "
+                         f"{100 * h['inclusive_samples'] / f['samples']:5.1f}  {h['name']}")
+    q = a.get("queries")
+    if q:
+        lines += ["", f"query digest ({q['statements']} statements, {q['class_count']} classes; "
+                      f"attribution {q['attribution']}):",
+                  f"  {'id':32s} {'count':>6s} {'/req':>6s} {'total ms':>9s} {'avg us':>8s} "
+                  f"{'p95 us':>8s} {'rows ex':>8s}  fingerprint"]
+        for c in q["classes"][:top]:
+            per = f"{c['count_per_request']:6.1f}" if c["count_per_request"] is not None else "     -"
+            lines.append(f"  {c['id']:32s} {c['count']:6d} {per} {c['time_total'] / 1000:9.1f} "
+                         f"{c['time_avg']:8.0f} {c['time_p95']:8d} {c['rows_examined_total']:8d}  "
+                         f"{c['fingerprint'][:70]}")
+    return "\n".join(lines)

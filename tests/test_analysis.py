@@ -1,0 +1,60 @@
+"""Analysis of bundles: engine subsystems from native frames, and the time budget."""
+from lockdown.analyzers.budget import request_budgets
+from lockdown.analyzers.subsystems import CATEGORIES, categorise, load_rules
+from lockdown.bundle.model import PerfSample, RequestRecord, Statement
+
+PHP = "/usr/sbin/php-fpm8.2"
+LIBC = "/usr/lib/x86_64-linux-gnu/libc.so.6"
+K = "[kernel.kallsyms]"
+
+
+def f(symbol, dso=PHP):
+    return ["0", symbol, 0, dso]
+
+
+def test_rules_file_loads_and_uses_known_categories():
+    rules = load_rules()
+    assert rules.rules and rules.passthrough
+    assert {r.category for r in rules.rules} <= set(CATEGORIES)
+
+
+def test_first_categorised_frame_from_the_leaf():
+    assert categorise([f("zend_hash_find"), f("execute_ex")]) == "hashtable"
+    assert categorise([f("[unknown]"), f("zend_hash_find"), f("execute_ex")]) == "hashtable"
+    assert categorise([f("execute_ex"), f("zend_hash_find")]) == "vm"
+    assert categorise([f("php_pcre_match_impl"), f("zif_preg_match"), f("execute_ex")]) == "regex"
+    assert categorise([f("pcre2_match_8", "/usr/lib/x86_64-linux-gnu/libpcre2-8.so.0.11.2")]) == "regex"
+    assert categorise([f("zif_str_replace"), f("execute_ex")]) == "builtin"
+    assert categorise([f("tracing_enter", "/usr/lib/php/20220829/tideways_xhprof.so")]) == "profiler-ext"
+
+
+def test_libc_and_kernel_frames_belong_to_their_callers():
+    # malloc called by the memory manager is memory; a read() under mysqlnd is net-io
+    assert categorise([f("_int_malloc", LIBC), f("malloc", LIBC), f("zend_mm_alloc_huge"),
+                       f("execute_ex")]) == "memory"
+    assert categorise([f("tcp_recvmsg", K), f("__libc_recv", LIBC),
+                       f("php_mysqlnd_net_receive", "/usr/lib/php/20220829/mysqlnd.so")]) == "net-io"
+    assert categorise([f("ext4_file_read_iter", K), f("read", LIBC), f("php_stdiop_read"),
+                       f("execute_ex")]) == "fs-io"
+    # PCRE JIT code (anonymous memory) under the PCRE layer is regex, not vm
+    assert categorise([f("[unknown]", "//anon"), f("pcre2_jit_match_8", "/usr/lib/x86_64-linux-gnu/libpcre2-8.so.0"),
+                       f("php_pcre_match_impl")]) == "regex"
+    # with no categorised caller, the first passthrough's fallback
+    assert categorise([f("clear_page_erms", K), f("asm_exc_page_fault", K)]) == "kernel"
+    assert categorise([f("memcpy", LIBC)]) == "other"
+
+
+def test_budget_reconciles_with_wall_time():
+    r = RequestRecord(id="a", pid=1, method="GET", uri="/", status=200, start_ns=0, end_ns=10,
+                      start_unix=0, wall_us=100_000, cpu_us=60_000, peak_memory=1, instrumented=False)
+    st = [Statement(i, "a", "order", 5, "db", "q", 10_000, 0, 1, 1, 0, 0) for i in range(3)]
+    samples = [PerfSample(5, 1, 1, "php", 1, "a", [f("zend_hash_find")]),
+               PerfSample(6, 1, 1, "php", 1, "a", [f("execute_ex")]),
+               PerfSample(7, 1, 1, "php", 1, "a", [f("execute_ex")]),
+               PerfSample(8, 1, 1, "php", 1, None, [f("execute_ex")])]
+    b = request_budgets([r], st, samples)["a"]
+    assert (b.cpu_us, b.db_wait_us, b.other_wait_us, b.residual_us) == (60_000, 30_000, 10_000, 0)
+    assert b.cpu_by_subsystem_us == {"hashtable": 20_000, "vm": 40_000}
+    over = request_budgets([r], st * 2, samples)["a"]     # 60 ms CPU + 60 ms of statements
+    assert over.other_wait_us == 0 and over.residual_us == -20_000
+    assert over.cpu_us + over.db_wait_us + over.other_wait_us + over.residual_us == over.wall_us
