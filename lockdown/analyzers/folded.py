@@ -14,11 +14,12 @@ Root frame (the process name)
 - The header's comm is the shortest text at the line start that is followed by whitespace,
   digits, optional `/digits` and whitespace: `^(\\S.+?)\\s+(\\d+)/*(\\d+)*\\s+`. A comm with a
   space-separated number in it is cut there ("worker 2 42/43 ..." gives comm "worker", and "2" is
-  taken as the TID). A comm must be 2+ characters to match where you'd expect.
+  taken as the TID). The comm is 2+ characters: a 1-character one takes the padding space
+  before a 4-digit PID ("a_"), or runs on into the time field.
 - With `PID/TID`, PID and TID are those numbers; with one number, or a TID of "0" (Perl false,
   e.g. swapper `0/0`), the TID is that number and the PID is `?`.
 - Root = comm; `comm-PID` [--pid]; `comm-PID/TID` [--tid, which wins over --pid]. Then every space
-  becomes `_` (only spaces: tabs stay). A root that is Perl-false ("0") drops the sample.
+  becomes `_` (only spaces: tabs stay). A header the pattern does not match drops the sample.
 
 Weight
 - A header ending `: PERIOD EVENT:` adds PERIOD to its stack (PR #250); no period, or a period of
@@ -174,7 +175,7 @@ def _fold(samples: Iterable[tuple[str, int, int, int, int, str | None, Sequence[
             if not o.counts and not _perl_false(m.group(1)):
                 weight = int(m.group(1))
         root = _root(line, o)
-        if _perl_false(root):
+        if root is None:
             continue
         is_java = root.startswith("java")
         stack = [root]

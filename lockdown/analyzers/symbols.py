@@ -1,14 +1,16 @@
-"""Function names for native addresses in stripped binaries (Debian's php-fpm8.2, libc, extensions).
+"""Function names for native addresses in stripped binaries (Debian's php-fpm8.2, extensions).
 
-perf names only what `.dynsym` exports, so samples in static functions show as `[unknown]` or,
-worse, get smeared onto the preceding exported symbol. Every function still has an unwind entry
-(an FDE in `.eh_frame`), so the FDE ranges give each uncovered function its own stable identity,
-`<basename>+0x<start>`, which is the same across runs of the same build.
+perf names only what `.dynsym` exports, so samples in static functions show as `[unknown]`, and a
+nearest-preceding-symbol lookup would smear them onto an exported neighbour. Every function still
+has an unwind entry (an FDE in `.eh_frame`), so FDE ranges give each uncovered function its own
+identity, `<basename>+0x<start>`, stable for a given build. Names come from `.symtab`, else from
+detached debug symbols (/usr/lib/debug/.build-id, e.g. libc6-dbg), else `.dynsym`; x86-64 PLT
+stubs are named `sym@plt` from the GOT slot they jump through.
 
-Addresses: `lookup()` takes ELF virtual addresses. perf script prints user-space frames as
-`ip - map_start + map_pgoff`, i.e. a *file offset* in the DSO; `lookup_perf()` maps that through
-the PT_LOAD headers. For Debian's PIE binaries and shared objects the executable segment has
-p_offset == p_vaddr, so the two are the same number (checked against a real capture).
+Addresses: `lookup()` takes ELF virtual addresses. perf script prints callchain frames as
+`ip - map_start + map_pgoff`, a *file offset* in the DSO (checked with perf 6.1 on a non-PIE
+binary and on a library whose p_offset != p_vaddr); `lookup_perf()` maps it through the
+executable PT_LOAD headers. For Debian's binaries p_offset == p_vaddr, so there the two agree.
 
 Tables are cached as JSON per GNU build id under `$LOCKDOWN_HOME/symbols/`.
 """
@@ -63,7 +65,7 @@ class SymbolTable:
         return hit[2] if hit else None
 
     def perf_to_vaddr(self, addr: int) -> int:
-        """perf script's DSO-relative address (a file offset) -> ELF vaddr."""
+        """perf script's DSO-relative callchain address (a file offset) -> ELF vaddr."""
         for off, vaddr, size in self.segments:
             if off <= addr < off + size:
                 return addr - off + vaddr
@@ -98,7 +100,7 @@ def build_id(path: str | os.PathLike) -> str | None:
 
 def debug_file(bid: str | None) -> Path | None:
     """Detached debug symbols (e.g. Debian's libc6-dbg) for a build id, if installed."""
-    if not bid or len(bid) < 3:
+    if not bid or len(bid) < 3 or not all(c in "0123456789abcdef" for c in bid):
         return None
     p = DEBUG_ROOT / ".build-id" / bid[:2] / f"{bid[2:]}.debug"
     return p if p.is_file() else None
@@ -143,8 +145,10 @@ def _build_id(elf: ELFFile) -> str | None:
     for sec in elf.iter_sections():
         if isinstance(sec, NoteSection):
             for note in sec.iter_notes():
-                if note["n_type"] == "NT_GNU_BUILD_ID":
-                    return note["n_desc"]
+                # pyelftools labels every type-3 note NT_GNU_BUILD_ID, systemtap's too.
+                if note["n_type"] == "NT_GNU_BUILD_ID" and note["n_name"] == "GNU":
+                    desc = note["n_desc"]
+                    return desc.hex() if isinstance(desc, bytes) else desc
     return None
 
 
@@ -162,22 +166,23 @@ def _build(elf: ELFFile, basename: str) -> SymbolTable:
     syms.update(_plt_symbols(elf))
     fdes = sorted(r for r in _fde_ranges(elf) if _inside(exec_secs, r[0]))
 
-    # Sized symbols first; zero-sized ones take the FDE starting at them, else run to the
-    # next known start (symbol or FDE) within their section, like perf but FDE-bounded.
-    fde_end = {s: e for s, e in fdes}
-    marks = sorted({s for s in syms} | set(fde_end))
+    # Zero-sized symbols (hand-written assembly) run to the next known start (symbol or FDE),
+    # like perf, but never past the end of the FDE or section holding them.
+    fde_starts = [s for s, _ in fdes]
+    marks = sorted(set(syms) | set(fde_starts))
     ranges: list[tuple[int, int, str]] = []
     for start, (size, name, _bind) in syms.items():
-        if size:
-            end = start + size
-        elif start in fde_end:
-            end = fde_end[start]
-        else:
-            i = bisect.bisect_right(marks, start)
-            sec_end = _inside(exec_secs, start)
-            if not sec_end:
+        end = start + size
+        if not size:
+            end = _inside(exec_secs, start)
+            if not end:
                 continue
-            end = min(marks[i], sec_end) if i < len(marks) else sec_end
+            i = bisect.bisect_right(marks, start)
+            if i < len(marks):
+                end = min(end, marks[i])
+            j = bisect.bisect_right(fde_starts, start) - 1
+            if j >= 0 and fdes[j][1] > start:
+                end = min(end, fdes[j][1])
         ranges.append((start, end, name))
     ranges = _flatten(sorted(ranges))
 
@@ -286,9 +291,12 @@ def _plt_symbols(elf: ELFFile) -> dict[int, tuple[int, str, str]]:
         dynsym = elf.get_section(rel["sh_link"])
         if not isinstance(dynsym, SymbolTableSection):
             continue
-        for off, info, _addend in struct.iter_unpack("<QQq", rel.data()):
-            if info >> 32 and (info & 0xFFFFFFFF) in (6, 7):  # R_X86_64_GLOB_DAT, _JUMP_SLOT
+        for off, info, addend in struct.iter_unpack("<QQq", rel.data()):
+            kind = info & 0xFFFFFFFF
+            if info >> 32 and kind in (6, 7):  # R_X86_64_GLOB_DAT, _JUMP_SLOT
                 got_names.setdefault(off, dynsym.get_symbol(info >> 32).name)
+            elif kind == 37:  # R_X86_64_IRELATIVE: named like objdump does
+                got_names.setdefault(off, f"*ABS*+0x{addend:x}")
     out: dict[int, tuple[int, str, str]] = {}
     for secname in (".plt", ".plt.sec", ".plt.got"):
         sec = elf.get_section_by_name(secname)
