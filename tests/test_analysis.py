@@ -58,3 +58,19 @@ def test_budget_reconciles_with_wall_time():
     over = request_budgets([r], st * 2, samples)["a"]     # 60 ms CPU + 60 ms of statements
     assert over.other_wait_us == 0 and over.residual_us == -20_000
     assert over.cpu_us + over.db_wait_us + over.other_wait_us + over.residual_us == over.wall_us
+
+
+def test_xhprof_exclusive_time_and_builtins():
+    from lockdown.analyzers.builtins import function_totals, hot_builtins
+    profile = {"main()": {"ct": 1, "wt": 1000},
+               "main()==>render": {"ct": 1, "wt": 700},
+               "render==>str_replace": {"ct": 30, "wt": 200, "mem.na": 60},
+               "render==>render@1": {"ct": 2, "wt": 100},
+               "render@1==>str_replace": {"ct": 4, "wt": 50, "mem.na": 8},
+               "main()==>PDO::query": {"ct": 3, "wt": 250}}
+    t = function_totals(profile)
+    assert t["render"] == {"calls": 3, "inclusive_us": 800, "exclusive_us": 450, "allocations": 0}
+    assert t["main()"]["exclusive_us"] == 1000 - 700 - 250
+    assert t["str_replace"]["calls"] == 34 and t["str_replace"]["allocations"] == 68
+    rows = hot_builtins([profile, profile], ["str_replace", "strlen"], ["PDO"])
+    assert [(b.name, b.calls, b.exclusive_us) for b in rows] == [("str_replace", 68, 500), ("PDO::query", 6, 500)]

@@ -31,8 +31,8 @@ def test_perf_script_parse():
 def test_perf_script_rejects_other_text():
     with pytest.raises(perf_script.PerfScriptError, match="line 2: not a call-chain frame"):
         list(perf_script.parse(["php 1/1 1.000000001: 1 cpu-clock:\n", "\tgarbage\n"]))
-    with pytest.raises(perf_script.PerfScriptError, match="line 1: not a sample header"):
-        list(perf_script.parse(["# this is not perf script output\n"]))
+    with pytest.raises(perf_script.PerfScriptError, match="line 2: not a sample header"):
+        list(perf_script.parse(["# a header comment\n", "this is not perf script output\n"]))
 
 
 SLOW = """\

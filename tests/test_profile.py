@@ -89,6 +89,9 @@ def test_wordpress_bundle_validates(lockdown, tmp_path):
         assert abs(parts - b["wall_us"]) < 1 and b["db_wait_us"] > 0
     assert analysis["queries"]["statements"] == len(statements)
     assert analysis["php_functions"]["top"][0]["self_samples"] > 0
+    builtins = {b["name"]: b for b in analysis["builtins"]["top"]}
+    assert builtins and all(b["calls"] > 0 for b in builtins.values())
+    assert not any(n.startswith(("WP_", "wpdb")) for n in builtins)    # user code is not builtin
     assert lockdown("analyze", b1).stdout.startswith(f"analysis of {b1}")
 
 

@@ -6,6 +6,7 @@ from dataclasses import asdict
 
 from ..bundle.store import Bundle
 from . import budget, query_digest, subsystems
+from .builtins import hot_builtins
 from .php_functions import hot_functions
 
 
@@ -30,6 +31,12 @@ def analyze(bundle: Bundle, top: int = 20) -> dict:
     if profiles:
         funcs, total = hot_functions(profiles, exclude=instrumented)
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]]}
+    php = bundle.manifest.get("php", {})
+    ids = bundle.xhprof_ids()
+    if ids and php.get("internal_functions"):
+        rows = hot_builtins((bundle.xhprof(i) for i in ids), php["internal_functions"],
+                            php.get("internal_classes") or [])
+        out["builtins"] = {"profiles": len(ids), "top": [asdict(b) for b in rows[:top]]}
     if statements:
         classes = query_digest.digest(statements, requests)
         out["queries"] = {"statements": len(statements),

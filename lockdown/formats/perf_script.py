@@ -57,6 +57,8 @@ def parse(lines: Iterable[str], source: str = "perf script") -> Iterator[Sample]
     current: Sample | None = None
     for n, line in enumerate(lines, 1):
         line = line.rstrip("\n")
+        if line.startswith("#"):     # `perf script --header` comments
+            continue
         if not line.strip():
             if current is not None:
                 yield current

@@ -141,7 +141,10 @@ class PhpFpm:
 
 _FACTS_PHP = ("echo json_encode(['ini' => ini_get_all(null, false), 'extensions' => "
               "array_combine(get_loaded_extensions(), array_map('phpversion', get_loaded_extensions()))"
-              ", 'zend_extensions' => get_loaded_extensions(true)]);")
+              ", 'zend_extensions' => get_loaded_extensions(true), "
+              "'internal_functions' => get_defined_functions()['internal'], "
+              "'internal_classes' => array_values(array_filter(get_declared_classes(), "
+              "fn($c) => (new ReflectionClass($c))->isInternal()))]);")
 
 
 def php_facts(php: PhpConfig) -> dict:

@@ -159,6 +159,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         manifest["php"] = {"extensions": facts.get("extensions"),
                            "zend_extensions": facts.get("zend_extensions"),
                            "ini": facts.get("ini"),
+                           "internal_functions": facts.get("internal_functions"),
+                           "internal_classes": facts.get("internal_classes"),
                            "pool": {"auto_prepend_file": str(cap.prepend),
                                     "instrumented_extension": settings.instrumented_extension()},
                            "overrides": stack.php.overrides}

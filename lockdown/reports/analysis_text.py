@@ -25,6 +25,13 @@ def format_analysis(a: dict, top: int = 15) -> str:
         for h in f["top"][:top]:
             lines.append(f"  {100 * h['self_samples'] / f['samples']:5.1f} "
                          f"{100 * h['inclusive_samples'] / f['samples']:5.1f}  {h['name']}")
+    hb = a.get("builtins")
+    if hb and hb["top"]:
+        lines += ["", f"hot builtins (xhprof, {hb['profiles']} instrumented requests): "
+                      f"exclusive ms, calls, allocations, name"]
+        for b in hb["top"][:top]:
+            allocs = "-" if b["allocations"] is None else str(b["allocations"])
+            lines.append(f"  {b['exclusive_us'] / 1000:8.2f} {b['calls']:8d} {allocs:>8s}  {b['name']}")
     q = a.get("queries")
     if q:
         lines += ["", f"query digest ({q['statements']} statements, {q['class_count']} classes; "

@@ -1,0 +1,71 @@
+"""Hot builtins: PHP's internal functions by exclusive time and call count, from the xhprof
+profiles of the instrumented requests. A function is internal when the target engine's own
+function list says so (`php.internal_functions` / `php.internal_classes` in the manifest)."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable
+
+_RECURSION = re.compile(r"@\d+$")
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    calls: int
+    exclusive_us: int
+    inclusive_us: int
+    allocations: int | None     # mem.na, with --xhprof-flags memory_alloc
+
+
+def function_totals(profile: dict) -> dict[str, dict]:
+    """One xhprof array -> per function: calls, inclusive and exclusive wall time (us) and
+    allocation count. xhprof stores caller==>callee edges with inclusive values only."""
+    calls: Counter = Counter()
+    incl: Counter = Counter()
+    out_edges: Counter = Counter()
+    allocs: Counter = Counter()
+    has_allocs = False
+    for key, v in profile.items():
+        parent, sep, child = key.partition("==>")
+        if not sep:
+            parent, child = None, key
+        child = _RECURSION.sub("", child)
+        calls[child] += v.get("ct", 0)
+        incl[child] += v.get("wt", 0)
+        if "mem.na" in v:
+            has_allocs = True
+            allocs[child] += v["mem.na"]
+        if parent is not None:
+            out_edges[_RECURSION.sub("", parent)] += v.get("wt", 0)
+    return {f: {"calls": calls[f], "inclusive_us": incl[f], "exclusive_us": incl[f] - out_edges[f],
+                "allocations": allocs[f] if has_allocs else None} for f in calls}
+
+
+def is_internal(name: str, functions: set[str], classes: set[str]) -> bool:
+    cls, sep, _ = name.partition("::")
+    return cls.lower() in classes if sep else name.lower() in functions
+
+
+def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
+                 internal_classes: list[str]) -> list[Builtin]:
+    functions = {f.lower() for f in internal_functions}
+    classes = {c.lower() for c in internal_classes}
+    total: dict[str, Counter] = {}
+    with_allocs = False
+    for p in profiles:
+        for name, t in function_totals(p).items():
+            if not is_internal(name, functions, classes):
+                continue
+            c = total.setdefault(name, Counter())
+            c["calls"] += t["calls"]
+            c["exclusive_us"] += t["exclusive_us"]
+            c["inclusive_us"] += t["inclusive_us"]
+            if t["allocations"] is not None:
+                with_allocs = True
+                c["allocations"] += t["allocations"]
+    rows = [Builtin(n, c["calls"], c["exclusive_us"], c["inclusive_us"],
+                    c["allocations"] if with_allocs else None) for n, c in total.items()]
+    return sorted(rows, key=lambda b: (-b.exclusive_us, -b.calls, b.name))
