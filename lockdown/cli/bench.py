@@ -13,6 +13,7 @@ from ..harness.loadgen import TOOLS
 from ..reports.bench_table import format_bench
 from ..targets.registry import resolve
 from .main import deadline, main
+from .stack_options import stack_options
 
 
 def parse_ini(values: tuple[str, ...]) -> dict:
@@ -52,19 +53,7 @@ d = BenchOptions()
               show_default=True, help="Single-client warmup requests.")
 @click.option("--warmup-duration", type=click.FloatRange(0), default=d.warmup_duration,
               show_default=True, help="Seconds of concurrent warmup.")
-@click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
-              help="php.ini override (repeatable), e.g. opcache.enable=0.")
-@click.option("--port", type=click.IntRange(1, 65535), default=None,
-              help="nginx port on 127.0.0.1 (default: a free one).")
-@click.option("--mysql", metavar="DSN", default=None,
-              help="Use an existing server: mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH].")
-@click.option("--exec-before-warmup", metavar="CMD", help="Shell command run before warmup.")
-@click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup.")
-@click.option("--exec-after-benchmark", metavar="CMD", help="Shell command run after the runs.")
-@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Run directory (default: a new one under $LOCKDOWN_HOME/runs).")
-@click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
-              help="Stop everything and fail if the whole command takes longer.")
+@stack_options("after-benchmark", "Shell command run after the runs.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the result as JSON to this file.")
 def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_requests, warmup_duration,

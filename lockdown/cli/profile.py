@@ -15,6 +15,7 @@ from ..bundle.store import open_bundle
 from ..targets.registry import resolve
 from .bench import parse_ini
 from .main import deadline, main
+from .stack_options import stack_options
 
 d = CaptureSettings()
 
@@ -48,18 +49,8 @@ d = CaptureSettings()
 @click.option("--warmup-requests", type=click.IntRange(0), default=20, show_default=True,
               help="Requests before the capture, one at a time, nothing collected.")
 @click.option("--overhead-check/--no-overhead-check", default=True, show_default=True,
-              help="Drive the same requests once without collecting, to record the overhead.")
-@click.option("--php-ini", multiple=True, metavar="KEY=VALUE", help="php.ini override (repeatable).")
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="nginx port on 127.0.0.1.")
-@click.option("--mysql", metavar="DSN", default=None,
-              help="Use an existing server: mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH].")
-@click.option("--exec-before-warmup", metavar="CMD", help="Shell command run before warmup.")
-@click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup.")
-@click.option("--exec-after-capture", metavar="CMD", help="Shell command run after the capture.")
-@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Run directory (default: a new one under $LOCKDOWN_HOME/runs).")
-@click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
-              help="Stop everything and fail if the whole command takes longer.")
+              help="Also drive half as many requests before and after, uncollected, to record the overhead.")
+@stack_options("after-capture", "Shell command run after the capture.")
 def profile_cmd(target, output, requests, duration, concurrency, workers, collect, perf_freq,
                 excimer_period, excimer_clock, xhprof_every, xhprof_flags, urls, warmup_requests,
                 overhead_check, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,

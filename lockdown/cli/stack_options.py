@@ -1,0 +1,32 @@
+"""Options every command that starts the target's stack shares (bench, profile)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+def stack_options(last_hook: str, last_hook_help: str):
+    """--php-ini, --port, --mysql, the three phase hooks (the last one named `last_hook`),
+    --run-dir and --timeout."""
+    options = [
+        click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
+                     help="php.ini override (repeatable), e.g. opcache.enable=0."),
+        click.option("--port", type=click.IntRange(1, 65535), default=None,
+                     help="nginx port on 127.0.0.1 (default: a free one)."),
+        click.option("--mysql", metavar="DSN", default=None,
+                     help="Use an existing server: mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH]."),
+        click.option("--exec-before-warmup", metavar="CMD", help="Shell command run before warmup."),
+        click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup."),
+        click.option(f"--exec-{last_hook}", metavar="CMD", help=last_hook_help),
+        click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Run directory (default: a new one under $LOCKDOWN_HOME/runs)."),
+        click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
+                     help="Stop everything and fail if the whole command takes longer."),
+    ]
+
+    def apply(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return apply
