@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -118,6 +119,7 @@ class SlowLogCapture:
         except LockdownError as e:
             raise PhaseFailed(f"could not restore MariaDB settings on {self.db.where()}: {e}; "
                               f"run `lockdown restore` when the server is reachable")
+        self.take_log(self.run_dir / "capture" / "slow.log")
         changed = {k: (v, after.get(k)) for k, v in self.original.items() if after.get(k) != v}
         if changed:
             raise PhaseFailed(f"MariaDB settings on {self.db.where()} differ after restoring: "
@@ -126,16 +128,12 @@ class SlowLogCapture:
             self.record.unlink(missing_ok=True)
 
     def take_log(self, dest: Path) -> Path:
-        """Move the log into the run directory and drop the temporary directory."""
+        """Move the log into the run directory (kept as evidence whatever happened) and drop
+        the temporary directory."""
         dest.parent.mkdir(parents=True, exist_ok=True)
         if self.log_file.exists():
-            os.replace(self.log_file, dest) if self.log_file.stat().st_dev == dest.parent.stat().st_dev \
-                else dest.write_bytes(self.log_file.read_bytes())
-        self.log_file.unlink(missing_ok=True)
-        try:
-            self.tmp.rmdir()
-        except OSError:
-            pass
+            shutil.move(self.log_file, dest)
+        shutil.rmtree(self.tmp, ignore_errors=True)
         return dest
 
     def _write_record(self) -> None:
@@ -151,7 +149,7 @@ class SlowLogCapture:
                 raise LockdownError(f"another lockdown (pid {data['owner']}) is capturing statements "
                                     f"on MariaDB at {key}; wait for it to finish")
         self.record = d / f"{os.getpid()}-{int(time.time() * 1000)}.json"
-        data = {**owner_record(), "server_key": key, "created": time.time(),
+        data = {**owner_record(), "server_key": key, "created": time.time(), "tmp": str(self.tmp),
                 "server": {"host": self.db.host, "port": self.db.port, "socket": self.db.socket,
                            "user": self.db.user, "password": self.db.password},
                 "original": self.original}
@@ -185,6 +183,8 @@ def restore_pending(only_dead: bool = True) -> list[str]:
                                 f"run `lockdown restore` when it is reachable")
                 continue
         record.unlink(missing_ok=True)
+        if data.get("tmp", "").startswith(tempfile.gettempdir() + "/lockdown-slowlog-"):
+            shutil.rmtree(data["tmp"], ignore_errors=True)
         shown = ", ".join(f"{k}={original[k]}" for k in ("slow_query_log", "long_query_time",
                                                           "log_output", "slow_query_log_file")
                           if k in original)

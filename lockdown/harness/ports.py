@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import socket
 import time
 from pathlib import Path
@@ -43,11 +44,20 @@ def wait_connectable(address, timeout: float, alive=lambda: True) -> bool:
     return False
 
 
+SHORT_SOCKET_PREFIX = "lockdown-sock-"
+
+
 def unix_socket_path(preferred: Path) -> str:
     """`preferred`, or a short path under /tmp when it exceeds what sockaddr_un holds (107
     bytes): deep run directories (e.g. under pytest's tmp) would otherwise fail to bind."""
     if len(str(preferred).encode()) <= 100:
         return str(preferred)
-    short = Path("/tmp") / f"lockdown-{hashlib.sha1(str(preferred).encode()).hexdigest()[:12]}"
+    short = Path("/tmp") / f"{SHORT_SOCKET_PREFIX}{hashlib.sha1(str(preferred.parent).encode()).hexdigest()[:12]}"
     short.mkdir(mode=0o700, exist_ok=True)
     return str(short / preferred.name)
+
+
+def remove_short_socket_dir(path: str | None) -> None:
+    """Remove the /tmp directory `unix_socket_path` made for a socket, if it made one."""
+    if path and Path(path).parent.name.startswith(SHORT_SOCKET_PREFIX):
+        shutil.rmtree(Path(path).parent, ignore_errors=True)

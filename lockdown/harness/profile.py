@@ -142,7 +142,6 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
             f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
         if slow is not None:
-            slow.take_log(run_dir / "capture" / "slow.log")
             say("[capture] MariaDB settings restored")
         if opts.overhead_check:
             baseline.append(drive(stack.base_url, paths, opts.concurrency, **half))

@@ -59,6 +59,9 @@ class Stack:
 
     def __exit__(self, *exc) -> None:
         self.procs.stop_all()
+        if self.fpm is not None:
+            ports.remove_short_socket_dir(self.fpm.socket)
+            ports.remove_short_socket_dir(self.fpm.instrumented_socket)
         if not self.options.keep_data:
             shutil.rmtree(self.run_dir / "mysql" / "data", ignore_errors=True)
             shutil.rmtree(self.app_dir, ignore_errors=True)
