@@ -7,7 +7,7 @@ The prepend reads `config.json` next to itself and writes to `out/`: `requests.j
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -34,16 +34,21 @@ def _php_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def install(root: Path, settings: CaptureSettings, db: dict | None,
-            chain_prepend: str | None = None) -> CaptureDir:
-    """Write the prepend, its config and the output directories; `db` is how the prepend
-    reaches the server for its marker query ({host, port, socket, user, password})."""
+def install(root: Path, chain_prepend: str | None = None) -> CaptureDir:
+    """Write the prepend and the output directories. Until `write_config` has run, the prepend
+    finds no config and captures nothing."""
     cap = CaptureDir(root)
     (cap.out / "xhprof").mkdir(parents=True, exist_ok=True)
     source = PREPEND_SOURCE.read_text()
     if chain_prepend:   # the target's own auto_prepend_file still runs, after ours
         source += f"\ninclude {_php_string(chain_prepend)};\n"
     cap.prepend.write_text(source)
+    return cap
+
+
+def write_config(cap: CaptureDir, settings: CaptureSettings, db: dict | None) -> None:
+    """What the prepend collects; `db` is how it reaches the server for its marker query
+    ({host, port, socket, user, password, resolve_ports})."""
     config: dict = {}
     if "excimer" in settings.collect:
         config["excimer"] = {"period_s": settings.excimer_period_ms / 1000.0,
@@ -53,9 +58,9 @@ def install(root: Path, settings: CaptureSettings, db: dict | None,
     if db is not None:
         config["db"] = db
     path = cap.root / "config.json"
-    path.write_text(json.dumps(config))
-    path.chmod(0o600)
-    return cap
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(config, f)
 
 
 def read_jsonl(path: Path) -> Iterator[dict]:

@@ -67,6 +67,11 @@ def apply(db: DatabaseServer, values: dict) -> None:
     db.sql("\n".join(f"SET GLOBAL {k} = {_literal(v)} {ADMIN_TAG};" for k, v in statements))
 
 
+def restore(db: DatabaseServer, original: dict) -> None:
+    """Put back what `read_settings` read (general_log is only watched, never set)."""
+    apply(db, {k: v for k, v in original.items() if k != "general_log"})
+
+
 def _server_key(db: DatabaseServer) -> str:
     return db.socket or f"{db.host}:{db.port}"
 
@@ -74,11 +79,10 @@ def _server_key(db: DatabaseServer) -> str:
 class SlowLogCapture:
     """Context manager: every statement the server runs goes to `self.log_file` meanwhile."""
 
-    def __init__(self, db: DatabaseServer, run_dir: Path, private: bool, say=print):
+    def __init__(self, db: DatabaseServer, run_dir: Path, private: bool):
         self.db = db
         self.run_dir = run_dir
         self.private = private
-        self.say = say
         self.original: dict = {}
         self.record: Path | None = None
         # A server of the user's runs as its own user: give it a directory it can write.
@@ -114,7 +118,7 @@ class SlowLogCapture:
 
     def __exit__(self, *exc) -> None:
         try:
-            apply(self.db, {k: v for k, v in self.original.items() if k != "general_log"})
+            restore(self.db, self.original)
             after = read_settings(self.db)
         except LockdownError as e:
             raise PhaseFailed(f"could not restore MariaDB settings on {self.db.where()}: {e}; "
@@ -158,7 +162,7 @@ class SlowLogCapture:
             json.dump(data, f)
 
 
-def restore_pending(only_dead: bool = True) -> list[str]:
+def restore_pending() -> list[str]:
     """Put back the settings of captures whose lockdown died; one message per server."""
     messages = []
     d = records_dir()
@@ -168,7 +172,7 @@ def restore_pending(only_dead: bool = True) -> list[str]:
         except (OSError, ValueError):
             record.unlink(missing_ok=True)
             continue
-        if only_dead and owner_alive(data):
+        if owner_alive(data):
             continue
         s = data["server"]
         with tempfile.TemporaryDirectory(prefix="lockdown-restore-") as tmp:
@@ -176,7 +180,7 @@ def restore_pending(only_dead: bool = True) -> list[str]:
                                        s["password"])
             original = data["original"]
             try:
-                apply(db, {k: v for k, v in original.items() if k != "general_log"})
+                restore(db, original)
             except LockdownError as e:
                 messages.append(f"lockdown: could not restore MariaDB settings on "
                                 f"{data['server_key']} changed by an interrupted capture: {e}; "

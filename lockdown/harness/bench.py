@@ -92,13 +92,16 @@ def run_hook(stack: Stack, phase: str, command: str | None, say, **extra_env: st
                           f"its output is in {stack.run_dir / 'logs' / f'hook-{phase}.out'}")
 
 
+def first_line(argv: list[str]) -> str | None:
+    """First line a tool prints (e.g. for `-v`), or None when it cannot run."""
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
+        return (p.stdout or p.stderr).strip().splitlines()[0]
+    except (OSError, IndexError, subprocess.TimeoutExpired):
+        return None
+
+
 def versions() -> dict:
-    def first_line(argv):
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-            return (p.stdout or p.stderr).strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return None
     return {"php": first_line([tool("php-fpm"), "-v"]), "nginx": first_line([tool("nginx"), "-v"]),
             "load": None, "kernel": platform.release(), "python": platform.python_version()}
 

@@ -11,7 +11,6 @@ import contextlib
 import datetime
 import os
 import platform
-import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +23,7 @@ from ..collectors.server_settings import SlowLogCapture
 from ..collectors.settings import CaptureSettings
 from ..targets.config import Target
 from . import cpu
-from .bench import DEFAULT_WORKERS, run_hook, sanity_check, versions
+from .bench import DEFAULT_WORKERS, first_line, run_hook, sanity_check, versions
 from .driver import DriveResult, drive
 from .phpfpm import php_facts
 from .stack import Stack, StackOptions
@@ -76,7 +75,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         notes.append("queries not collected: the target has no database")
     paths = list(opts.urls) or target.weighted_paths()
     overrides = {**target.php_ini, **opts.php_ini}
-    cap = request_log.install(run_dir / "capture", settings, None, overrides.get("auto_prepend_file"))
+    cap = request_log.install(run_dir / "capture", overrides.get("auto_prepend_file"))
     stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
                               php_ini=dict(opts.php_ini), extensions=settings.extensions(),
                               instrumented_extension=settings.instrumented_extension(),
@@ -102,7 +101,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             db_cfg = {"host": "localhost" if db.socket else db.host, "port": db.port,
                       "socket": db.socket or "", "user": db.user, "password": db.password,
                       "resolve_ports": opts.concurrency > 1}
-        request_log.install(cap.root, settings, db_cfg, overrides.get("auto_prepend_file"))
+        request_log.write_config(cap, settings, db_cfg)
         sanity_check(stack)
         say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
         hook_env = {"LOCKDOWN_CAPTURE_DIR": str(cap.out)}
@@ -125,8 +124,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         slow = None
         with contextlib.ExitStack() as during:
             if "queries" in settings.collect:
-                slow = during.enter_context(SlowLogCapture(stack.db, run_dir, private=not opts.mysql,
-                                                           say=say))
+                slow = during.enter_context(SlowLogCapture(stack.db, run_dir, private=not opts.mysql))
                 say(f"[capture] slow log on at {stack.db.where()} (settings restored afterwards)")
             if "perf" in settings.collect:
                 perf.start(workers)
@@ -153,7 +151,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         run_hook(stack, "after-capture", opts.hooks.get("after-capture"), say, **hook_env)
         facts = php_facts(stack.php)
         manifest["versions"] = {**versions(), "mariadb": stack.db.version if stack.db else None,
-                                "perf": _first_line([tool("perf"), "--version"]),
+                                "perf": first_line([tool("perf"), "--version"]),
                                 "lockdown": __version__}
         manifest["php"] = {"extensions": facts.get("extensions"),
                            "zend_extensions": facts.get("zend_extensions"),
@@ -197,10 +195,3 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             f"{stack.fpm.error_log}")
     return writer.finish(manifest)
 
-
-def _first_line(argv: list[str]) -> str | None:
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-        return (p.stdout or p.stderr).strip().splitlines()[0]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        return None
