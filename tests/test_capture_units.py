@@ -100,11 +100,28 @@ def test_statements_by_connection_persistent_and_order():
     # r1 and r2 share persistent connection 5 on one worker; connection 9 is unnamed.
     requests = [req("r1", 1, 0, 10, threads=[5]), req("r2", 1, 20, 30, threads=[5])]
     entries = [entry(5, "q1"), entry(9, "q-unnamed"), marker(50, "r1"),
-               entry(5, "q2"), entry(1, "SET GLOBAL x = 1 /*lockdown-admin*/"), marker(50, "r2")]
+               entry(5, "q2"), entry(1, "SET GLOBAL x = 1 /*lockdown-admin*/"), entry(5, "q3"),
+               marker(50, "r2")]
     out = attribute_statements(entries, requests, concurrency=1)
-    assert [(s.sql, s.request, s.attribution) for s in out] == [
-        ("q1", "r1", "connection"), ("q-unnamed", "r1", "order"), ("q2", "r2", "connection")]
-    assert [s.seq for s in out] == [0, 1, 2]
+    assert [(s.sql, s.request, s.attribution, s.candidates) for s in out] == [
+        ("q1", "r1", "connection", []), ("q-unnamed", "r1", "order", []),
+        # q2 may be r1's last entry, written after r1's marker: not guessed
+        ("q2", None, "ambiguous", ["r1", "r2"]), ("q3", "r2", "connection", [])]
+    assert [s.seq for s in out] == [0, 1, 2, 3]
+
+
+def test_entries_written_after_the_marker_are_never_misplaced():
+    """The server logs a statement after answering it, so a request's last entry can follow
+    its marker. One request at a time, a closed connection goes with its first entry."""
+    requests = [req(r, 1, 0, 10) for r in ("r0", "r1", "r2")]
+    entries = [marker(50, "r0"),
+               entry(7, "a1"), marker(50, "r1"), entry(7, "a2"),    # a2 written late: r1's
+               entry(10, "c1"), entry(10, "c2"), entry(8, "b1"),    # b1: one statement, late or not?
+               marker(50, "r2")]
+    out = attribute_statements(entries, requests, concurrency=1)
+    assert [(s.sql, s.request, s.attribution, s.candidates) for s in out] == [
+        ("a1", "r1", "order", []), ("a2", "r1", "order", []), ("c1", "r2", "order", []),
+        ("c2", "r2", "order", []), ("b1", None, "ambiguous", ["r1", "r2"])]
 
 
 def test_statements_overlapping_are_ambiguous_not_guessed():

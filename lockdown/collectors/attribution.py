@@ -41,13 +41,21 @@ def attribute_statements(entries: list[SlowLogEntry], requests: list[RequestReco
                          concurrency: int) -> list[Statement]:
     """Statements of the application, each with its request.
 
-    1. `connection`: the request named the connection (thread id) in its log; when one
-       connection served several requests (persistent connections), the request whose
-       end-marker follows the statement first among them.
-    2. `order`: one request at a time, so an unnamed connection's statement belongs to the
-       request whose end-marker comes next in the log.
-    3. `ambiguous`: several requests were running; `candidates` are those whose window
-       contains the statement's start second.
+    The server writes a statement's log entry after sending its result, so an entry can land
+    after a marker sent later from another connection; but on one connection entries stay in
+    order, each written before the next statement runs. Hence:
+
+    1. `connection`: the request named the connection (thread id) in its log. When one
+       connection served several requests (persistent connections), the owner whose marker
+       follows the entry first; the first entry after an owner's marker may be that owner's
+       late-written last one, so it is `ambiguous` between the two.
+    2. `order` (one request at a time, connection closed before the request ended): the whole
+       connection belongs to the request whose marker follows its first entry, which is
+       written before its second statement runs. A connection with a single statement
+       cannot be placed that way and is `ambiguous` between the marker's request and the one
+       before.
+    3. `ambiguous` (requests overlapping, connection not named): `candidates` are the requests
+       whose window contains the statement's start second; `none` when there are none.
     """
     by_id = {r.id: r for r in requests}
     markers: list[tuple[int, str]] = []        # (entry index, request id)
@@ -63,35 +71,57 @@ def attribute_statements(entries: list[SlowLogEntry], requests: list[RequestReco
     for r in requests:
         for t in r.db_threads or ():
             thread_requests[t].append(r.id)
+    threads: dict[int, list[int]] = defaultdict(list)
+    for i, e in enumerate(entries):
+        if e.thread_id not in marker_threads and ADMIN_TAG not in e.sql:
+            threads[e.thread_id].append(i)
 
-    def next_marker(i: int, among: list[str] | None = None) -> str | None:
-        if among is not None:
-            later = [(marker_index[rid], rid) for rid in among if marker_index.get(rid, -1) > i]
-            return min(later)[1] if later else None
+    def next_marker(i: int) -> str | None:
         k = bisect.bisect_right(marker_pos, i)
         return markers[k][1] if k < len(markers) else (markers[-1][1] if markers else None)
 
-    out: list[Statement] = []
-    for i, e in enumerate(entries):
-        if e.thread_id in marker_threads or ADMIN_TAG in e.sql:
-            continue
-        owners = thread_requests.get(e.thread_id)
-        candidates: list[str] = []
-        if owners:
-            how = "connection"
-            request = owners[0] if len(owners) == 1 else next_marker(i, owners)
-            if request is None:
-                how, request, candidates = "ambiguous", None, sorted(owners)
+    def previous_marker(i: int) -> str | None:
+        k = bisect.bisect_left(marker_pos, i)
+        return markers[k - 1][1] if k > 0 else None
+
+    placed: dict[int, tuple[str | None, str, list]] = {}     # entry -> (request, how, candidates)
+    for thread, idx in threads.items():
+        owners = thread_requests.get(thread)
+        if owners and len(owners) == 1:
+            for i in idx:
+                placed[i] = (owners[0], "connection", [])
+        elif owners:
+            owned = sorted((marker_index[o], o) for o in owners if o in marker_index)
+            previous = -1
+            for i in idx:
+                after = [o for p, o in owned if p > i]
+                crossed = [o for p, o in owned if previous < p < i]
+                request = after[0] if after else None
+                if crossed or request is None:
+                    placed[i] = (None, "ambiguous", sorted({*crossed[-1:], *after[:1]} or owners))
+                else:
+                    placed[i] = (request, "connection", [])
+                previous = i
         elif concurrency == 1 and markers:
-            how, request = "order", next_marker(i)
+            request = next_marker(idx[0])
+            before = previous_marker(idx[0])
+            if len(idx) == 1 and before is not None and before != request:
+                placed[idx[0]] = (None, "ambiguous", sorted({before, request}))
+            else:
+                for i in idx:
+                    placed[i] = (request, "order", [])
         else:
-            request = None
-            if e.timestamp is not None:
-                candidates = sorted(r.id for r in requests
-                                    if r.start_unix - 1 <= e.timestamp <= r.start_unix + r.wall_us / 1e6 + 1)
-            how = "ambiguous" if candidates else "none"
-            if len(candidates) == 1 and concurrency == 1:
-                how, request, candidates = "order", candidates[0], []
+            for i in idx:
+                e = entries[i]
+                candidates = [] if e.timestamp is None else sorted(
+                    r.id for r in requests
+                    if r.start_unix - 1 <= e.timestamp <= r.start_unix + r.wall_us / 1e6 + 1)
+                placed[i] = (None, "ambiguous" if candidates else "none", candidates)
+
+    out: list[Statement] = []
+    for i in sorted(placed):
+        e = entries[i]
+        request, how, candidates = placed[i]
         out.append(Statement(len(out), request if request in by_id else None, how, e.thread_id,
                              e.schema, e.sql, e.query_time_us, e.lock_time_us, e.rows_sent,
                              e.rows_examined, e.rows_affected, e.timestamp, candidates))

@@ -100,7 +100,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             db = stack.db
             db_cfg = {"host": "localhost" if db.socket else db.host, "port": db.port,
                       "socket": db.socket or "", "user": db.user, "password": db.password,
-                      "resolve_ports": opts.concurrency > 1}
+                      "resolve_ports": opts.concurrency > 1, "app_db": stack.db_name}
         request_log.write_config(cap, settings, db_cfg)
         sanity_check(stack)
         say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")

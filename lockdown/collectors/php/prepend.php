@@ -161,7 +161,7 @@ final class Capture
         $ports = [];
         $inodes = [];
         // Reading /proc/net/tcp costs milliseconds when many sockets are in TIME_WAIT, so it
-        // is done only when requests overlap; one at a time, the markers order the log.
+        // is done only when requests overlap.
         foreach (empty($db['resolve_ports']) ? [] : (@\scandir('/proc/self/fd') ?: []) as $fd) {
             $link = @\readlink("/proc/self/fd/$fd");
             if ($link !== false && \strncmp($link, 'socket:[', 8) === 0) {
@@ -192,10 +192,13 @@ final class Capture
             }
             $m = self::$marker;
             $threads = [];
-            $res = @$m->query('SELECT /*lockdown-capture ' . self::$id . '*/ ' . ($ports
-                ? 'ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND '
-                  . 'SUBSTRING_INDEX(HOST, \':\', -1) IN (' . \implode(',', $ports) . ')'
-                : '1 FROM DUAL WHERE 0'));
+            // Overlapping requests: this worker's connections, by client port. One request at a
+            // time: every connection to the application's database still open is this request's.
+            $where = !empty($db['resolve_ports'])
+                ? ($ports ? 'SUBSTRING_INDEX(HOST, \':\', -1) IN (' . \implode(',', $ports) . ')' : '0')
+                : 'DB = \'' . $m->real_escape_string((string) ($db['app_db'] ?? '')) . '\'';
+            $res = @$m->query('SELECT /*lockdown-capture ' . self::$id . '*/ ID FROM information_schema.PROCESSLIST'
+                . ' WHERE ID <> CONNECTION_ID() AND ' . $where);
             if ($res === false) {
                 throw new \RuntimeException('marker query: ' . $m->error);
             }
