@@ -46,9 +46,9 @@ def run_load(tool_name: str, procs: ProcessGroup, base_url: str, paths: list[str
 
 
 def _finish(procs: ProcessGroup, name: str, argv: list[str], duration: float, workdir: Path,
-            label: str, env: dict | None = None) -> str:
+            label: str, env: dict | None = None, grace: float = 60.0) -> str:
     log = workdir / f"{label}.log"
-    result = procs.run(name, argv, timeout=duration + 60, env=env, cwd=workdir, log=log, capture=True)
+    result = procs.run(name, argv, timeout=duration + grace, env=env, cwd=workdir, log=log, capture=True)
     (workdir / f"{label}.out").write_text(result.stdout)
     if result.returncode != 0:
         raise PhaseFailed(f"{name} failed (exit {result.returncode}); see {log}")
@@ -97,7 +97,7 @@ def _siege(procs, base_url, paths, concurrency, duration, workdir, label) -> Loa
     env = dict(os.environ, HOME=str(workdir))  # siege writes ~/.siege; keep it in the run dir
     argv = [tool("siege"), "-R", str(rc), "-b", "-c", str(concurrency), "-t", f"{max(1, round(duration))}S",
             "-f", str(urls)]
-    out = _finish(procs, "siege", argv, duration, workdir, label, env=env)
+    out = _siege_until_it_exits(procs, argv, duration, workdir, label, env)
     statuses: dict[str, int] = {}
     times, total_bytes = [], 0
     for m in _SIEGE_LINE.finditer(out):
@@ -120,6 +120,27 @@ def _siege(procs, base_url, paths, concurrency, duration, workdir, label) -> Loa
         status_counts=dict(sorted(statuses.items())),
         errors=int(failed.group(1)) if failed else 0, bytes=total_bytes, requests=requests,
         duration_s=seconds, tool="siege")
+
+
+SIEGE_ATTEMPTS = 3
+_SIEGE_GRACE_S = 20.0  # its own per-request timeout is 10 s: a run may overrun by that much
+
+
+def _siege_until_it_exits(procs, argv, duration, workdir, label, env) -> str:
+    """siege 4.0.x sometimes hangs forever after printing "Lifting the server siege..." on
+    timed runs with more than one user (JoeDog/siege#66). Such a run is thrown away whole and
+    run again; any other failure is reported as it is."""
+    log = workdir / f"{label}.log"
+    for attempt in range(1, SIEGE_ATTEMPTS + 1):
+        try:
+            return _finish(procs, "siege", argv, duration, workdir, label, env=env, grace=_SIEGE_GRACE_S)
+        except PhaseFailed:
+            text = log.read_text(errors="replace") if log.exists() else ""
+            hung = "Lifting the server siege" in text and "Transaction rate" not in text
+            if not hung or attempt == SIEGE_ATTEMPTS:
+                raise
+            log.rename(log.with_name(f"{label}.hung-{attempt}.log"))
+    raise AssertionError("unreachable")
 
 
 def _ab(procs, base_url, paths, concurrency, duration, workdir, label) -> LoadResult:
