@@ -1,19 +1,23 @@
 """Folded stacks as stackcollapse-perf.pl makes them, Excimer folding, folded files, speedscope.
 
-The expected output of fixtures/perf/small.script.txt was derived by hand from the rules of
-stackcollapse-perf.pl (documented in lockdown/analyzers/folded.py); when the Perl script itself
-is on this machine, it is also run on the same input and compared."""
+The reference is stackcollapse-perf.pl's own output on the committed perf script fixtures
+(fixtures/perf/expected, recorded by fixtures/perf/record_expected.py with the script from
+brendangregg/FlameGraph); when the script is on this machine, the recordings are checked again."""
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import os
+import sys
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from lockdown.analyzers.folded import (fold_excimer, fold_perf, fold_perf_records, format_folded,
+from lockdown.analyzers.folded import (fold_excimer, fold_perf, fold_perf_records, fold_perf_text,
+                                       format_folded,
                                        read_folded, write_folded)
 from lockdown.bundle.model import ExcimerProfile, PerfSample
 from lockdown.formats.perf_script import Frame, Sample, parse
@@ -21,9 +25,8 @@ from lockdown.reports.speedscope import SCHEMA, to_speedscope, write_speedscope
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = REPO / "fixtures" / "perf" / "small.script.txt"
-SMALL_FOLDED = REPO / "fixtures" / "perf" / "small.folded.txt"
-REAL = Path("/tmp/b1/perf/script.txt")          # a WordPress bundle, when this machine has one
-REAL_RECORDS = Path("/tmp/b1/perf/samples.jsonl")
+# The bundle records (perf/samples.jsonl) of the capture that wordpress.script.txt.gz came from
+WORDPRESS_RECORDS = REPO / "fixtures" / "perf" / "wordpress.samples.jsonl.gz"
 
 P = 10101010   # cpu-clock period at 99 Hz, in ns
 PAGE_FAULT = "php-fpm8.2;execute_ex"
@@ -41,12 +44,6 @@ def one(comm="php-fpm8.2", pid=4242, tid=4242, period=P, event="cpu-clock:pppH",
 
 
 # --- stackcollapse-perf.pl rules -------------------------------------------------------------
-
-def test_small_fixture_folds_as_derived():
-    folded = fold_perf(small())
-    assert folded == read_folded(SMALL_FOLDED)
-    assert format_folded(folded) == SMALL_FOLDED.read_text(encoding="utf-8")
-
 
 def test_all_options_on():
     folded = fold_perf(small(), include_tid=True, annotate_kernel=True, annotate_jit=True,
@@ -140,52 +137,75 @@ def test_records_fold_like_text():
     assert fold_perf_records(records_of(samples), **opts) == fold_perf(samples, **opts)
 
 
-@pytest.mark.skipif(not (REAL.exists() and REAL_RECORDS.exists()), reason="no /tmp/b1 bundle")
 def test_real_bundle_records_fold_like_script():
-    with open(REAL, encoding="utf-8") as f:
-        from_text = fold_perf(parse(f))
-    with open(REAL_RECORDS, encoding="utf-8") as f:
+    with gzip.open(WORDPRESS_RECORDS, "rt", encoding="utf-8") as f:
         records = [PerfSample.from_json(json.loads(line)) for line in f]
-    assert fold_perf_records(records) == from_text
+    from_text = fold_perf_text(io.StringIO(script_text("wordpress"), newline=""))
+    assert len(records) > 700 and fold_perf_records(records) == from_text
     assert sum(fold_perf_records(records, counts=True).values()) == len(records)
 
 
-# --- the Perl script itself, when present ----------------------------------------------------
+# --- stackcollapse-perf.pl's own output, recorded in fixtures/perf/expected ---------------------
+
+sys.path.insert(0, str(REPO / "fixtures" / "perf"))
+import record_expected  # noqa: E402  (the fixtures' own recorder: names, inputs, option sets)
+
+KWARGS = {"default": {}, "pid": {"include_pid": True}, "tid": {"include_tid": True},
+          "kernel-jit": {"annotate_kernel": True, "annotate_jit": True},
+          "addrs-all": {"addrs": True, "annotate_kernel": True, "annotate_jit": True}}
+
+
+def script_text(fixture: str) -> str:
+    return record_expected.read_bytes(record_expected.FIXTURES[fixture]).decode("utf-8")
+
+
+def test_every_recorded_option_set_is_checked():
+    assert set(KWARGS) == set(record_expected.OPTION_SETS)
+
+
+@pytest.mark.parametrize("options", sorted(KWARGS))
+@pytest.mark.parametrize("fixture", sorted(record_expected.FIXTURES))
+def test_same_as_stackcollapse_perf_pl(fixture, options):
+    """Text folding and parsed-sample folding both give, byte for byte, what
+    stackcollapse-perf.pl printed for the same perf script and options."""
+    expected = gzip.decompress(record_expected.expected_path(fixture, options).read_bytes()).decode()
+    text = script_text(fixture)
+    assert expected.count("\n") > 0
+    from_text = format_folded(fold_perf_text(io.StringIO(text, newline=""), **KWARGS[options]))
+    assert from_text == expected
+    assert format_folded(fold_perf(parse(io.StringIO(text)), **KWARGS[options])) == expected
+
 
 def find_stackcollapse() -> str | None:
     candidates = [os.environ.get("STACKCOLLAPSE_PERF"), shutil.which("stackcollapse-perf.pl"),
-                  "/usr/share/flamegraph/stackcollapse-perf.pl",
-                  "/usr/bin/stackcollapse-perf", "/opt/FlameGraph/stackcollapse-perf.pl"]
+                  "/usr/share/flamegraph/stackcollapse-perf.pl", "/opt/FlameGraph/stackcollapse-perf.pl"]
     return next((c for c in candidates if c and os.path.isfile(c)), None)
 
 
-PERL_OPTIONS = [
-    ([], {}),
-    (["--pid"], {"include_pid": True}),
-    (["--tid"], {"include_tid": True}),
-    (["--kernel", "--jit"], {"annotate_kernel": True, "annotate_jit": True}),
-    (["--addrs", "--all"], {"addrs": True, "annotate_kernel": True, "annotate_jit": True}),
-]
-
-
-@pytest.mark.parametrize("args,kwargs", PERL_OPTIONS)
-@pytest.mark.parametrize("path", [SMALL, REAL], ids=["small", "wordpress"])
-def test_same_as_stackcollapse_perf_pl(path, args, kwargs):
+@pytest.mark.parametrize("options", sorted(KWARGS))
+@pytest.mark.parametrize("fixture", sorted(record_expected.FIXTURES))
+def test_recordings_still_match_the_script(fixture, options):
+    """Where the Perl script is at hand, the recordings are checked against it again."""
     script = find_stackcollapse()
     if script is None or shutil.which("perl") is None:
-        pytest.skip("stackcollapse-perf.pl not installed (not packaged in Debian 12)")
-    if not path.exists():
-        pytest.skip(f"{path} absent")
-    source = Path(script).read_text(encoding="utf-8", errors="replace")
-    if "period" not in source:
-        kwargs = {**kwargs, "counts": True}      # a script from before PR #250 counts samples
-    with open(path, "rb") as f:
-        run = subprocess.run(["perl", script, *args], stdin=f, capture_output=True, timeout=300)
-    if run.returncode != 0:
-        pytest.skip(f"this stackcollapse-perf.pl lacks {args}: {run.stderr[:200]!r}")
-    with open(path, encoding="utf-8") as f:
-        ours = format_folded(fold_perf(parse(f), **kwargs))
-    assert ours == run.stdout.decode("utf-8")
+        pytest.skip("stackcollapse-perf.pl not here (set STACKCOLLAPSE_PERF); recordings used")
+    run = subprocess.run(["perl", script, *record_expected.OPTION_SETS[options]],
+                         input=script_text(fixture).encode(), capture_output=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    recorded = gzip.decompress(record_expected.expected_path(fixture, options).read_bytes())
+    assert run.stdout == recorded
+
+
+def test_text_folding_keeps_the_scripts_line_state():
+    """A filtered event leaves its frames out, an unterminated last sample is not counted, and
+    comment lines inside a sample are skipped: as the script's loop does."""
+    text = ("php 1/1 1.000000001: 5 cpu-clock: \n\t1 a+0x1 (/x)\n\n"
+            "php 1/1 1.000000002: 7 page-faults: \n\t2 b+0x1 (/x)\n\n"
+            "php 1/1 1.000000003: 3 cpu-clock: \n# a comment\n\t1 a+0x1 (/x)\n\t3 c (/x)\n\n"
+            "php 1/1 1.000000004: 9 cpu-clock: \n\t1 a+0x1 (/x)\n")
+    assert fold_perf_text(io.StringIO(text, newline="")) == {"php;a": 5, "php;c;a": 3}
+    assert fold_perf_text(io.StringIO(text, newline=""), event_filter="page-faults") == {"php;b": 7}
+    assert fold_perf_text(io.StringIO(text, newline=""), counts=True) == {"php;a": 1, "php;c;a": 1}
 
 
 # --- Excimer ---------------------------------------------------------------------------------

@@ -190,6 +190,63 @@ def _fold(samples: Iterable[tuple[str, int, int, int, int, str | None, Sequence[
     return out
 
 
+def fold_perf_text(lines: Iterable[str], *, include_pid: bool = False, include_tid: bool = False,
+                   annotate_kernel: bool = False, annotate_jit: bool = False, addrs: bool = False,
+                   counts: bool = False, event_filter: str | None = None) -> dict[str, int]:
+    """`perf script` text lines -> {folded stack: weight}: stackcollapse-perf.pl's main loop line
+    for line, state carried between lines exactly as the script carries it (a filtered header
+    leaves the previous process name in place, a stack without a closing blank line is not
+    counted). Frame lines repeat a lot, so each distinct one is tidied once. Pass lines as read
+    with `newline=""` to keep a `\r` the way Perl's chomp does."""
+    o = _Options(include_pid, include_tid, annotate_kernel, annotate_jit, addrs, counts)
+    out: dict[str, int] = {}
+    # Raw frame line -> its tidied names (";"-joined), per Java-ness of the process name. Only
+    # lines that reached the frame branch are kept: what a line is depends on its text alone.
+    caches: tuple[dict[str, str], dict[str, str]] = ({}, {})
+    cache = caches[False]
+    parts: list[str] = []          # tidied frame lines, leaf first as perf prints them
+    pname: str | None = None
+    period = 1
+    for raw in lines:
+        names = cache.get(raw)
+        if names is not None:      # the common case: a frame line seen before
+            if pname:
+                parts.append(names)
+            continue
+        line = raw[:-1] if raw.endswith("\n") else raw
+        if line.startswith("#"):
+            continue
+        if line == "":
+            if not pname:
+                continue           # a filtered sample (or none yet): its frames were skipped
+            parts.append(pname)
+            k = ";".join(reversed([p for p in parts if p]))
+            out[k] = out.get(k, 0) + period
+            parts = []
+            pname = None
+            continue
+        m = None if line[0] in " \t\n\r\f\v" else _HEADER.match(line)
+        if m is not None:
+            weight = ""
+            e = _PERIOD_EVENT.search(line)
+            if e is not None:
+                weight = e.group(1) or ""
+                if event_filter is None:
+                    event_filter = e.group(2)
+                elif e.group(2) != event_filter:
+                    continue
+            period = 1 if o.counts or _perl_false(weight) else int(weight)
+            pname = _root(line, o)
+            cache = caches[bool(pname) and pname.startswith("java")]
+            continue
+        if not pname:
+            continue
+        names = cache[raw] = ";".join(_frame_names(line, pname.startswith("java"), o))
+        if names:
+            parts.append(names)
+    return out
+
+
 def fold_perf(samples: Iterable[Sample], *, include_pid: bool = False, include_tid: bool = False,
               annotate_kernel: bool = False, annotate_jit: bool = False, addrs: bool = False,
               counts: bool = False, event_filter: str | None = None) -> dict[str, int]:
