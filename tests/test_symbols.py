@@ -178,3 +178,32 @@ def test_agrees_with_perf_on_real_capture():
     fpm = str(PHP_FPM)
     assert seen[fpm, "named"] > 1000 and seen[fpm, "unknown"] > 1000
     assert seen[fpm, "identified"] == seen[fpm, "unknown"]
+
+
+# --- naming a bundle's [unknown] frames ------------------------------------------------------
+
+def _sample(addr: int, dso: str = str(PHP_FPM), symbol: str = "[unknown]"):
+    from lockdown.bundle.model import PerfSample
+    return PerfSample(time_ns=1, pid=1, tid=1, comm="php-fpm8.2", period=1, request="r000000",
+                      frames=[[f"{addr:x}", symbol, None, dso], ["1000", "execute_ex", 5, dso]])
+
+
+def test_symbolize_names_static_functions_of_the_build_the_bundle_saw(fpm):
+    from lockdown.analyzers.symbolize import Identity, symbolize, tables_for
+    unnamed = next(i for i, n in enumerate(fpm.names) if n.startswith("php-fpm8.2+0x"))
+    start, end = fpm.starts[unnamed], fpm.ends[unnamed]
+    exported = fpm.names.index("execute_ex")
+    addr = start + (end - start) // 2
+    samples = [_sample(addr), _sample(fpm.starts[exported] + 1), _sample(0x10, dso="/tmp/perf-1.map")]
+    bid = symbols.build_id(PHP_FPM)
+    ident = Identity()
+    named = symbolize(samples, tables_for({str(PHP_FPM): bid, "[kernel.kallsyms]": "00"}), ident)
+    assert named[0].frames[0][1] == fpm.names[unnamed] and named[0].frames[0][2] == addr - start
+    assert named[1].frames[0][1] == "execute_ex"
+    assert named[2].frames[0][1] == "[unknown]"        # JIT code has no table
+    assert named[0].frames[1] == samples[0].frames[1]  # named frames are left alone
+    assert ident.to_json() == {"samples": 3, "leaf_unknown_before": 3, "leaf_unknown_after": 1,
+                               "frames_named": 2, "leaf_unknown_pct": 33.33}
+    # another build of the binary than the one the bundle saw: nothing is guessed
+    assert tables_for({str(PHP_FPM): "0" * 40}) == {}
+    assert symbolize(samples[:1], {}, None)[0].frames[0][1] == "[unknown]"

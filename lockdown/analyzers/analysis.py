@@ -1,48 +1,86 @@
-"""`lockdown analyze`: every view of one bundle, as plain data (a pure function of the bundle)."""
+"""`lockdown analyze`: every view of one bundle, as plain data (a pure function of the bundle).
+
+Every view is computed over a selection of the capture's requests: all of them, one URL, or one
+request, so the same tables answer "where does this site spend time", "and on this page", "and
+in this request"."""
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict
 
 from ..bundle.store import Bundle
+from ..errors import LockdownError
 from . import budget, query_digest, subsystems
 from .builtins import hot_builtins
 from .php_functions import hot_functions
+from .symbolize import Identity, symbolize, tables_for
 
 
-def analyze(bundle: Bundle, top: int = 20) -> dict:
-    requests = bundle.requests()
+class SelectionError(LockdownError):
+    """--request or --url names nothing in the bundle."""
+
+
+def select(requests: list, request: str | None = None, url: str | None = None) -> list:
+    """The requests a view covers; one clear error when the selection is empty."""
+    chosen = [r for r in requests if (request is None or r.id == request)
+              and (url is None or (r.url or r.uri) == url)]
+    if not chosen:
+        what = f"request {request!r}" if request else f"URL {url!r}"
+        known = sorted({r.url or r.uri for r in requests})[:5] if url else [r.id for r in requests[:3]]
+        raise SelectionError(f"no {what} in this bundle (it has e.g. {', '.join(known) or 'none'}); "
+                             f"see `lockdown analyze BUNDLE --json` for the list")
+    return chosen
+
+
+def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str | None = None) -> dict:
+    requests = select(bundle.requests(), request, url)
+    ids = {r.id for r in requests}
+    whole = request is None and url is None
     instrumented = {r.id for r in requests if r.instrumented}
     url_of = {r.id: (r.url or r.uri) for r in requests}
-    samples = [s for s in bundle.perf_samples() if s.request and s.request not in instrumented]
-    statements = bundle.statements()
+    identity = Identity()
+    samples = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()), identity)
+               if s.request in ids and s.request not in instrumented]
+    statements = [s for s in bundle.statements() if whole or s.request in ids]
     out: dict = {"bundle": str(bundle.root), "target": bundle.manifest["target"]["name"],
-                 "requests": len(requests), "instrumented_left_out": len(instrumented)}
+                 "selection": {"request": request, "url": url}, "requests": len(requests),
+                 "instrumented_left_out": len(instrumented)}
     if samples:
         overall = subsystems.breakdown(samples)
         per_url = subsystems.breakdown(samples, key=lambda s: url_of[s.request])
         out["subsystems"] = {"samples": sum(overall.values()), "overall": _shares(overall),
+                             "symbols": identity.to_json(),
                              "by_url": {u: _shares(c) for u, c in sorted(per_url.items())}}
     budgets = budget.request_budgets(requests, statements, samples)
     out["budget_by_url"] = {u: asdict(b) for u, b in sorted(budget.by_url(requests, budgets).items())}
     out["budget_overall"] = asdict(budget.mean_budget(
         [b for rid, b in budgets.items() if rid not in instrumented]))
-    profiles = bundle.excimer()
+    counts = Counter(s.request for s in statements if s.request)
+    out["by_request"] = [{"id": r.id, "url": url_of[r.id], "status": r.status, "pid": r.pid,
+                          "instrumented": r.instrumented, "statements": counts[r.id],
+                          **asdict(budgets[r.id])} for r in requests]
+    profiles = [p for p in bundle.excimer() if p.request in ids]
     if profiles:
         funcs, total = hot_functions(profiles, exclude=instrumented)
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]]}
     php = bundle.manifest.get("php", {})
-    ids = bundle.xhprof_ids()
-    if ids and php.get("internal_functions"):
-        rows = hot_builtins((bundle.xhprof(i) for i in ids), php["internal_functions"],
+    xh = [i for i in bundle.xhprof_ids() if i in ids]
+    if xh and php.get("internal_functions"):
+        rows = hot_builtins((bundle.xhprof(i) for i in xh), php["internal_functions"],
                             php.get("internal_classes") or [])
-        out["builtins"] = {"profiles": len(ids), "top": [asdict(b) for b in rows[:top]]}
+        out["builtins"] = {"profiles": len(xh), "top": [dict(asdict(b), calls_per_request=b.calls / len(xh))
+                                                         for b in rows[:top]]}
     if statements:
         classes = query_digest.digest(statements, requests)
         out["queries"] = {"statements": len(statements),
                           "attribution": dict(Counter(s.attribution for s in statements)),
                           "classes": [asdict(c) for c in classes[:top]],
                           "class_count": len(classes)}
+        if request is not None:
+            out["queries"]["in_order"] = [
+                {"seq": s.seq, "duration_us": s.duration_us, "rows_sent": s.rows_sent,
+                 "rows_examined": s.rows_examined, "attribution": s.attribution, "sql": s.sql}
+                for s in query_digest.by_request(statements).get(request, [])]
     return out
 
 

@@ -108,6 +108,16 @@ class Bundle:
     def perf_samples(self) -> Iterator[PerfSample]:
         return (PerfSample.from_json(d) for d in self._jsonl("perf/samples.jsonl"))
 
+    def build_ids(self) -> dict[str, str]:
+        """DSO path -> GNU build id of every DSO the perf samples touch ({} without perf)."""
+        path = self.root / "perf" / "buildids.json"
+        if "perf/buildids.json" not in self.files:
+            return {}
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise BundleError(f"{path}: cannot read the build ids ({e})")
+
     def excimer(self) -> list[ExcimerProfile]:
         return [ExcimerProfile.from_json(d) for d in self._jsonl("excimer.jsonl")]
 

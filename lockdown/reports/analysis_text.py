@@ -13,12 +13,25 @@ def format_analysis(a: dict, top: int = 15) -> str:
     if sub:
         lines += ["", f"on-CPU by engine subsystem ({sub['samples']} perf samples inside requests):"]
         lines += [f"  {k:13s} {v:5.1f}%" for k, v in sub["overall"].items()]
+        ident = sub.get("symbols")
+        if ident and ident["samples"]:
+            before = 100.0 * ident["leaf_unknown_before"] / ident["samples"]
+            lines.append(f"  leaf frame with no function identity: {ident['leaf_unknown_pct']:.1f}% of all "
+                         f"samples ({before:.1f}% before naming {ident['frames_named']} frames "
+                         f"from symbol tables and .eh_frame)")
     lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual):",
               f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'resid':>8s}"]
     rows = list(a["budget_by_url"].items()) + [("(all)", a["budget_overall"])]
     for url, b in rows:
         lines.append(f"  {url[:40]:40s} {b['requests']:4d} {_ms(b['wall_us'])} {_ms(b['cpu_us'])} "
                      f"{_ms(b['db_wait_us'])} {_ms(b['other_wait_us'])} {_ms(b['residual_us'])}")
+    slow = sorted((r for r in a["by_request"] if not r["instrumented"]), key=lambda r: -r["wall_us"])
+    if len(a["by_request"]) > 1 and slow:
+        lines += ["", "slowest requests, ms (drill down with --request ID):",
+                  f"  {'id':9s} {'url':36s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'stmts':>6s}"]
+        for r in slow[:min(top, 10)]:
+            lines.append(f"  {r['id']:9s} {r['url'][:36]:36s} {_ms(r['wall_us'])} {_ms(r['cpu_us'])} "
+                         f"{_ms(r['db_wait_us'])} {_ms(r['other_wait_us'])} {r['statements']:6d}")
     f = a.get("php_functions")
     if f and f["samples"]:
         lines += ["", f"hot PHP functions (Excimer, {f['samples']} samples): self% incl% name"]
@@ -43,4 +56,9 @@ def format_analysis(a: dict, top: int = 15) -> str:
             lines.append(f"  {c['id']:32s} {c['count']:6d} {per} {c['time_total'] / 1000:9.1f} "
                          f"{c['time_avg']:8.0f} {c['time_p95']:8d} {c['rows_examined_total']:8d}  "
                          f"{c['fingerprint'][:70]}")
+        if "in_order" in q:
+            lines += ["", f"statements of {a['selection']['request']} in order: us, rows sent/examined, sql"]
+            for st in q["in_order"]:
+                lines.append(f"  {st['duration_us']:8d} {st['rows_sent']:5d}/{st['rows_examined']:<6d} "
+                             f"{' '.join(st['sql'].split())[:100]}")
     return "\n".join(lines)
