@@ -17,6 +17,6 @@ setup(
     packages=find_packages(include=["lockdown", "lockdown.*"]),
     package_data={"lockdown": ["harness/templates/*", "reports/templates/*"]},
     install_requires=["click>=8.0", "jinja2>=3.0", "pyelftools>=0.29"],
-    extras_require={"test": ["pytest>=7"]},
+    extras_require={"test": ["pytest>=7", "selenium>=4.10"]},
     entry_points={"console_scripts": ["lockdown=lockdown.cli:main"]},
 )

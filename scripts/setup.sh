@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PKGS=(php8.2-cli php8.2-fpm php8.2-mysql php8.2-opcache php8.2-tideways php-excimer
       mariadb-server mariadb-client nginx linux-perf wrk siege apache2-utils wordpress mediawiki
-      python3 python3-pip ca-certificates)
+      python3 python3-pip ca-certificates chromium chromium-driver)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -29,7 +29,7 @@ PYTHON=${PYTHON:-python3}
 stamp=".setup-stamp"
 want="$(cat setup.py | sha256sum | cut -c1-16) $(pwd) $($PYTHON -c 'import sys; print(sys.executable)')"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
-   && [ "$(cd / && $PYTHON -c 'import click, jinja2, elftools, pytest, lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))' 2>/dev/null)" = "$(pwd)" ] \
+   && [ "$(cd / && $PYTHON -c 'import click, jinja2, elftools, pytest, selenium, lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))' 2>/dev/null)" = "$(pwd)" ] \
    && command -v lockdown >/dev/null; then
   echo "setup: Python package present"
   exit 0

@@ -21,14 +21,18 @@ def home(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("lockdown-home")
 
 
-@pytest.fixture
-def env(home) -> dict:
+def _env(home: Path) -> dict:
     e = dict(os.environ)
     e["LOCKDOWN_HOME"] = str(home)
     # Prepared targets (installed WordPress/MediaWiki) are reused across test sessions.
     e["LOCKDOWN_PREPARED_DIR"] = str(SHARED_PREPARED)
     e.pop("LOCKDOWN_PHP_EXTENSION_DIR", None)
     return e
+
+
+@pytest.fixture
+def env(home) -> dict:
+    return _env(home)
 
 
 def lockdown_argv(*args) -> list[str]:
@@ -42,6 +46,28 @@ def lockdown(env):
         return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=timeout,
                               env={**env, **(extra_env or {})}, cwd=REPO)
     return run
+
+
+SETTINGS_SQL = ("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+                "('slow_query_log','long_query_time','log_output','general_log','slow_query_log_file')")
+
+
+def settings_hook(name: str) -> str:
+    """A hook that saves the private server's log settings into the run directory."""
+    return (f'mariadb --defaults-file="$LOCKDOWN_RUN_DIR/mysql/client-root.cnf" --batch '
+            f'-e "{SETTINGS_SQL}" > "$LOCKDOWN_RUN_DIR/{name}.tsv"')
+
+
+@pytest.fixture(scope="session")
+def wordpress_bundle(home, tmp_path_factory):
+    """One 50-request WordPress capture (all collectors, settings dumped around the capture),
+    shared by the tests that read a real bundle: (the profile's CompletedProcess, bundle path)."""
+    b1 = tmp_path_factory.mktemp("wordpress") / "b1"
+    r = subprocess.run(lockdown_argv("profile", "wordpress", "--requests", "50", "-o", b1,
+                                     "--exec-after-warmup", settings_hook("settings-before"),
+                                     "--exec-after-capture", settings_hook("settings-after")),
+                       capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
+    return r, b1
 
 
 def processes_mentioning(fragment: str) -> list[str]:

@@ -15,21 +15,8 @@ from lockdown.collectors.server_settings import WATCHED
 from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
 from lockdown.harness.processes import ProcessGroup
 
-SETTINGS_SQL = ("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
-                "('slow_query_log','long_query_time','log_output','general_log','slow_query_log_file')")
-
-
-def settings_hook(name: str) -> str:
-    """A hook that saves the private server's log settings into the run directory."""
-    return (f'mariadb --defaults-file="$LOCKDOWN_RUN_DIR/mysql/client-root.cnf" --batch '
-            f'-e "{SETTINGS_SQL}" > "$LOCKDOWN_RUN_DIR/{name}.tsv"')
-
-
-def test_wordpress_bundle_validates(lockdown, tmp_path):
-    b1 = tmp_path / "b1"
-    r = lockdown("profile", "wordpress", "--requests", "50", "-o", b1,
-                 "--exec-after-warmup", settings_hook("settings-before"),
-                 "--exec-after-capture", settings_hook("settings-after"), timeout=900)
+def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
+    r, b1 = wordpress_bundle
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     v = lockdown("validate", b1, "--json")
     assert v.returncode == 0, v.stdout + v.stderr

@@ -1,7 +1,6 @@
 """`lockdown bench TARGET`: benchmark a target under production-like load."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
@@ -11,6 +10,7 @@ from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
 from ..harness.loadgen import TOOLS
 from ..reports.bench_table import format_bench
+from ..reports.output import write_json_atomic
 from ..targets.registry import resolve
 from .main import deadline, main
 from .stack_options import stack_options
@@ -24,14 +24,6 @@ def parse_ini(values: tuple[str, ...]) -> dict:
             raise LockdownError(f"bad --php-ini {item!r}: expected KEY=VALUE, e.g. opcache.enable=0")
         out[key.strip()] = value.strip()
     return out
-
-
-def write_json_atomic(path: Path, data) -> None:
-    """Write to a temporary file and rename, so a failed run never leaves half a file."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    tmp.replace(path)
 
 
 d = BenchOptions()

@@ -1,0 +1,48 @@
+"""Folded stacks of a bundle for flame graphs and exports: native (perf, named from the bundle's
+build ids) or PHP (Excimer), over the whole capture, one URL or one request.
+
+xhprof-instrumented requests are left out unless asked for one by id: their stacks carry the
+instrumentation's own cost (tideways frames, slower builtins)."""
+from __future__ import annotations
+
+from ..bundle.store import Bundle
+from ..errors import LockdownError
+from .analysis import select
+from .folded import fold_excimer, fold_perf_records
+from .symbolize import symbolize, tables_for
+
+KINDS = ("native", "php")
+
+
+def request_ids(bundle: Bundle, request: str | None = None, url: str | None = None) -> set[str]:
+    chosen = select(bundle.requests(), request, url)
+    if request is None:
+        chosen = [r for r in chosen if not r.instrumented]
+    return {r.id for r in chosen}
+
+
+def native_stacks(bundle: Bundle, ids: set[str], counts: bool = False) -> dict[str, int]:
+    """perf samples of the chosen requests, folded as stackcollapse-perf.pl --kernel --jit
+    would fold them (process name as root); weights are the samples' periods (ns of CPU, as
+    the script sums them), or sample counts with `counts`."""
+    tables = tables_for(bundle.build_ids())
+    samples = symbolize((s for s in bundle.perf_samples() if s.request in ids), tables)
+    return fold_perf_records(samples, annotate_kernel=True, annotate_jit=True, counts=counts)
+
+
+def php_stacks(bundle: Bundle, ids: set[str]) -> dict:
+    """Excimer's PHP stacks of the chosen requests; weights are sample counts (each sample is
+    one period of the clock the capture used)."""
+    return fold_excimer(bundle.excimer(), ids)
+
+
+def stacks(bundle: Bundle, kind: str, request: str | None = None, url: str | None = None,
+           counts: bool = False) -> dict:
+    ids = request_ids(bundle, request, url)
+    folded = native_stacks(bundle, ids, counts) if kind == "native" else php_stacks(bundle, ids)
+    if not folded:
+        where = f"request {request}" if request else f"URL {url}" if url else "this capture"
+        collector = "perf" if kind == "native" else "excimer"
+        raise LockdownError(f"{bundle.root}: no {kind} stacks for {where} (was the {collector} "
+                            f"collector on? see `lockdown validate {bundle.root}`)")
+    return folded

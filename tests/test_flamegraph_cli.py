@@ -1,0 +1,89 @@
+"""`lockdown flamegraph` on a real WordPress capture: SVG, folded and speedscope outputs for the
+whole capture, one URL and one request, differential graphs, and clear errors on bad input."""
+import json
+import xml.etree.ElementTree as ET
+from collections import Counter
+
+from lockdown.analyzers.folded import read_folded
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def frame_titles(svg_path):
+    root = ET.parse(svg_path).getroot()
+    return [t.text for t in root.iter(f"{SVG}title") if t.text]
+
+
+def excimer_of(bundle):
+    return [json.loads(l) for l in (bundle / "excimer.jsonl").read_text().splitlines()]
+
+
+def test_php_and_native_flame_graphs(lockdown, wordpress_bundle, tmp_path):
+    _, b1 = wordpress_bundle
+    r = lockdown("flamegraph", b1, "-o", tmp_path / "php.svg")
+    assert r.returncode == 0, r.stderr
+    titles = frame_titles(tmp_path / "php.svg")
+    assert any(t.startswith("WP::main (") for t in titles)
+    r = lockdown("flamegraph", b1, "--kind", "native", "-o", tmp_path / "native.svg", "--reverse")
+    assert r.returncode == 0, r.stderr
+    assert any(t.startswith("execute_ex (") for t in frame_titles(tmp_path / "native.svg"))
+
+
+def test_folded_export_counts_every_sample_of_the_timed_requests(lockdown, wordpress_bundle, tmp_path):
+    _, b1 = wordpress_bundle
+    out = tmp_path / "native.folded"
+    assert lockdown("flamegraph", b1, "--kind", "native", "-o", out).returncode == 0
+    folded = read_folded(out)
+    requests = {q["id"]: q for q in map(json.loads, (b1 / "requests.jsonl").read_text().splitlines())}
+    samples = [json.loads(l) for l in (b1 / "perf" / "samples.jsonl").read_text().splitlines()]
+    timed = [s for s in samples if s["request"] and not requests[s["request"]]["instrumented"]]
+    assert sum(folded.values()) == sum(s["period"] for s in timed)      # periods, as the script sums
+    assert all(k.startswith("php-fpm8.2;") for k in folded)
+    assert not any(k.endswith(";[unknown]") for k in folded if folded[k] > 0.05 * sum(folded.values()))
+
+
+def test_one_request_and_one_url(lockdown, wordpress_bundle, tmp_path):
+    _, b1 = wordpress_bundle
+    profiles = {p["request"]: p for p in excimer_of(b1)}
+    rid = sorted(profiles)[3]
+    out = tmp_path / "one.folded"
+    assert lockdown("flamegraph", b1, "--request", rid, "-o", out).returncode == 0
+    expected = Counter()
+    p = profiles[rid]
+    for _, weight, i in p["samples"]:
+        expected[p["stacks"][i]] += weight
+    assert read_folded(out) == dict(expected)
+    url = json.loads((b1 / "requests.jsonl").read_text().splitlines()[0])["url"]
+    r = lockdown("flamegraph", b1, "--url", url, "-o", tmp_path / "url.json")
+    assert r.returncode == 0, r.stderr
+    scope = json.loads((tmp_path / "url.json").read_text())
+    assert scope["$schema"] == "https://www.speedscope.app/file-format-schema.json"
+    prof = scope["profiles"][0]
+    assert len(prof["samples"]) == len(prof["weights"]) > 0 and prof["endValue"] == sum(prof["weights"])
+
+
+def test_differential_graph_of_two_folded_files(lockdown, tmp_path):
+    before, after = tmp_path / "before.folded", tmp_path / "after.folded"
+    before.write_text("main;scan;is_dir 80\nmain;render 20\n")
+    after.write_text("main;scan;is_dir 10\nmain;render 20\n")
+    r = lockdown("flamegraph", "--diff", before, after, "-o", tmp_path / "diff.svg")
+    assert r.returncode == 0, r.stderr
+    titles = frame_titles(tmp_path / "diff.svg")
+    assert any(t.startswith("is_dir") for t in titles) and any(t.startswith("render") for t in titles)
+
+
+def test_bad_inputs_get_one_line(lockdown, wordpress_bundle, tmp_path):
+    _, b1 = wordpress_bundle
+    cases = [
+        (("flamegraph", tmp_path / "nope", "-o", tmp_path / "x.svg"), "no such bundle"),
+        (("flamegraph", b1, "-o", tmp_path / "x.png"), "cannot tell the format"),
+        (("flamegraph", b1, "--request", "r999999", "-o", tmp_path / "x.svg"), "no request 'r999999'"),
+        (("flamegraph", b1, "-o", tmp_path / "missing-dir" / "x.svg"), "cannot write"),
+    ]
+    bad = tmp_path / "bad.folded"
+    bad.write_text("main;a 1 2 3 x\n")
+    cases.append((("flamegraph", "--diff", bad, bad, "-o", tmp_path / "x.svg"), "not a folded-stacks file"))
+    for args, message in cases:
+        r = lockdown(*args)
+        assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.folded"]   # nothing half-written
