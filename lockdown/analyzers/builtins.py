@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 _RECURSION = re.compile(r"@\d+$")
 
@@ -20,9 +20,14 @@ class Builtin:
     allocations: int | None     # mem.na, with --xhprof-flags memory_alloc
 
 
-def function_totals(profile: dict) -> dict[str, dict]:
+def function_totals(profile: dict, is_internal: Callable[[str], bool] | None = None) -> dict[str, dict]:
     """One xhprof array -> per function: calls, inclusive and exclusive wall time (us) and
-    allocation count. xhprof stores caller==>callee edges with inclusive values only."""
+    allocation count. xhprof stores caller==>callee edges with inclusive values only.
+
+    tideways_xhprof 5 on PHP 8 records every call of an internal function twice: as
+    `caller==>f` and again as a direct self-call `f==>f@1` with the same count (an internal
+    function cannot call itself directly). Given `is_internal`, those self-edges are dropped so
+    call counts are the real ones; a user function's self-edge is real recursion and is kept."""
     calls: Counter = Counter()
     incl: Counter = Counter()
     out_edges: Counter = Counter()
@@ -33,13 +38,17 @@ def function_totals(profile: dict) -> dict[str, dict]:
         if not sep:
             parent, child = None, key
         child = _RECURSION.sub("", child)
+        if parent is not None:
+            parent = _RECURSION.sub("", parent)
+            if parent == child and is_internal is not None and is_internal(child):
+                continue
         calls[child] += v.get("ct", 0)
         incl[child] += v.get("wt", 0)
         if "mem.na" in v:
             has_allocs = True
             allocs[child] += v["mem.na"]
         if parent is not None:
-            out_edges[_RECURSION.sub("", parent)] += v.get("wt", 0)
+            out_edges[parent] += v.get("wt", 0)
     return {f: {"calls": calls[f], "inclusive_us": incl[f], "exclusive_us": incl[f] - out_edges[f],
                 "allocations": allocs[f] if has_allocs else None} for f in calls}
 
@@ -55,9 +64,10 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
     classes = {c.lower() for c in internal_classes}
     total: dict[str, Counter] = {}
     with_allocs = False
+    internal = lambda name: is_internal(name, functions, classes)
     for p in profiles:
-        for name, t in function_totals(p).items():
-            if not is_internal(name, functions, classes):
+        for name, t in function_totals(p, internal).items():
+            if not internal(name):
                 continue
             c = total.setdefault(name, Counter())
             c["calls"] += t["calls"]

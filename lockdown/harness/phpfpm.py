@@ -101,42 +101,51 @@ class PhpFpm:
         self.error_log = procs.run_dir / "logs" / "php-fpm.log"
         self.pool_env = pool_env or {}
         self.pool_ini = pool_ini or {}
-        # A second pool of one worker that also loads an instrumenting profiler, so that the
-        # hooks it installs cost nothing on the requests it does not profile.
+        # A second php-fpm master with one worker that also loads an instrumenting profiler, so
+        # that its hooks cost nothing on the requests it does not profile. A master of its own:
+        # PHP 8's observer API (how tideways_xhprof sees user functions) only works for
+        # extensions loaded at startup; one loaded per pool (php_admin_value[extension]) sees
+        # internal functions only.
         self.instrumented_extension = instrumented_extension
         self.instrumented_socket = (ports.unix_socket_path(base / "php-fpm-instrumented.sock")
                                     if instrumented_extension else None)
         self.child: Child | None = None
+        self.instrumented_child: Child | None = None
 
     def start(self, timeout: float = 30) -> None:
-        conf = render_to("php-fpm.conf.j2", self.base / "php-fpm.conf", run_dir=self.procs.run_dir,
-                         pid_file=self.base / "php-fpm.pid", error_log=self.error_log,
-                         pools=self._pools(), pool_env=self.pool_env, pool_ini=self.pool_ini)
-        argv = [tool("php-fpm"), "--nodaemonize", "--fpm-config", str(conf), "-c", str(self.php.ini_file)]
+        main = {"name": "lockdown", "socket": self.socket, "workers": self.workers}
+        self.child = self._master("php-fpm", main, [], timeout)
+        if self.instrumented_extension:
+            pool = {"name": "lockdown-instrumented", "socket": self.instrumented_socket, "workers": 1}
+            self.instrumented_child = self._master(
+                "php-fpm-instrumented", pool, ["-d", f"extension={self.instrumented_extension}.so"], timeout)
+
+    def _master(self, name: str, pool: dict, extra: list[str], timeout: float) -> Child:
+        conf = render_to("php-fpm.conf.j2", self.base / f"{name}.conf", run_dir=self.procs.run_dir,
+                         pid_file=self.base / f"{name}.pid", error_log=self.procs.run_dir / "logs" / f"{name}.log",
+                         pools=[pool], pool_env=self.pool_env, pool_ini=self.pool_ini)
+        argv = [tool("php-fpm"), "--nodaemonize", "--fpm-config", str(conf), "-c", str(self.php.ini_file), *extra]
         if os.geteuid() == 0:
             argv.append("--allow-to-run-as-root")
-        self.child = self.procs.spawn("php-fpm", argv, env=fpm_env(self.php),
-                                      log=self.procs.run_dir / "logs" / "php-fpm.out")
-        if not ports.wait_connectable(self.socket, timeout, self.child.alive):
-            raise PhaseFailed("php-fpm did not start",
-                              evidence(self.error_log, self.procs.run_dir / "logs" / "php-fpm.out"))
-
-    def _pools(self) -> list[dict]:
-        pools = [{"name": "lockdown", "socket": self.socket, "workers": self.workers, "extension": None}]
-        if self.instrumented_extension:
-            pools.append({"name": "lockdown-instrumented", "socket": self.instrumented_socket,
-                          "workers": 1, "extension": self.instrumented_extension})
-        return pools
+        child = self.procs.spawn(name, argv, env=fpm_env(self.php), log=self.procs.run_dir / "logs" / f"{name}.out")
+        if not ports.wait_connectable(pool["socket"], timeout, child.alive):
+            raise PhaseFailed(f"{name} did not start",
+                              evidence(self.procs.run_dir / "logs" / f"{name}.log",
+                                       self.procs.run_dir / "logs" / f"{name}.out"))
+        return child
 
     def worker_pids(self) -> list[int]:
-        """The pool's worker processes (children of the master)."""
-        if self.child is None:
-            return []
-        try:
-            kids = Path(f"/proc/{self.child.pid}/task/{self.child.pid}/children").read_text().split()
-        except OSError:
-            return []
-        return [int(k) for k in kids]
+        """The worker processes of both masters (children of each master)."""
+        pids = []
+        for child in (self.child, self.instrumented_child):
+            if child is None:
+                continue
+            try:
+                kids = Path(f"/proc/{child.pid}/task/{child.pid}/children").read_text().split()
+            except OSError:
+                continue
+            pids += [int(k) for k in kids]
+        return pids
 
 
 _FACTS_PHP = ("echo json_encode(['ini' => ini_get_all(null, false), 'extensions' => "
