@@ -53,9 +53,8 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     assert "main()" in profile and any("==>" in k for k in profile)
     assert all({"ct", "wt"} <= set(v) for v in profile.values())
     # user functions too (the profiler is loaded at its php-fpm master's startup: PHP 8's
-    # observer API ignores an extension loaded per pool), and main() spans the request
+    # observer API ignores an extension loaded per pool)
     assert any(k.endswith("==>WP::main") for k in profile), sorted(profile)[:20]
-    assert profile["main()"]["wt"] > 10_000
     # statements: every one tied to a request at concurrency 1, lockdown's own left out
     statements = [json.loads(l) for l in (b1 / "statements.jsonl").read_text().splitlines()]
     assert len(statements) > 50 * 10
