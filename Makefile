@@ -6,8 +6,12 @@ PYTHON ?= python3
 setup:
 	@bash scripts/setup.sh
 
+# The main job on the built-in default target: minicms with every pathology switched on.
+DEMO_OUT ?= $(or $(LOCKDOWN_HOME),$(HOME)/.local/share/lockdown)/demo/$(shell date +%Y%m%d-%H%M%S)
+
 demo: setup
-	$(PYTHON) -m lockdown bench wordpress
+	$(PYTHON) -m lockdown run minicms -o "$(DEMO_OUT)"
+	@echo "demo: outputs in $(DEMO_OUT) (findings.json, findings/*.md, bundle/, bench.json)"
 
 test: setup
 	$(PYTHON) -m pytest -q tests

@@ -1,0 +1,54 @@
+"""Detectors of known pathologies (../../../docs/detectors.md): one module each, each with an
+`ID` and a pure `detect(ctx) -> list[Finding]` over the bundle's `Context`. Adding one means
+adding a module here, its thresholds in thresholds.toml, and its fixture test."""
+from __future__ import annotations
+
+import importlib
+import tomllib
+from pathlib import Path
+
+from ...errors import LockdownError
+from ..findings import Finding
+from .context import Context, build_context  # noqa: F401
+
+DETECTORS = ("fs_scan", "db_static_cache", "write_on_read", "n_plus_one", "repeated_query",
+             "repeated_call", "debug_extension", "opcache", "pcre_jit_off", "stat_storm",
+             "hot_builtins")
+THRESHOLDS = Path(__file__).with_name("thresholds.toml")
+
+
+def load_thresholds(override: Path | None = None) -> dict:
+    """Defaults from thresholds.toml, with the values of `override` on top."""
+    merged = tomllib.loads(THRESHOLDS.read_text())
+    if override is not None:
+        try:
+            extra = tomllib.loads(Path(override).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise LockdownError(f"{override}: cannot read thresholds ({e}); see docs/detectors.md")
+        for section, values in extra.items():
+            if section not in merged or not isinstance(values, dict):
+                raise LockdownError(f"{override}: unknown detector [{section}]; known: {', '.join(merged)}")
+            unknown = set(values) - set(merged[section])
+            if unknown:
+                raise LockdownError(f"{override}: [{section}] has no threshold {sorted(unknown)[0]!r}; "
+                                    f"known: {', '.join(merged[section])}")
+            merged[section].update(values)
+    return merged
+
+
+def modules():
+    return [importlib.import_module(f"{__name__}.{name}") for name in DETECTORS]
+
+
+def detect(ctx: Context) -> list[Finding]:
+    """Every detector's findings, defects first by share of request time, then informational."""
+    found: list[Finding] = []
+    for mod in modules():
+        found.extend(mod.detect(ctx))
+    order = {"high": 0, "medium": 1, "low": 2, "info": 3}
+    found.sort(key=lambda f: (order[f.severity], -(f.share_pct or 0), f.id))
+    seen: dict[str, int] = {}
+    for f in found:
+        seen[f.id] = seen.get(f.id, 0) + 1
+        f.key = f.id if seen[f.id] == 1 else f"{f.id}-{seen[f.id]}"
+    return found

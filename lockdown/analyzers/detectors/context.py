@@ -1,0 +1,175 @@
+"""Everything detectors read, built once from a bundle (a pure function of it).
+
+Detectors get ready-made views instead of the raw bundle: requests and which of them are timed
+(xhprof-instrumented ones are slower and left out of timing), statements per request in log
+order, xhprof function totals and caller->callee edges per instrumented request, Excimer's
+folded PHP stacks per request, the named native samples, and the engine's configuration as the
+capture saw it. Shares of request time are estimated from Excimer (wall-clock samples by
+default) and from statement durations."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from ...bundle.model import PerfSample, RequestRecord, Statement
+from ...bundle.store import Bundle
+from ..builtins import function_totals
+from ..query_digest import by_request
+from ..symbolize import symbolize, tables_for
+
+_RECURSION = re.compile(r"@\d+$")
+
+
+@dataclass
+class Context:
+    requests: list[RequestRecord]
+    statements: list[Statement]
+    xhprof_profiles: dict[str, dict]            # request id -> raw xhprof array
+    excimer: dict[str, dict[str, float]]        # request id -> {folded PHP stack: weight}
+    native: list[PerfSample]                    # named samples of timed requests
+    manifest: dict
+    thresholds: dict = field(default_factory=dict)
+
+    # -- requests -------------------------------------------------------------------------
+    @cached_property
+    def url_of(self) -> dict[str, str]:
+        return {r.id: (r.url or r.uri) for r in self.requests}
+
+    @cached_property
+    def timed(self) -> list[RequestRecord]:
+        return [r for r in self.requests if not r.instrumented]
+
+    @cached_property
+    def wall_us_total(self) -> float:
+        return float(sum(r.wall_us for r in self.timed))
+
+    @cached_property
+    def by_url(self) -> dict[str, list[RequestRecord]]:
+        out: dict[str, list[RequestRecord]] = {}
+        for r in self.requests:
+            out.setdefault(self.url_of[r.id], []).append(r)
+        return out
+
+    # -- statements -----------------------------------------------------------------------
+    @cached_property
+    def statements_of(self) -> dict[str, list[Statement]]:
+        """Request id -> its statements in log order (every request has an entry)."""
+        got = by_request(self.statements)
+        return {r.id: got.get(r.id, []) for r in self.requests}
+
+    def statement_share_pct(self, chosen: Callable[[Statement], bool]) -> float:
+        """Summed duration of the chosen statements of timed requests, as % of their wall time."""
+        timed = {r.id for r in self.timed}
+        us = sum(s.duration_us for s in self.statements if s.request in timed and chosen(s))
+        return 100.0 * us / self.wall_us_total if self.wall_us_total else 0.0
+
+    # -- xhprof ---------------------------------------------------------------------------
+    @cached_property
+    def xhprof(self) -> dict[str, dict[str, dict]]:
+        """Request id -> function -> {calls, inclusive_us, exclusive_us, allocations}."""
+        return {rid: function_totals(p, self.is_internal) for rid, p in self.xhprof_profiles.items()}
+
+    @cached_property
+    def xhprof_edges(self) -> dict[str, dict[tuple[str, str], dict]]:
+        """Request id -> (caller, callee) -> {ct, wt}, recursion markers removed."""
+        out = {}
+        for rid, p in self.xhprof_profiles.items():
+            edges: dict[tuple[str, str], dict] = {}
+            for key, v in p.items():
+                parent, sep, child = key.partition("==>")
+                if not sep:
+                    continue
+                parent, child = _RECURSION.sub("", parent), _RECURSION.sub("", child)
+                if parent == child and self.is_internal(child):
+                    continue                # tideways' doubled internal call (builtins.py)
+                e = edges.setdefault((parent, child), {"ct": 0, "wt": 0})
+                e["ct"] += v.get("ct", 0)
+                e["wt"] += v.get("wt", 0)
+            out[rid] = edges
+        return out
+
+    def call_chain(self, rid: str, function: str, depth: int = 8) -> list[str]:
+        """The heaviest caller path to `function` in one request (xhprof keeps one level of
+        context: each step picks the caller that spent the most inclusive time in it)."""
+        edges = self.xhprof_edges.get(rid, {})
+        chain, seen = [function], {function}
+        while len(chain) < depth:
+            callers = [(v["wt"], p) for (p, c), v in edges.items() if c == chain[0] and p not in seen]
+            if not callers:
+                break
+            _, parent = max(callers)
+            chain.insert(0, parent)
+            seen.add(parent)
+        return chain
+
+    def wall_us(self, rid: str) -> int:
+        """A request's measured wall time: the denominator of xhprof shares (tideways' own
+        `main()` closes when the function that enabled it returns, so it is no total)."""
+        return self.request_of[rid].wall_us if rid in self.request_of else 0
+
+    @cached_property
+    def request_of(self) -> dict[str, RequestRecord]:
+        return {r.id: r for r in self.requests}
+
+    # -- Excimer --------------------------------------------------------------------------
+    @cached_property
+    def excimer_total(self) -> float:
+        timed = {r.id for r in self.timed}
+        return float(sum(w for rid, st in self.excimer.items() if rid in timed for w in st.values()))
+
+    def php_share_pct(self, frame_matches: Callable[[str], bool]) -> float:
+        """% of timed requests' PHP samples with a matching frame anywhere on the stack."""
+        if not self.excimer_total:
+            return 0.0
+        timed = {r.id for r in self.timed}
+        hit = 0.0
+        for rid, stacks in self.excimer.items():
+            if rid in timed:
+                for stack, w in stacks.items():
+                    if any(frame_matches(f) for f in stack.split(";")):
+                        hit += w
+        return 100.0 * hit / self.excimer_total
+
+    # -- engine ---------------------------------------------------------------------------
+    @property
+    def php(self) -> dict:
+        return self.manifest.get("php", {})
+
+    @property
+    def ini(self) -> dict:
+        return self.php.get("ini") or {}
+
+    @cached_property
+    def internal_functions(self) -> set[str]:
+        return {f.lower() for f in self.php.get("internal_functions") or []}
+
+    @cached_property
+    def internal_classes(self) -> set[str]:
+        return {c.lower() for c in self.php.get("internal_classes") or []}
+
+    def is_internal(self, name: str) -> bool:
+        """A PHP builtin by the engine's own lists (`Class::method` by its class)."""
+        cls, sep, _ = name.partition("::")
+        return cls.lower() in self.internal_classes if sep else name.lower() in self.internal_functions
+
+    def threshold(self, detector: str, name: str):
+        """A documented threshold (thresholds.toml, overridable with --thresholds)."""
+        return self.thresholds[detector][name]
+
+
+def build_context(bundle: Bundle, thresholds: dict) -> Context:
+    requests = bundle.requests()
+    timed = {r.id for r in requests if not r.instrumented}
+    native = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()))
+              if s.request in timed]
+    return Context(
+        requests=requests,
+        statements=bundle.statements(),
+        xhprof_profiles={rid: bundle.xhprof(rid) for rid in bundle.xhprof_ids()},
+        excimer={p.request: p.folded() for p in bundle.excimer()},
+        native=native,
+        manifest=bundle.manifest,
+        thresholds=thresholds,
+    )

@@ -1,0 +1,465 @@
+"""db-static-cache: static data (localisation messages, configuration) read from the database
+one key at a time, the same keys on every page view (shared/pathologies.md section 2).
+
+Mechanism
+    MediaWiki's localisation cache falls back to the database store (`LCStoreDB`, table
+    `l10n_cache`) when `$wgCacheDirectory` is not set: every message a page renders is one
+    `SELECT lc_value FROM l10n_cache WHERE lc_lang = 'en' AND lc_key = 'messages:<key>'
+    LIMIT 1`, more than 100 per page view, the same keys on every view, from a table that page
+    views never write. Each lookup is a client/server round trip plus PHP's fetch and
+    unserialize; the data could be one PHP array file that the opcode cache keeps in shared
+    memory (`LCStoreStaticArray`, 15-24x faster per value than MySQL or memcached).
+
+Signature (generic: no table or column name is known in advance)
+    One pt-query-digest fingerprint that
+    - is a single-table point lookup by key: `SELECT <columns> FROM <one table> WHERE a = <literal>
+      [AND b = <literal>] [LIMIT n]` (equality on one or two columns, no join, no ORDER BY);
+      PDO and mysqli statements look the same in the server's log;
+    - runs at least `min_queries_per_request` times in a request, with at least
+      `min_distinct_keys_per_request` different keys (fewer keys, each asked many times, is a
+      missing memo: repeated-query's finding);
+    - does so on at least `min_request_share` of the requests of a URL;
+    - has keys that mostly repeat across requests: for each such request, the share of its keys
+      that no other such request sent is at most `max_distinct_values_share` (median over the
+      requests). Static data is the same key set on every view; per-user or per-item data is
+      not. At least two such requests are needed to see it;
+    - reads a table that no statement of the capture writes (INSERT, UPDATE, REPLACE, DELETE,
+      TRUNCATE, LOAD DATA/XML, ALTER, DROP, RENAME, CREATE naming it, from any request or
+      client, attributed or not).
+
+Not flagged
+    - Per-row lookups that follow the query that returned their rows: when the statement just
+      before the first lookup of a request (within `[n-plus-one] parent_window` statements)
+      returned as many rows as the request made lookups (or as many as it had distinct keys), the
+      loop is an N+1 and belongs to n-plus-one, even if the keys repeat on every view (a listing
+      viewed twice shows the same authors). Rule shared with n-plus-one: keys that repeat across
+      requests on a read-only table and no parent query => db-static-cache; a parent query, or
+      keys that change between requests, or a written table => n-plus-one.
+    - Lookups on a table the capture writes (sessions, counters, caches being filled).
+    - Lookups whose keys change between requests (per-user, per-item), or a URL seen once
+      with no other request sending the fingerprint (repetition cannot be seen).
+    - Fewer lookups than the thresholds: WordPress's 11 per-request `SELECT option_value FROM
+      wp_options WHERE option_name = '...' LIMIT 1` for options that are not autoloaded have
+      the shape and repeat on every view, but stay below `min_queries_per_request`.
+    - lockdown's own statements (`lockdown-capture` markers).
+
+Limits
+    A capture that views one user's page over and over cannot tell that user's data from
+    static data (the same keys come back on every view); capture several users to separate
+    them. The write check is conservative: a write statement that names the table's name
+    anywhere (as a table or a column) counts as a write to it.
+
+Share of request time
+    `share_pct` is the summed server-side duration of the reported lookups in timed requests,
+    as % of those requests' wall time (`Context.statement_share_pct`). It is a lower bound: the
+    round trip, the driver and the unserialize in PHP come on top (MediaWiki: 104 lookups took
+    76.8 ms of a ~95 ms page when instrumented in PHP, far more than their server time).
+    Severity follows `findings.severity_for(share_pct)`.
+
+Details (for a remediation step)
+    `table`, `key_columns` (the WHERE columns in order), `varying_columns` (those whose values
+    change between lookups: the key), `constant_columns` (column -> the one value they always
+    had, e.g. the language), `fingerprint`, `query_id`, `queries_per_request` (min, median,
+    max), `distinct_keys`, `keys_sample` (sorted, at most 50; each key is the varying values
+    joined with " | "), `keys_on_every_request`, `missing_keys` and `missing_keys_sample`
+    (keys looked up on every request that never returned a row), `per_url` (requests, requests
+    with the lookups, lookups per request), `examples`. The fix for
+    MediaWiki is `$wgCacheDirectory = "$IP/cache"` with
+    `$wgLocalisationCacheConf['storeClass'] = 'LCStoreStaticArray'` and
+    `php maintenance/rebuildLocalisationCache.php`; for another application, a PHP file
+    returning the table's rows as an array (`var_export`), `require`d once per request.
+
+This module also holds the small SQL helpers the three query detectors share (a tokenizer
+that knows quotes and comments, literals of a statement, point-lookup parsing, writes per
+table, parent query of a loop); n_plus_one and repeated_query import them from here.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from ...bundle.model import Statement
+from ..findings import Evidence, Finding, severity_for
+from ..query_digest import fingerprint, query_id
+from .context import Context
+
+ID = "db-static-cache"
+MARKER = "lockdown-capture"
+
+# ---------------------------------------------------------------------------------------------
+# Shared SQL helpers (used by n_plus_one and repeated_query too)
+# ---------------------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<comment>/\*.*?(?:\*/|\Z)|(?:--(?=[\s]|\Z)|\#)[^\r\n]*)
+  | (?P<str>'(?:[^'\\]|\\.|'')*(?:'|\Z)|"(?:[^"\\]|\\.|"")*(?:"|\Z))
+  | (?P<ident>`(?:[^`]|``)*(?:`|\Z)|[A-Za-z_$][\w$]*)
+  | (?P<num>0[xX][0-9A-Fa-f]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w$])
+  | (?P<word>\d[\w$]*)
+  | (?P<punct>.)
+""", re.X | re.S)
+
+
+@lru_cache(maxsize=65536)
+def tokens(sql: str) -> tuple[tuple[str, str], ...]:
+    """(kind, text) tokens of a statement without whitespace and comments; kinds: str, ident,
+    num, punct (an identifier that starts with a digit is an ident)."""
+    out = []
+    for m in _TOKEN.finditer(sql):
+        kind = m.lastgroup
+        if kind in ("ws", "comment"):
+            continue
+        out.append(("ident" if kind == "word" else kind, m.group()))
+    return tuple(out)
+
+
+@lru_cache(maxsize=65536)
+def normalize(sql: str) -> str:
+    """The statement as its tokens joined by one space (none before `,` `)` `.` and after `(`
+    `.`), comments removed, a trailing `;` dropped; literals and case are kept. Two statements
+    with the same normal form differ only in whitespace and comments."""
+    parts: list[str] = []
+    for kind, text in tokens(sql):
+        if parts and not (text in (",", ")", ".") and kind == "punct") and parts[-1] not in ("(", "."):
+            parts.append(" ")
+        parts.append(text)
+    while parts and parts[-1] in (";", " "):
+        parts.pop()
+    return "".join(parts)
+
+
+def one_line(sql: str) -> str:
+    """The statement as written, on one line (for examples)."""
+    return " ".join(sql.split())
+
+
+def unquote(text: str) -> str:
+    """The value of a string or number token (quotes removed, escapes undone)."""
+    if text[:1] in ("'", '"'):
+        q = text[0]
+        body = text[1:-1] if len(text) > 1 and text.endswith(q) else text[1:]
+        return re.sub(r"\\(.)", r"\1", body.replace(q + q, q))
+    return text
+
+
+@lru_cache(maxsize=65536)
+def literals(sql: str) -> tuple[str, ...]:
+    """The statement's literal values (strings and numbers) in order."""
+    return tuple(unquote(t) for k, t in tokens(sql) if k in ("str", "num"))
+
+
+@lru_cache(maxsize=65536)
+def fp_of(sql: str) -> str:
+    return fingerprint(sql)
+
+
+def is_marker(s: Statement) -> bool:
+    return MARKER in s.sql
+
+
+def _ident(text: str) -> str:
+    return text[1:-1].replace("``", "`") if text.startswith("`") else text
+
+
+_LIT = r"""(?:'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|(?:[-+]\s*)?(?:0x[0-9a-f]+|\d+(?:\.\d+)?(?:e[-+]?\d+)?))"""
+_ID = r"(?:`(?:[^`]|``)+`|[a-z_$][\w$]*)"
+_COND = r"\(?\s*(?P<q{n}>(?:{i}\.)?(?P<c{n}>{i}))\s*=\s*(?P<v{n}>{l})\s*\)?"
+_POINT = re.compile(
+    rf"^select\s+(?P<cols>(?:(?!\bfrom\b).)+?)\s+from\s+(?:{_ID}\.)?(?P<table>{_ID})"
+    rf"(?:\s+(?:as\s+)?(?P<alias>{_ID}))?\s+where\s+"
+    rf"{_COND.format(i=_ID, l=_LIT, n=1)}(?:\s+and\s+{_COND.format(i=_ID, l=_LIT, n=2)})?"
+    rf"(?:\s+limit\s+\d+(?:\s*(?:,|\s+offset\s+)\s*\d+)?)?$", re.I | re.S)
+_KEYWORDS = {"where", "join", "inner", "left", "right", "cross", "straight_join", "natural",
+             "limit", "order", "group", "having", "union", "force", "use", "ignore", "for", "lock"}
+
+
+@dataclass(frozen=True)
+class PointLookup:
+    table: str                      # bare table name as written (no schema, no back-quotes)
+    columns: tuple[str, ...]        # WHERE columns in order
+    values: tuple[str, ...]         # their literal values in this statement
+    raw: tuple[str, ...] = ()       # the literals as written (quotes kept)
+    qualified: tuple[str, ...] = () # the columns as written (`a.id`), for rewriting
+
+
+@lru_cache(maxsize=65536)
+def point_lookup(sql: str) -> PointLookup | None:
+    """The statement as a single-table lookup by key (equality on one or two columns,
+    optionally LIMIT), or None."""
+    q = normalize(sql)
+    m = _POINT.match(q)
+    if not m or re.search(r"\bselect\b", m.group("cols"), re.I):
+        return None
+    if m.group("alias") and m.group("alias").lower() in _KEYWORDS:
+        return None
+    cols, vals, raw, qual = [], [], [], []
+    for n in (1, 2):
+        if m.group(f"c{n}"):
+            cols.append(_ident(m.group(f"c{n}")))
+            raw.append(re.sub(r"^\+\s*|(?<=-)\s+", "", m.group(f"v{n}")))
+            vals.append(unquote(raw[-1]))
+            qual.append(m.group(f"q{n}"))
+    return PointLookup(_ident(m.group("table")), tuple(cols), tuple(vals), tuple(raw), tuple(qual))
+
+
+_WRITE = re.compile(r"^\(?\s*(insert|update|replace|delete|truncate|load\s+data|load\s+xml|alter|"
+                    r"drop|rename|create)\b", re.I)
+
+
+def is_write(sql: str) -> bool:
+    return _WRITE.match(normalize(sql)) is not None
+
+
+@lru_cache(maxsize=65536)
+def identifiers(sql: str) -> frozenset[str]:
+    """Lower-cased identifiers a statement names (literals excluded, back-quotes removed)."""
+    return frozenset(_ident(t).lower() for k, t in tokens(sql) if k == "ident")
+
+
+def written_tables(ctx: Context) -> set[str]:
+    """Lower-cased identifiers named by any write statement of the capture (conservative: a
+    column named like a table counts as a write to that table)."""
+    out: set[str] = set()
+    for s in ctx.statements:
+        if not is_marker(s) and is_write(s.sql):
+            out |= identifiers(s.sql)
+    return out
+
+
+_NOISE = re.compile(r"^(?:set|show|use|begin|start\s+transaction|commit|rollback|savepoint|"
+                    r"release\s+savepoint|xa|lock\s+tables|unlock\s+tables|do)\b", re.I)
+
+
+def is_noise(sql: str) -> bool:
+    """Session and transaction control (SET, SHOW, BEGIN, COMMIT, ...): not data queries."""
+    return _NOISE.match(normalize(sql)) is not None
+
+
+@lru_cache(maxsize=65536)
+def is_table_select(sql: str) -> bool:
+    """A SELECT that reads a table (has a FROM clause). `SELECT @@sql_mode`, `SELECT 1`,
+    `SELECT FOUND_ROWS()`, `SELECT GET_LOCK(...)` read session or server state instead."""
+    toks = tokens(sql)
+    i = 0
+    while i < len(toks) and toks[i] == ("punct", "("):
+        i += 1
+    return (i < len(toks) and toks[i][0] == "ident" and toks[i][1].lower() == "select"
+            and any(k == "ident" and t.lower() == "from" for k, t in toks[i + 1:]))
+
+
+def find_parent(stmts: list[Statement], first: int, counts: set[int], window: int) -> Statement | None:
+    """The statement that returned the rows a loop iterates over: the nearest of the `window`
+    data statements before the loop's first execution (index `first` in the request's
+    statements) that is a SELECT and returned exactly one of `counts` rows (2 or more)."""
+    seen = 0
+    fp = fp_of(stmts[first].sql)
+    for j in range(first - 1, -1, -1):
+        s = stmts[j]
+        if is_marker(s) or is_noise(s.sql) or fp_of(s.sql) == fp:
+            continue
+        seen += 1
+        if seen > window:
+            break
+        if s.rows_sent >= 2 and s.rows_sent in counts and is_table_select(s.sql):
+            return s
+    return None
+
+
+@dataclass
+class Loop:
+    """One fingerprint's executions in one request."""
+    request: str
+    url: str
+    fingerprint: str
+    statements: list[Statement]
+    first: int                       # index of the first execution in the request's statements
+    parent: Statement | None = None
+
+    @property
+    def executions(self) -> int:
+        return len(self.statements)
+
+    @cached_property
+    def keys(self) -> list[tuple[str, ...]]:
+        return [literals(s.sql) for s in self.statements]
+
+    @cached_property
+    def distinct(self) -> int:
+        return len(set(self.keys))
+
+
+def loops(ctx: Context, min_executions: int = 2) -> list[Loop]:
+    """Every (request, SELECT fingerprint) run at least `min_executions` times in the request,
+    with its parent query looked up (`[n-plus-one] parent_window`). Cached on the context."""
+    cache = ctx.__dict__.setdefault("_query_loops", {})
+    if min_executions in cache:
+        return cache[min_executions]
+    window = ctx.threshold("n-plus-one", "parent_window")
+    out = []
+    for r in ctx.requests:
+        stmts = ctx.statements_of[r.id]
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(stmts):
+            if is_marker(s) or not is_table_select(s.sql):
+                continue
+            groups[fp_of(s.sql)].append(i)
+        for fp, idx in groups.items():
+            if len(idx) < min_executions:
+                continue
+            loop = Loop(r.id, ctx.url_of[r.id], fp, [stmts[i] for i in idx], idx[0])
+            loop.parent = find_parent(stmts, idx[0], {loop.executions, loop.distinct}, window)
+            out.append(loop)
+    cache[min_executions] = out
+    return out
+
+
+def number(x):
+    """A median etc. as an int when it is whole."""
+    return int(x) if float(x).is_integer() else round(float(x), 1)
+
+
+def spread(values: list[int]) -> dict:
+    return {"min": min(values), "median": number(statistics.median(values)), "max": max(values)}
+
+
+# ---------------------------------------------------------------------------------------------
+# The detector
+# ---------------------------------------------------------------------------------------------
+
+def static_fingerprints(ctx: Context) -> dict[str, dict]:
+    """Fingerprints that behave as static lookups, whatever their count: point lookups on a table
+    the capture never writes, looked up at least twice in a request with no parent query, in at
+    least two requests, where the median share of a request's keys that no other such request
+    sent is at most `max_distinct_values_share`. fingerprint -> {table, loops (those requests),
+    unique_share}. n_plus_one leaves these loops (without a parent) to this detector."""
+    cache = ctx.__dict__.setdefault("_static_fps", {})
+    if "v" in cache:
+        return cache["v"]
+    max_unique = ctx.threshold(ID, "max_distinct_values_share")
+    written = written_tables(ctx)
+    by_fp: dict[str, list[Loop]] = defaultdict(list)
+    for loop in loops(ctx):
+        if loop.parent is None:
+            by_fp[loop.fingerprint].append(loop)
+    out = {}
+    for fp, ls in by_fp.items():
+        lookup = point_lookup(ls[0].statements[0].sql)
+        if lookup is None or lookup.table.lower() in written or len(ls) < 2:
+            continue
+        if any(point_lookup(s.sql) is None for lp in ls for s in lp.statements):
+            continue
+        key_sets = [set(lp.keys) for lp in ls]
+        holders: dict[tuple, int] = defaultdict(int)
+        for ks in key_sets:
+            for k in ks:
+                holders[k] += 1
+        unique = [sum(1 for k in ks if holders[k] == 1) / len(ks) for ks in key_sets]
+        share = statistics.median(unique)
+        if share <= max_unique:
+            out[fp] = {"table": lookup.table, "loops": ls, "unique_share": share}
+    cache["v"] = out
+    return out
+
+
+def flagged(ctx: Context) -> list[Loop]:
+    """The loops this detector reports (one per request and fingerprint)."""
+    min_q = ctx.threshold(ID, "min_queries_per_request")
+    min_keys = ctx.threshold(ID, "min_distinct_keys_per_request")
+    min_share = ctx.threshold(ID, "min_request_share")
+    out = []
+    for fp, info in static_fingerprints(ctx).items():
+        per_url: dict[str, list[Loop]] = defaultdict(list)
+        for lp in info["loops"]:
+            if lp.executions >= min_q and lp.distinct >= min_keys:
+                per_url[lp.url].append(lp)
+        for url, ls in per_url.items():
+            if len(ls) >= min_share * len(ctx.by_url[url]):
+                out.extend(ls)
+    # Keys repeating across requests is only seen with two reported requests or more.
+    by_fp: dict[str, list[Loop]] = defaultdict(list)
+    for lp in out:
+        by_fp[lp.fingerprint].append(lp)
+    return [lp for ls in by_fp.values() if len(ls) >= 2 for lp in ls]
+
+
+def detect(ctx: Context) -> list[Finding]:
+    by_fp: dict[str, list[Loop]] = defaultdict(list)
+    for lp in flagged(ctx):
+        by_fp[lp.fingerprint].append(lp)
+    static = static_fingerprints(ctx)
+    findings = []
+    for fp, ls in by_fp.items():
+        ls.sort(key=lambda lp: lp.request)
+        rids = [lp.request for lp in ls]
+        urls = sorted({lp.url for lp in ls})
+        all_stmts = [s for lp in ls for s in lp.statements]
+        lookups = [point_lookup(s.sql) for s in all_stmts]
+        table = lookups[0].table
+        columns = list(lookups[0].columns)
+        varying = [i for i in range(len(columns)) if len({lk.values[i] for lk in lookups}) > 1]
+        constant = {columns[i]: lookups[0].values[i] for i in range(len(columns)) if i not in varying}
+
+        def key_of(s: Statement) -> str:
+            vals = point_lookup(s.sql).values
+            return " | ".join(vals[i] for i in varying) if varying else " | ".join(vals)
+
+        key_sets = [{key_of(s) for s in lp.statements} for lp in ls]
+        every = set.intersection(*key_sets)
+        distinct = set.union(*key_sets)
+        empty = {k for k in every
+                 if all(s.rows_sent == 0 for lp in ls for s in lp.statements if key_of(s) == k)}
+        counts = [lp.executions for lp in ls]
+        per_req = spread(counts)
+        chosen = {(lp.request, s.seq) for lp in ls for s in lp.statements}
+        share = ctx.statement_share_pct(lambda s: (s.request, s.seq) in chosen)
+        unique_share = static[fp]["unique_share"]
+        examples = [normalize(s.sql) for s in ls[0].statements[:3]]
+        per_url = {}
+        for u in urls:
+            mine = [lp for lp in ls if lp.url == u]
+            per_url[u] = {"requests": len(ctx.by_url[u]), "with_lookups": len(mine),
+                          "queries_per_request": spread([lp.executions for lp in mine])}
+        source = f"statements.jsonl, {len(ls)} requests"
+        summary = (
+            f"{per_req['median']} single-key lookups per request (median; {per_req['min']}-{per_req['max']}) "
+            f"read `{table}` one row at a time on {', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}: "
+            f"{len(distinct)} distinct keys, {len(every)} of them on every one of the {len(ls)} requests, "
+            f"and nothing in the capture writes `{table}`. This is static data (translations, "
+            "configuration) served by the database: one round trip per value. Load it once from a "
+            "PHP file returning an array, which the opcode cache keeps in memory (MediaWiki: "
+            "$wgCacheDirectory with LCStoreStaticArray and rebuildLocalisationCache.php).")
+        findings.append(Finding(
+            id=ID,
+            title=f"Static data read from the database: {per_req['median']} key lookups per request on `{table}`",
+            severity=severity_for(share), share_pct=round(share, 2), summary=summary,
+            evidence=[
+                Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
+                Evidence("lookups per request (min/median/max)",
+                         f"{per_req['min']}/{per_req['median']}/{per_req['max']}", source),
+                Evidence("requests with the lookups", f"{len(ls)} of {sum(len(ctx.by_url[u]) for u in urls)}",
+                         "requests.jsonl, statements.jsonl"),
+                Evidence("distinct keys", len(distinct), source),
+                Evidence("keys looked up on every request", len(every), source),
+                Evidence("of those, keys that returned no row every time (rows_sent 0)", len(empty), source),
+                Evidence("a request's keys that no other request looked up (median share)",
+                         f"{100 * unique_share:.0f}%", source),
+                Evidence("writes to the table in the capture", 0, "statements.jsonl (all clients)"),
+                Evidence("time in these statements, % of timed requests' wall time (server side only)",
+                         round(share, 2), "statements.jsonl duration_us, requests.jsonl wall_us"),
+                Evidence("table", table, "statement text"),
+                *[Evidence("example", e, f"request {ls[0].request}") for e in examples],
+            ],
+            urls=urls, requests=rids[:5],
+            details={"table": table, "key_columns": columns,
+                     "varying_columns": [columns[i] for i in varying], "constant_columns": constant,
+                     "fingerprint": fp, "query_id": query_id(fp),
+                     "queries_per_request": per_req, "distinct_keys": len(distinct),
+                     "keys_sample": sorted(distinct)[:50], "keys_on_every_request": len(every),
+                     "missing_keys": len(empty), "missing_keys_sample": sorted(empty)[:50],
+                     "per_url": per_url, "examples": examples}))
+    findings.sort(key=lambda f: (-(f.share_pct or 0), f.details["fingerprint"]))
+    return findings

@@ -1,0 +1,318 @@
+"""hot-builtins (informational): which PHP builtins the requests spend their time in, and where
+the engine's CPU goes -- the lists HHVM's 2015 lockdown started from (shared/pathologies.md
+section 6: `get_object_vars`, `implode`, `function_exists`, `defined`, `str_replace`, `is_dir`,
+PCRE, ...; PHP 5.6 on WordPress: under 30% bytecode interpretation, ~20% memory manager, ~13%
+hash tables, ~5% regular expressions).
+
+This is not a defect: it is the map a reader uses to decide where to look next, reported with
+severity "info" whenever the bundle has xhprof profiles or native samples (nothing otherwise).
+
+Builtins (from the xhprof profiles of the instrumented requests):
+- a function is a builtin when the target engine's own lists say so (`php.internal_functions`,
+  `php.internal_classes` in the manifest, recorded at capture time; `Class::method` by its
+  class), as `lockdown analyze`'s hot builtins table does (lockdown/analyzers/builtins.py);
+- bundles made before those lists were recorded fall back to a heuristic, stated in the
+  finding: a function that calls no other function in any profile (a leaf; `main()` and
+  lockdown's own capture functions excluded). Leaf user functions are then listed too;
+- calls are the calls of the edges into the builtin from other callers (a direct self-edge
+  `f==>f@1` of a builtin is tideways_xhprof 5's double count on PHP 8, never a real call), so
+  they are exact counts of the profiled requests; per request = that sum / number of profiles;
+- exclusive time is xhprof's inclusive time minus the edges out of the function (the callbacks
+  of array_map, preg_replace_callback, usort ... are not the builtin's own time). Instrumented
+  requests run slower; builtins are inflated less than user code, so the shares (exclusive time
+  over the instrumented requests' measured wall time) are indicative only;
+- sorted by exclusive time, `top` rows (thresholds.toml [hot-builtins]); calls lockdown's own
+  prepend makes (`tideways_xhprof_*`, calls from `Lockdown\\Capture\\`, and the one hrtime,
+  getrusage and register_shutdown_function per profile that tideways charges to `main()`)
+  are left out.
+
+Engine subsystems (from the native samples of the timed requests): each sample's subsystem by
+lockdown/analyzers/subsystems.toml (vm, memory, gc, hashtable, string, regex, compile,
+builtin, fs-io, net-io, kernel, profiler-ext, other), as % of on-CPU samples, overall and per
+URL. The profiler-ext share is split into lockdown's own capture extensions (excimer, and
+tideways_xhprof when an older lockdown loaded it in every worker) and any others, so capture
+overhead is not read as the application's.
+
+share_pct is None: the list is a map, not one fix, and informational findings are not ranked
+by share. The top builtins' summed exclusive share is in `details["top_exclusive_share_pct"]`.
+
+The helpers at the top of this module (ini values, native sample shares, xhprof call counts)
+are shared by the engine detectors (debug-extension, opcache, pcre-jit-off, stat-storm).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from ..findings import Evidence, Finding
+from ..subsystems import breakdown, categorise
+from .context import Context
+
+ID = "hot-builtins"
+
+# -- ini values (manifest php.ini: ini_get_all(null, false), strings or null) -------------------
+_OFF = {"", "0", "off", "false", "no", "none"}
+_SIZE = re.compile(r"^\s*(-?\d+)\s*([kmg]?)b?\s*$", re.I)
+
+
+def ini_value(ctx: Context, name: str) -> str | None:
+    """The effective value as a string; None when the setting is unknown to the engine."""
+    if name not in ctx.ini:
+        return None
+    v = ctx.ini[name]
+    return "" if v is None else str(v)
+
+
+def ini_flag(ctx: Context, name: str) -> bool | None:
+    """A boolean setting ("1", "On", "" ...); None when the engine does not know it."""
+    v = ini_value(ctx, name)
+    return None if v is None else v.strip().lower() not in _OFF
+
+
+def ini_int(ctx: Context, name: str) -> int | None:
+    v = ini_value(ctx, name)
+    try:
+        return None if v is None else int(v.strip())
+    except ValueError:
+        return None
+
+
+def ini_bytes(ctx: Context, name: str) -> int | None:
+    """A size setting ("4096K", "16M", "1G", "4096") in bytes, as PHP parses it."""
+    v = ini_value(ctx, name)
+    m = _SIZE.match(v) if v is not None else None
+    if m is None:
+        return None
+    return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+
+
+def php_version(ctx: Context) -> str:
+    """major.minor of the engine ("8.2"), for paths such as /etc/php/8.2/fpm."""
+    text = (ctx.manifest.get("versions") or {}).get("php") or (ctx.php.get("extensions") or {}).get("Core") or ""
+    m = re.search(r"(\d+\.\d+)", str(text))
+    return m.group(1) if m else "8.x"
+
+
+# -- native samples (ctx.native: on-CPU perf samples of the timed requests) ---------------------
+_PASSTHROUGH_DSO = re.compile(r"\[kernel\.kallsyms\]$|\[vdso\]$|(^|/)(libc|libm|libpthread|ld-linux[^/]*"
+                              r"|libstdc\+\+)\.so|//anon$|\[anon|perf-\d+\.map$|memfd:|^\[unknown\]$")
+
+
+def dso_name(dso: str) -> str:
+    return dso.rsplit("/", 1)[-1]
+
+
+def self_dso(frames: list) -> str | None:
+    """The object the sample's CPU was spent in: the first frame from the leaf that is not libc,
+    the kernel or JIT code (those are charged to their caller, as subsystems.toml does)."""
+    for _, _, _, dso in frames:
+        if not _PASSTHROUGH_DSO.search(dso):
+            return dso_name(dso)
+    return None
+
+
+def sample_share(ctx: Context, chosen) -> float | None:
+    """% of on-CPU native samples for which `chosen(sample)` holds; None without samples."""
+    if not ctx.native:
+        return None
+    return 100.0 * sum(1 for s in ctx.native if chosen(s)) / len(ctx.native)
+
+
+def share_by_url(ctx: Context, chosen) -> dict[str, float]:
+    total: Counter = Counter()
+    hit: Counter = Counter()
+    for s in ctx.native:
+        url = ctx.url_of.get(s.request, "?")
+        total[url] += 1
+        hit[url] += bool(chosen(s))
+    return {u: round(100.0 * hit[u] / total[u], 2) for u in sorted(total)}
+
+
+def cpu_fraction(ctx: Context) -> float:
+    """CPU time over wall time of the timed requests (getrusage), to turn a share of on-CPU
+    samples into a share of request time. 1.0 when unknown."""
+    wall = sum(r.wall_us for r in ctx.timed)
+    cpu = sum(r.cpu_us for r in ctx.timed)
+    return min(1.0, cpu / wall) if wall > 0 and cpu > 0 else 1.0
+
+
+def request_share(ctx: Context, on_cpu_pct: float | None) -> float | None:
+    """A share of on-CPU samples as an estimated share of request (wall) time."""
+    return None if on_cpu_pct is None else round(on_cpu_pct * cpu_fraction(ctx), 2)
+
+
+def example_requests(ctx: Context, chosen, n: int = 5) -> list[str]:
+    """Request ids with the most matching samples."""
+    c = Counter(s.request for s in ctx.native if s.request and chosen(s))
+    return [rid for rid, _ in c.most_common(n)]
+
+
+# -- xhprof -------------------------------------------------------------------------------------
+def callee_calls(ctx: Context, rid: str) -> Counter:
+    """Function -> calls in one profiled request, counting the edges into it from other
+    callers (self-edges dropped: tideways' double count of builtins, and a user function's
+    recursion, which this undercounts -- callers of this helper ask about builtins)."""
+    calls: Counter = Counter()
+    for (parent, child), e in ctx.xhprof_edges.get(rid, {}).items():
+        if parent != child:
+            calls[child] += e["ct"]
+    for key, v in ctx.xhprof_profiles.get(rid, {}).items():
+        if "==>" not in key:
+            calls[re.sub(r"@\d+$", "", key)] += v.get("ct", 0)
+    return calls
+
+
+def profiled(ctx: Context) -> list[str]:
+    return sorted(ctx.xhprof_profiles)
+
+
+def sources(rids: list[str], n: int = 3) -> str:
+    return f"xhprof of {', '.join(rids[:n])}{' ...' if len(rids) > n else ''}"
+
+
+# -- lockdown's own capture --------------------------------------------------------------------
+def capture_extensions(manifest: dict) -> dict[str, str]:
+    """Extension name (lower case) -> how lockdown's capture loaded it, from the manifest.
+
+    lockdown's php-fpm drops excimer and tideways_xhprof from the machine's configuration and
+    loads them only for its collectors: excimer in every worker when `excimer` is collected;
+    tideways_xhprof in a separate one-worker pool for the instrumented requests
+    (`php.pool.instrumented_extension`), or, in bundles of older lockdown versions (`xhprof`
+    collected, no `instrumented_extension` recorded), in every worker."""
+    capture = manifest.get("capture") or {}
+    php = manifest.get("php") or {}
+    collect = set(capture.get("collect") or [])
+    pool = php.get("pool") or {}
+    out = {}
+    if "excimer" in collect:
+        out["excimer"] = ("by lockdown for its excimer collector (every worker; idle unless a captured request "
+                          "starts it)")
+    if "instrumented_extension" in pool:          # recorded (possibly null) since the separate pool
+        if pool["instrumented_extension"]:
+            out[str(pool["instrumented_extension"]).lower()] = (
+                "by lockdown, only in its one-worker pool for the xhprof-instrumented requests")
+    elif "xhprof" in collect:
+        out["tideways_xhprof"] = ("by lockdown in every worker for its xhprof collector (a bundle of an older "
+                                  "lockdown, before the separate instrumented pool)")
+    return out
+
+
+_CAPTURE_CALLERS = re.compile(r"^Lockdown\\Capture\\", re.I)
+_CAPTURE_CALLEES = re.compile(r"^(tideways_xhprof_|excimer)", re.I)
+# Builtins lockdown's prepend calls while xhprof is on, which tideways charges to main():
+# Capture::shutdown() registers `finish`, finish() reads hrtime() and getrusage() before
+# tideways_xhprof_disable() (lockdown/collectors/php/prepend.php). One call each per profile.
+_PREPEND_MAIN_CALLS = ("hrtime", "getrusage", "register_shutdown_function")
+
+
+def _is_leaf_everywhere(ctx: Context) -> set[str]:
+    callers = {p for edges in ctx.xhprof_edges.values() for (p, c) in edges if p != c}
+    names = {c for edges in ctx.xhprof_edges.values() for (_, c) in edges}
+    return {n for n in names if n not in callers and n != "main()"}
+
+
+def detect(ctx: Context) -> list:
+    rids = profiled(ctx)
+    if not rids and not ctx.native:
+        return []
+    top = ctx.threshold(ID, "top")
+    evidence: list[Evidence] = []
+    details: dict = {}
+    notes: list[str] = []
+    rows: list[dict] = []
+    if rids:
+        if ctx.internal_functions or ctx.internal_classes:
+            is_builtin, source = ctx.is_internal, "the engine's internal function and class lists (manifest)"
+        else:
+            leaves = _is_leaf_everywhere(ctx)
+            is_builtin = leaves.__contains__
+            source = ("heuristic: functions that call no other function in any profile (this bundle's manifest "
+                      "has no internal function list; leaf user functions may be listed)")
+            notes.append("builtins identified by a heuristic (no internal function list in the manifest)")
+        calls: Counter = Counter()
+        excl: Counter = Counter()
+        for rid in rids:
+            mine = Counter()
+            for (p, c), e in ctx.xhprof_edges.get(rid, {}).items():
+                if p != c and _CAPTURE_CALLERS.match(p):
+                    mine[c] += e["ct"]
+                elif p == "main()" and c in _PREPEND_MAIN_CALLS and e["ct"] >= 1:
+                    mine[c] += 1
+            for f, n in callee_calls(ctx, rid).items():
+                if f == "main()" or _CAPTURE_CALLEES.match(f) or _CAPTURE_CALLERS.match(f) or not is_builtin(f):
+                    continue
+                if n - mine[f] <= 0:
+                    continue
+                calls[f] += n - mine[f]
+                excl[f] += ctx.xhprof[rid].get(f, {}).get("exclusive_us", 0)
+            doubled = 0
+            for key in ctx.xhprof_profiles.get(rid, {}):
+                parent, sep, child = key.partition("==>")
+                child = re.sub(r"@\d+$", "", child)
+                doubled += bool(sep) and re.sub(r"@\d+$", "", parent) == child and is_builtin(child)
+            if doubled:
+                notes.append(f"{rid}: {doubled} builtin(s) with a direct self-edge (tideways_xhprof's double "
+                             "count), not counted as calls")
+        wall = sum(ctx.wall_us(r) for r in rids)
+        n = len(rids)
+        names = sorted(calls, key=lambda f: (-excl[f], -calls[f], f))[:top]
+        for f in names:
+            rows.append({"name": f, "calls": calls[f], "calls_per_request": round(calls[f] / n, 1),
+                         "exclusive_us": excl[f], "exclusive_us_per_request": round(excl[f] / n, 1),
+                         "exclusive_share_pct": round(100.0 * excl[f] / wall, 2) if wall else None})
+        details.update(builtins=rows, profiles=rids, builtin_source=source,
+                       top_exclusive_share_pct=round(100.0 * sum(excl[f] for f in names) / wall, 2) if wall else None)
+        for r in rows[:5]:
+            evidence.append(Evidence(f"{r['name']}: calls per request, exclusive us per request",
+                                     f"{r['calls_per_request']:g}, {r['exclusive_us_per_request']:g}", sources(rids)))
+        if wall:
+            evidence.append(Evidence(f"top {len(rows)} builtins' exclusive time, % of the instrumented requests' "
+                                     "wall time",
+                                     details["top_exclusive_share_pct"], f"{sources(rids)}; requests.jsonl wall_us"))
+    shares: dict[str, float] = {}
+    if ctx.native:
+        counts = breakdown(ctx.native)
+        total = sum(counts.values())
+        shares = {k: round(100.0 * v / total, 2) for k, v in counts.most_common()}
+        details["subsystems"] = shares
+        details["subsystems_by_url"] = {
+            u: {k: round(100.0 * v / sum(c.values()), 2) for k, v in c.most_common()}
+            for u, c in sorted(breakdown(ctx.native, key=lambda s: ctx.url_of.get(s.request, "?")).items())}
+        details["native_samples"] = total
+        ours = capture_extensions(ctx.manifest)
+        own = Counter()
+        for s in ctx.native:
+            if categorise(s.frames) == "profiler-ext":
+                d = (self_dso(s.frames) or "").lower()
+                own[d.removesuffix(".so") if d.removesuffix(".so") in ours else "other"] += 1
+        if own:
+            details["profiler_ext"] = {k: round(100.0 * v / total, 2) for k, v in own.most_common()}
+            capture = {k: v for k, v in details["profiler_ext"].items() if k != "other"}
+            if capture:
+                notes.append("profiler-ext includes lockdown's own capture extensions ("
+                             + ", ".join(f"{k} {v:g}%" for k, v in capture.items())
+                             + " of on-CPU samples): capture overhead, not the application's")
+        evidence.append(Evidence("on-CPU samples by engine subsystem (%)",
+                                 ", ".join(f"{k} {v:g}" for k, v in shares.items()),
+                                 f"perf samples of {len({s.request for s in ctx.native})} timed requests "
+                                 "(subsystems.toml)"))
+    if notes:
+        details["notes"] = notes
+    parts = []
+    if rids and not rows:
+        parts.append(f"No builtin calls of the application in the {len(rids)} xhprof profile(s).")
+    if rows:
+        parts.append("Top builtins by exclusive time (xhprof, per request): " + "; ".join(
+            f"{r['name']} {r['calls_per_request']:g} calls, {r['exclusive_us_per_request']:g} us"
+            for r in rows[:5]) + ".")
+    if shares:
+        parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(shares.items())[:6]) + ".")
+    parts.append("Informational: where to look first, in the spirit of HHVM's lockdown lists; "
+                 "xhprof timings are from instrumented (slower) requests.")
+    if any("capture overhead" in x for x in notes):
+        parts.append("Part of profiler-ext is lockdown's own capture.")
+    return [Finding(
+        id=ID, title=(f"Hot builtins: {', '.join(r['name'] for r in rows[:3])}" if rows
+                      else "Engine CPU by subsystem" if shares else "Hot builtins: none in the profiles"),
+        severity="info", share_pct=None, summary=" ".join(parts), evidence=evidence,
+        urls=sorted(ctx.by_url), requests=rids[:5], details=details)]

@@ -1,0 +1,203 @@
+"""opcache: PHP files compiled again on every request -- the opcode cache missing, disabled, or
+too small for the application (shared/pathologies.md section 5).
+
+Mechanism: without OPcache every include/require runs the scanner, parser and compiler
+(`compile_file`, `zendparse`, `zend_compile_*`) before executing a line, on every request; a
+framework includes hundreds of files. With OPcache on but too small (shared memory, interned
+strings buffer, or number of keys: `opcache.max_accelerated_files`) the cache fills up and
+new scripts are compiled per request again, or the cache is restarted.
+
+Signature, three cases (the manifest's php facts; native samples for the cost):
+1. not loaded: "Zend OPcache" absent from `php.zend_extensions` and `php.extensions`;
+2. disabled: loaded, `opcache.enable` off (enabled with `opcache.file_cache_only=1` counts
+   as on: the file cache also avoids compiling);
+3. on but compiling: enabled, and at least `min_compile_share_pct` % of the on-CPU native
+   samples are in the compiler. Settings below `min_memory_consumption_mb`,
+   `min_interned_strings_buffer_mb`, `min_max_accelerated_files`, a non-zero
+   `opcache.max_file_size` or a blacklist are named as suspects.
+"In the compiler" means a compiler frame anywhere on the sample's stack (compile_file,
+zendparse, lex_scan, zend_compile_*, the optimizer), not only the leaf: the compiler's own
+allocations and hash inserts count too (the `compile` subsystem of subsystems.toml, which
+counts leaf frames only and also holds OPcache's cache-hit work, is in the details). Samples compiling eval()'d code
+(`compile_string` nearer the leaf than any `compile_file`) are left out: OPcache never caches
+eval, so they are not this finding (they are in the details).
+
+Severity: cases 1-2: high when the compiling share of request time is >= 10%, else medium;
+low when the compiling share of on-CPU samples is below `min_compile_share_pct` (an app too
+small for it to matter); medium without native samples to measure. Case 3: high >= 10%,
+medium >= 3%, else low (share of request time). share_pct: the compiling share of on-CPU
+samples x the CPU/wall ratio of the timed requests (what the cache would remove, at most),
+None without native samples.
+
+Remediation (`ini`): `opcache.enable=1` (case 2), `zend_extension=opcache.so` too (case 1),
+and larger `opcache.memory_consumption` / `opcache.interned_strings_buffer` /
+`opcache.max_accelerated_files` when below the thresholds (cases 1-2) or doubled (case 3, to be
+confirmed with opcache_get_status() in a worker: cache_full, oom/hash restarts,
+num_cached_keys vs max_cached_keys -- the capture does not record it).
+
+Not flagged: `opcache.validate_timestamps=1` with `opcache.revalidate_freq=0` (a stat per
+include, not a compile: owned by stat-storm); `opcache.enable_cli` (lockdown serves through
+php-fpm); the JIT (`opcache.jit`); small settings when nothing is compiled; a pool's
+`php_admin_value[opcache.enable]` (not in the CLI's view of the configuration the manifest
+records).
+"""
+from __future__ import annotations
+
+import re
+
+from ..findings import Evidence, Finding, Remediation, severity_for
+from ..subsystems import categorise
+from .context import Context
+from .hot_builtins import (example_requests, ini_flag, ini_int, ini_value, php_version, request_share,
+                           sample_share, share_by_url)
+
+ID = "opcache"
+
+_FILE_ENTRY = re.compile(r"^compile_file(\.|$)")
+_EVAL_ENTRY = re.compile(r"^compile_string(\.|$)")
+_COMPILER = re.compile(r"^(compile_file(\.|$)|compile_string(\.|$)|zendparse|zendlex|lex_scan|zend_compile_|"
+                       r"zend_optimize_script|zend_optimizer_|zend_accel_script_persist|zend_persist_)")
+
+
+def compiling(frames: list) -> str | None:
+    """"file" when the sample is compiling a PHP file, "eval" for eval()'d code, else None.
+    Walks from the leaf: the first compile_file/compile_string decides; compiler frames
+    without either (unnamed entry) count as a file."""
+    seen = False
+    for _, symbol, _, _ in frames:
+        if _FILE_ENTRY.match(symbol):
+            return "file"
+        if _EVAL_ENTRY.match(symbol):
+            return "eval"
+        seen = seen or _COMPILER.match(symbol) is not None
+    return "file" if seen else None
+
+
+def _loaded(ctx: Context) -> bool:
+    names = {n.lower() for n in ctx.php.get("zend_extensions") or []}
+    names |= {n.lower() for n in ctx.php.get("extensions") or {}}
+    return bool(names & {"zend opcache", "opcache"})
+
+
+def detect(ctx: Context) -> list:
+    min_share = ctx.threshold(ID, "min_compile_share_pct")
+    min_mem = ctx.threshold(ID, "min_memory_consumption_mb")
+    min_strings = ctx.threshold(ID, "min_interned_strings_buffer_mb")
+    min_files = ctx.threshold(ID, "min_max_accelerated_files")
+    if ctx.php.get("extensions") is None and ctx.php.get("zend_extensions") is None:
+        return []                   # no php facts (the capture could not read them): unknown
+    loaded = _loaded(ctx)
+    enable = ini_flag(ctx, "opcache.enable")
+    enabled = loaded and enable is not False
+    file_only = ini_flag(ctx, "opcache.file_cache_only")
+    is_file = lambda s: compiling(s.frames) == "file"
+    cpu = sample_share(ctx, is_file)
+    eval_cpu = sample_share(ctx, lambda s: compiling(s.frames) == "eval")
+    subsystem = sample_share(ctx, lambda s: categorise(s.frames) == "compile")
+    share = request_share(ctx, cpu)
+    mem, strings, files = (ini_int(ctx, "opcache.memory_consumption"), ini_int(ctx, "opcache.interned_strings_buffer"),
+                           ini_int(ctx, "opcache.max_accelerated_files"))
+    names = ("opcache.enable", "opcache.file_cache_only", "opcache.memory_consumption",
+             "opcache.interned_strings_buffer", "opcache.max_accelerated_files", "opcache.max_file_size",
+             "opcache.blacklist_filename", "opcache.file_update_protection", "opcache.validate_timestamps",
+             "opcache.revalidate_freq")
+    settings = {k: ini_value(ctx, k) for k in names if ini_value(ctx, k) is not None}
+    if enabled:
+        if cpu is None or cpu < min_share:
+            return []
+        case = "compiling"
+    else:
+        case = "not-loaded" if not loaded else "disabled"
+    small = {}
+    if mem is not None and mem < min_mem:
+        small["opcache.memory_consumption"] = (mem, max(256, min_mem), min_mem)
+    if strings is not None and strings < min_strings:
+        small["opcache.interned_strings_buffer"] = (strings, max(16, min_strings), min_strings)
+    if files is not None and files < min_files:
+        small["opcache.max_accelerated_files"] = (files, max(20000, min_files), min_files)
+    lines: list[str] = []
+    suspects: list[str] = []
+    if case == "not-loaded":
+        lines += ["zend_extension=opcache.so", "opcache.enable=1"]
+        lines += [f"opcache.memory_consumption={max(256, min_mem)}",
+                  f"opcache.interned_strings_buffer={max(16, min_strings)}",
+                  f"opcache.max_accelerated_files={max(20000, min_files)}"]
+    elif case == "disabled":
+        lines.append("opcache.enable=1")
+        lines += [f"{k}={new}" for k, (_, new, _) in small.items()]
+    else:
+        suspects = [f"{k}={old} (below {least})" for k, (old, _, least) in small.items()]
+        if (ini_int(ctx, "opcache.max_file_size") or 0) > 0:
+            suspects.append(f"opcache.max_file_size={ini_value(ctx, 'opcache.max_file_size')} "
+                            "(larger files are never cached)")
+        if (ini_value(ctx, "opcache.blacklist_filename") or "").strip():
+            suspects.append(f"opcache.blacklist_filename={ini_value(ctx, 'opcache.blacklist_filename')}")
+        lines += [f"opcache.memory_consumption={max(256, 2 * (mem or 128))}",
+                  f"opcache.interned_strings_buffer={max(16, 2 * (strings or 8))}",
+                  f"opcache.max_accelerated_files={max(20000, 2 * (files or 10000))}"]
+    if case == "compiling":
+        severity = severity_for(share, high=10, medium=3)
+    elif cpu is None:
+        severity = "medium"
+    elif cpu < min_share:
+        severity = "low"
+    else:
+        severity = severity_for(share, high=10, medium=3)
+        severity = "medium" if severity == "low" else severity
+    evidence = [Evidence("OPcache", {"not-loaded": "not loaded", "disabled": "loaded, opcache.enable off",
+                                     "compiling": "loaded and enabled"}[case],
+                         "manifest php.zend_extensions and php.ini")]
+    for k in ("opcache.enable", "opcache.memory_consumption", "opcache.interned_strings_buffer",
+              "opcache.max_accelerated_files"):
+        if k in settings and (case != "not-loaded"):
+            evidence.append(Evidence(k, settings[k], "manifest php.ini (effective value)"))
+    if cpu is not None:
+        evidence.append(Evidence("on-CPU samples compiling PHP files (compiler frame on the stack)",
+                                 f"{cpu:.2f}%", f"perf samples of the timed requests ({len(ctx.native)})"))
+        if eval_cpu:
+            evidence.append(Evidence("on-CPU samples compiling eval()'d code (not cacheable; not counted)",
+                                     f"{eval_cpu:.2f}%", "perf samples"))
+    else:
+        evidence.append(Evidence("compile cost", "not measured", "the bundle has no native samples"))
+    for s in suspects:
+        evidence.append(Evidence("possible cause", s, "manifest php.ini"))
+    version = php_version(ctx)
+    cost = (f"{cpu:.1f}% of the on-CPU samples of the timed requests were compiling PHP files"
+            if cpu is not None else "the bundle has no native samples to measure the compile cost")
+    if case == "compiling":
+        title = "PHP files are compiled on requests although OPcache is on"
+        summary = (f"OPcache is enabled, yet {cost}: the cache misses. Usual causes: the cache is full "
+                   "(opcache.memory_consumption, opcache.interned_strings_buffer) or has more files than keys "
+                   "(opcache.max_accelerated_files), files excluded (max_file_size, blacklist), or files "
+                   "rewritten during requests."
+                   + (f" Settings below the usual minimum: {', '.join(suspects)}." if suspects else "")
+                   + " Check opcache_get_status() in a php-fpm worker (cache_full, oom_restarts, hash_restarts, "
+                   "num_cached_keys vs max_cached_keys).")
+        checked = ("compile samples seen with OPcache enabled in the capture's configuration; the cause was not "
+                   "confirmed (the capture does not record opcache_get_status()) and the new sizes were not tried")
+    else:
+        title = ("OPcache is not loaded: every request compiles its PHP files" if case == "not-loaded"
+                 else "OPcache is disabled (opcache.enable=0): every request compiles its PHP files")
+        summary = (("The Zend OPcache extension is not loaded" if case == "not-loaded" else "opcache.enable is off")
+                   + f" in the php-fpm configuration, so every include/require is scanned, parsed and compiled again "
+                   f"on every request; {cost}. An opcode cache keeps the compiled scripts in shared memory.")
+        checked = (("OPcache absent from the loaded Zend extensions" if case == "not-loaded" else "opcache.enable off")
+                   + " in the configuration lockdown ran the capture with (manifest php facts)"
+                   + ("; compile samples seen in the native profile" if cpu else "")
+                   + "; the speed-up was not measured")
+    content = "\n".join(lines)
+    steps = ([f"phpenmod -v {version} -s fpm opcache   # Debian/Ubuntu, instead of the zend_extension line"]
+             if case == "not-loaded" else []) + [f"systemctl restart php{version}-fpm"]
+    return [Finding(
+        id=ID, title=title, severity=severity, share_pct=share, summary=summary, evidence=evidence,
+        remediations=[Remediation(
+            kind="ini", content=content, checked=checked, steps=steps,
+            description=("php.ini (or the FPM conf.d) lines; restart php-fpm so the shared memory is sized again. "
+                         "opcache.max_accelerated_files is rounded up by PHP to the next prime of its table "
+                         "(20000 -> 32531)."))],
+        urls=sorted(ctx.by_url), requests=example_requests(ctx, is_file),
+        details={"case": case, "settings": settings, "compile_share_pct": None if cpu is None else round(cpu, 2),
+                 "eval_share_pct": None if eval_cpu is None else round(eval_cpu, 2),
+                 "compile_subsystem_pct": None if subsystem is None else round(subsystem, 2),
+                 "compile_share_by_url": share_by_url(ctx, is_file) if ctx.native else {},
+                 "file_cache_only": file_only, "suspects": suspects})]

@@ -1,0 +1,177 @@
+"""repeated-call: an expensive user function called many times per request doing the same work
+each time -- a memoization candidate.
+
+Mechanism (shared/pathologies.md section 6): WordPress 6.1 calls `wp_get_global_settings` ->
+`WP_Theme_JSON_Resolver::get_merged_data` 71 times while rendering the home page, re-reading
+and merging the same theme.json data each time; a per-request static cache removes all but one.
+
+Signature, per xhprof-instrumented request: a user (non-builtin) function called at least
+`min_calls_per_request` times whose inclusive time is at least `min_inclusive_share_pct` of the
+request (its measured wall time), at least `min_us_per_call` per call (cheap getters are not
+worth a cache), and whose calls all do the same work: every callee is called
+a whole multiple of the function's own call count (each call makes the same child calls). xhprof
+keeps no arguments, so "same work per call" stands in for "same arguments"; it separates
+memoizable functions from dispatchers (apply_filters, do_action), whose calls run different
+callbacks. Functions that run callbacks themselves or through their callees
+(call_user_func*, array_map, usort...) are dispatchers and are skipped, and so are functions xhprof
+saw re-entered (`f@1`): their inclusive time counts nested calls twice (render_block), and a
+recursive walker belongs to fs-scan. Functions that send SQL themselves (wpdb::_do_query) are
+left to the query detectors, and so is any function each of whose calls ends in a query.
+
+Share of request time: the function's inclusive time minus what one call would cost, over
+the request's wall time (what memoization would save), median over the profiled requests.
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+
+from ..findings import Evidence, Finding, severity_for
+from .context import Context
+
+ID = "repeated-call"
+_AT = re.compile(r"@\d+$")
+
+
+DISPATCH = {"call_user_func", "call_user_func_array", "array_map", "array_walk", "usort", "uasort",
+            "uksort", "array_filter", "array_reduce", "iterator_apply"}
+
+
+def recursive_functions(profile: dict) -> set[str]:
+    """Functions xhprof saw re-entered (a `f@N` callee: f was already on the stack): their
+    inclusive time counts nested calls more than once."""
+    out = set()
+    for key in profile:
+        child = key.partition("==>")[2]
+        m = _AT.search(child)
+        if m:
+            out.add(child[:m.start()])
+    return out
+
+
+DB_CALLS = re.compile(r"^(mysqli_query|mysqli_real_query|mysqli_prepare|mysqli_stmt_execute|mysqli::(query|real_query|prepare)"
+                      r"|mysqli_stmt::execute|PDO::(query|exec|prepare)|PDOStatement::execute|pg_query)$", re.I)
+
+
+def dispatchers(edges: dict) -> set[str]:
+    """Functions that run callbacks directly or one call away (do_action -> apply_filters ->
+    call_user_func_array): each call runs different code, so they are not memoization
+    candidates. A deeper callback (get_merged_data -> get_theme_data -> apply_filters) is part
+    of the work and does not disqualify."""
+    direct = {p for (p, c) in edges if c in DISPATCH}
+    return direct | {p for (p, c) in edges if c in direct}
+
+
+def sends_sql_each_call(edges: dict, fn: str, calls: int) -> bool:
+    """Every call of `fn` ends in a query (setting() -> db_value() -> db_query() ->
+    mysqli::query, each at least once per call): a query pattern, the query detectors'
+    business. Followed only along edges called at least once per call of `fn`, so a function
+    whose first call fills a cache from the database (get_merged_data) is not one."""
+    todo, seen = [fn], {fn}
+    while todo:
+        f = todo.pop()
+        for (p, c), v in edges.items():
+            if p == f and v["ct"] >= calls and c not in seen:
+                if DB_CALLS.match(c):
+                    return True
+                seen.add(c)
+                todo.append(c)
+    return False
+
+
+def uniform_callees(edges: dict, fn: str, calls: int) -> tuple[bool, int]:
+    """(every callee called a whole multiple of `calls` times, number of callees)."""
+    out = [(c, v["ct"]) for (p, c), v in edges.items() if p == fn and c != fn]
+    return bool(out) and all(ct % calls == 0 for _, ct in out), len(out)
+
+
+def detect(ctx: Context) -> list:
+    min_calls = ctx.threshold(ID, "min_calls_per_request")
+    min_share = ctx.threshold(ID, "min_inclusive_share_pct")
+    min_per_call = ctx.threshold(ID, "min_us_per_call")
+    hits: dict[str, list[dict]] = defaultdict(list)
+    for rid in sorted(ctx.xhprof):
+        totals, edges = ctx.xhprof[rid], ctx.xhprof_edges[rid]
+        main = ctx.wall_us(rid)
+        if not main:
+            continue
+        skip = recursive_functions(ctx.xhprof_profiles[rid]) | dispatchers(edges)
+        for fn, t in totals.items():
+            if fn == "main()" or t["calls"] < min_calls or ctx.is_internal(fn):
+                continue
+            if fn in skip:
+                continue                  # recursive (a walk) or a callback dispatcher
+            share = 100.0 * t["inclusive_us"] / main
+            if share < min_share or t["inclusive_us"] / t["calls"] < min_per_call:
+                continue
+            uniform, ncallees = uniform_callees(edges, fn, t["calls"])
+            if not uniform or sends_sql_each_call(edges, fn, t["calls"]):
+                continue
+            saved = t["inclusive_us"] * (t["calls"] - 1) / t["calls"]
+            callers = sorted(((v["ct"], p) for (p, c), v in edges.items() if c == fn), reverse=True)
+            hits[fn].append({"request": rid, "url": ctx.url_of.get(rid, "?"), "calls": t["calls"],
+                             "inclusive_us": t["inclusive_us"], "main_us": main,
+                             "saved_pct": 100.0 * saved / main, "callees": ncallees,
+                             "callers": [f"{p} ({ct})" for ct, p in callers[:3]]})
+    inner = _nested(hits, ctx)
+    findings = []
+    for fn, rows in hits.items():
+        if fn in inner:
+            continue
+        calls = [r["calls"] for r in rows]
+        calls_med = statistics.median(calls)
+        if ctx.excimer_total:          # sampled wall time: no instrumentation overhead in it
+            share = ctx.php_share_pct(lambda f, fn=fn: f == fn) * (calls_med - 1) / calls_med
+            share_source = "Excimer samples with it on the stack x (calls-1)/calls, timed requests"
+        else:
+            share = statistics.median(r["saved_pct"] for r in rows)
+            share_source = "xhprof: inclusive time x (calls-1)/calls over the request's wall time"
+        if share < min_share:
+            continue                      # sampled time says it is not worth it
+        nested = sorted(f for f, outer in inner.items() if outer == fn)
+        per_call = statistics.median(r["inclusive_us"] / r["calls"] for r in rows)
+        rids = [r["request"] for r in rows]
+        urls = sorted({r["url"] for r in rows})
+        lo, hi = min(calls), max(calls)
+        findings.append(Finding(
+            id=ID, title=f"{fn} runs {statistics.median(calls):.0f} times per request doing the same work",
+            severity=severity_for(share, high=10, medium=3), share_pct=round(share, 2),
+            summary=(f"{fn} was called {lo if lo == hi else f'{lo}-{hi}'} times in each of {len(rows)} "
+                     f"profiled request(s), {per_call:.0f} us per call, and every call made the same "
+                     f"child calls: a candidate for a per-request cache (memoization), which would "
+                     f"save about {share:.1f}% of the request."),
+            evidence=[Evidence("calls per request", lo if lo == hi else f"{lo}..{hi}", f"xhprof of {', '.join(rids[:3])}"),
+                      Evidence("inclusive time per call (us, median)", round(per_call), "xhprof"),
+                      Evidence("callees per call, all called the same number of times per call",
+                               rows[0]["callees"], f"xhprof edges of {rids[0]}"),
+                      Evidence("callers", "; ".join(rows[0]["callers"]), f"xhprof edges of {rids[0]}"),
+                      Evidence("call chain", " > ".join(ctx.call_chain(rids[0], fn)), f"xhprof of {rids[0]}"),
+                      Evidence("share of request time a cache would save", round(share, 2), share_source),
+                      *([Evidence("repeated inside it, as often", ", ".join(nested), "xhprof edges")] if nested else [])],
+            urls=urls, requests=rids[:5], details={"function": fn, "nested": nested, "rows": rows}))
+    return findings
+
+
+def _nested(hits: dict[str, list[dict]], ctx: Context) -> dict[str, str]:
+    """Flagged functions only ever called from another flagged function (get_merged_data under
+    wp_get_global_settings, theme_read under theme_settings): one finding, for the outer one."""
+    out = {}
+    for fn, rows in hits.items():
+        for r in rows:
+            edges = ctx.xhprof_edges[r["request"]]
+            callers = {p for (p, c) in edges if c == fn}
+            flagged = [p for p in callers if p in hits and p != fn]
+            top = max(callers, key=lambda p: edges[(p, fn)]["ct"], default=None)
+            as_often = top in hits and top != fn and abs(edges[(top, fn)]["ct"] - r["calls"]) <= 0.1 * r["calls"]
+            if callers and (len(flagged) == len(callers) or as_often):
+                out[fn] = max(flagged, key=lambda p: edges[(p, fn)]["ct"])
+                break
+    # an outer function that is itself nested hands its inner ones up
+    for fn, outer in list(out.items()):
+        seen = {fn}
+        while outer in out and outer not in seen:
+            seen.add(outer)
+            outer = out[outer]
+        out[fn] = outer
+    return out

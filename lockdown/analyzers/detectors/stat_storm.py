@@ -1,0 +1,226 @@
+"""stat-storm: path lookups and stat() calls on every request that the engine's caches should
+absorb -- a small realpath cache, or OPcache re-checking every included file's timestamp on
+every include (shared/pathologies.md section 5).
+
+Mechanism: PHP resolves the path of every include/require, realpath() and (with open_basedir)
+every file function through its realpath cache, which remembers each path component for
+`realpath_cache_ttl` seconds in `realpath_cache_size` bytes; when the cache is too small for
+the application's files, entries are evicted and each lookup lstat()s every component again.
+With `opcache.validate_timestamps=1` and `opcache.revalidate_freq=0` OPcache stat()s each
+included file on every include to see whether it changed. Both turn one request into hundreds
+or thousands of stat/lstat/access system calls. (file_exists/is_file/... themselves always
+reach the kernel: PHP's stat cache holds one path; such calls are the application's to
+memoize, and the evidence says how many there are.)
+
+This detector owns the OPcache timestamp check (`validate_timestamps=1` with
+`revalidate_freq=0`); the opcache detector does not report it.
+
+Signature: a configuration problem AND evidence of the cost.
+Configuration (manifest php.ini, effective values):
+- `realpath_cache_size` below `min_realpath_cache_size_kb` (PHP's default is 4096K), and/or
+- OPcache enabled with `opcache.validate_timestamps=1` and `opcache.revalidate_freq=0`.
+Cost (either):
+- calls: at least `min_stat_calls_per_request` stat-family builtins in one profiled request
+  (xhprof: file_exists, is_file, is_dir, is_link, is_readable, is_writable/is_writeable,
+  is_executable, file*time, filesize, fileperms, fileinode, fileowner, filegroup, filetype,
+  stat, lstat, realpath), excluding calls made by directory walkers (below);
+- native: at least `min_stat_share_pct` % of the on-CPU samples in path resolution or stat
+  system calls (php_stat, tsrm_realpath, virtual_file_ex, realpath_cache_*, zend_resolve_path,
+  php_resolve_path, expand_filepath, php_check_open_basedir, the kernel's stat/access/readlink
+  entry points) -- samples inside a directory read (opendir/readdir/getdents/glob/scandir) left
+  out. (subsystems.toml's fs-io also holds socket reads of mysqlnd, so it is not used.)
+
+Boundary with fs-scan (directory WALKS repeated on every request are fs-scan's): a function
+that calls opendir/readdir/closedir/rewinddir/scandir/glob/dir() or a directory iterator
+method in a profiled request is a walker, and its own stat-family calls (the per-entry is_dir
+of file_scan_directory) are not counted here. A profiled request with at least
+`max_dir_ops_per_request` walk calls makes the native evidence inadmissible (its stat samples
+are the walk's); only the call evidence, walkers excluded, can then fire.
+
+Severity: by share of request time, high >= 10, medium >= 3, else low (low too when only
+xhprof counts are available). share_pct: the native stat share x the timed requests'
+CPU/wall ratio, else the stat builtins' exclusive xhprof time over the instrumented
+requests' wall time.
+
+Remediation (`ini`), only the lines for the problems found: `realpath_cache_size=4096K` and
+`realpath_cache_ttl=600`; `opcache.revalidate_freq=60` (changes seen within a minute), or
+`opcache.validate_timestamps=0` for deploys that replace the code and reload php-fpm (then
+nothing is re-checked; a code change needs a reload or opcache_reset()).
+
+Not flagged: many stat calls with a healthy configuration (the application's own calls; see
+hot-builtins / repeated-call); directory walks (fs-scan); `realpath_cache_ttl` alone.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from ..findings import Evidence, Finding, Remediation, severity_for
+from .context import Context
+from .hot_builtins import (example_requests, ini_bytes, ini_flag, ini_int, ini_value, php_version, profiled,
+                           request_share, sample_share, share_by_url, sources)
+from .opcache import _loaded as opcache_loaded
+
+ID = "stat-storm"
+STAT_CALLS = frozenset((
+    "file_exists", "is_file", "is_dir", "is_link", "is_readable", "is_writable", "is_writeable",
+    "is_executable", "filemtime", "filectime", "fileatime", "filesize", "fileperms", "fileinode",
+    "fileowner", "filegroup", "filetype", "stat", "lstat", "realpath"))
+# the same walk calls as fs-scan's
+WALK_CALLS = frozenset(("opendir", "readdir", "closedir", "rewinddir", "scandir", "glob", "dir"))
+_ITERATOR = re.compile(r"^(RecursiveDirectoryIterator|DirectoryIterator|FilesystemIterator|GlobIterator"
+                       r"|Directory)::", re.I)
+_STAT_FRAME = re.compile(
+    r"^(php_stat|tsrm_realpath|virtual_file_ex|realpath_cache_|zend_resolve_path|php_resolve_path|"
+    r"expand_filepath|php_check_open_basedir|__do_sys_newfstatat|__do_sys_newstat|__do_sys_newlstat|"
+    r"__do_sys_statx|do_statx|vfs_statx|vfs_fstatat|do_faccessat|do_readlinkat|__x64_sys_(newfstatat|newstat|"
+    r"newlstat|statx|access|faccessat2?|readlink)\b)")
+_WALK_FRAME = re.compile(r"^(_?php_stream_opendir|_?php_stream_readdir|_?php_stream_scandir|php_plain_files_dirstream|"
+                         r"__opendir|__readdir|__GI___readdir|__GI___getdents|__getdents|iterate_dir|"
+                         r"__x64_sys_getdents|php_glob|glob(64)?$|spl_filesystem_dir)")
+
+
+def is_walk_call(name: str) -> bool:
+    return name.lower() in WALK_CALLS or _ITERATOR.match(name) is not None
+
+
+def stat_sample(frames: list) -> bool:
+    """A native sample in path resolution or a stat-family system call, not in a directory read."""
+    names = [f[1] for f in frames]
+    return any(_STAT_FRAME.match(n) for n in names) and not any(_WALK_FRAME.match(n) for n in names)
+
+
+def request_counts(ctx: Context, rid: str) -> dict:
+    """One profiled request: stat calls (walkers' own left out), walk calls, the walkers."""
+    edges = ctx.xhprof_edges.get(rid, {})
+    walkers = {p for (p, c) in edges if p != c and is_walk_call(c)}
+    stats: Counter = Counter()
+    every: Counter = Counter()          # all calls of each stat builtin, walkers' included
+    by_walkers = 0
+    walk = 0
+    excl_us = 0.0
+    for (p, c), e in edges.items():
+        if p == c:
+            continue                    # tideways' double count of a builtin
+        if is_walk_call(c):
+            walk += e["ct"]
+        if c.lower() in STAT_CALLS:
+            every[c] += e["ct"]
+            if p in walkers:
+                by_walkers += e["ct"]
+            else:
+                stats[c.lower()] += e["ct"]
+    totals = ctx.xhprof.get(rid, {})
+    for f, n in every.items():
+        # the exclusive time of the non-walker calls, in proportion to their count
+        mine = sum(e["ct"] for (p, c), e in edges.items() if c == f and p != c and p not in walkers)
+        if n and f in totals:
+            excl_us += totals[f]["exclusive_us"] * mine / n
+    return {"stats": stats, "stat_calls": sum(stats.values()), "by_walkers": by_walkers, "walk_calls": walk,
+            "walkers": sorted(walkers), "stat_exclusive_us": excl_us}
+
+
+def detect(ctx: Context) -> list:
+    min_calls = ctx.threshold(ID, "min_stat_calls_per_request")
+    min_cache_kb = ctx.threshold(ID, "min_realpath_cache_size_kb")
+    min_native = ctx.threshold(ID, "min_stat_share_pct")
+    max_walk = ctx.threshold(ID, "max_dir_ops_per_request")
+    # -- configuration
+    problems: list[str] = []
+    labels: list[str] = []
+    lines: list[str] = []
+    cache = ini_bytes(ctx, "realpath_cache_size")
+    ttl = ini_int(ctx, "realpath_cache_ttl")
+    if cache is not None and cache < min_cache_kb * 1024:
+        problems.append(f"realpath_cache_size={ini_value(ctx, 'realpath_cache_size')} (below {min_cache_kb}K)")
+        labels.append(f"realpath cache of {ini_value(ctx, 'realpath_cache_size')}")
+        lines.append(f"realpath_cache_size={max(4096, min_cache_kb)}K")
+        if ttl is not None and ttl < 600:
+            lines.append("realpath_cache_ttl=600")
+    opcache_on = opcache_loaded(ctx) and ini_flag(ctx, "opcache.enable") is not False
+    revalidate = (opcache_on and ini_flag(ctx, "opcache.validate_timestamps") is True
+                  and ini_int(ctx, "opcache.revalidate_freq") == 0)
+    if revalidate:
+        problems.append("opcache.validate_timestamps=1 with opcache.revalidate_freq=0 (a stat per include)")
+        labels.append("OPcache re-checks every include")
+        lines += ["opcache.revalidate_freq=60",
+                  "; or, for deploys that replace the code and reload php-fpm (immutable releases):",
+                  "; opcache.validate_timestamps=0"]
+    if not problems:
+        return []
+    # -- cost
+    rids = profiled(ctx)
+    counts = {rid: request_counts(ctx, rid) for rid in rids}
+    storming = [rid for rid in rids if counts[rid]["stat_calls"] >= min_calls]
+    walking = [rid for rid in rids if counts[rid]["walk_calls"] >= max_walk]
+    cpu = sample_share(ctx, lambda s: stat_sample(s.frames))
+    native_ok = cpu is not None and cpu >= min_native and not walking
+    if not storming and not native_ok:
+        return []
+    if cpu is not None and not walking:
+        share = request_share(ctx, cpu)
+        share_source = "native samples in path resolution/stat system calls x CPU/wall of the timed requests"
+    else:
+        wall = sum(ctx.wall_us(r) for r in rids)
+        share = round(100.0 * sum(counts[r]["stat_exclusive_us"] for r in rids) / wall, 2) if wall else None
+        share_source = "stat builtins' exclusive xhprof time over the instrumented requests' wall time"
+    severity = severity_for(share, high=10, medium=3)
+    per_request = [counts[r]["stat_calls"] for r in rids]
+    evidence = [Evidence("configuration", "; ".join(problems), "manifest php.ini (effective values)")]
+    for k in ("realpath_cache_size", "realpath_cache_ttl", "opcache.validate_timestamps", "opcache.revalidate_freq",
+              "open_basedir"):
+        v = ini_value(ctx, k)
+        if v not in (None, ""):
+            evidence.append(Evidence(k, v, "manifest php.ini"))
+    if rids:
+        lo, hi = min(per_request), max(per_request)
+        evidence.append(Evidence("stat-family calls per profiled request (directory walkers' own left out)",
+                                 lo if lo == hi else f"{lo}..{hi}", sources(rids)))
+        top = Counter()
+        for r in rids:
+            top.update(counts[r]["stats"])
+        for f, n in [(f, n) for f, n in top.most_common() if n > 0][:5]:
+            evidence.append(Evidence(f"{f} calls per request", round(n / len(rids), 1), sources(rids)))
+        walked = sum(counts[r]["by_walkers"] for r in rids)
+        if walked:
+            evidence.append(Evidence("stat calls made by directory walkers (fs-scan's, not counted)",
+                                     round(walked / len(rids), 1), sources(rids)))
+    if cpu is not None:
+        evidence.append(Evidence("on-CPU samples in path resolution / stat system calls", f"{cpu:.2f}%"
+                                 + (" (not used: a profiled request walks directories)" if walking else ""),
+                                 f"perf samples of the timed requests ({len(ctx.native)})"))
+    evidence.append(Evidence("share of request time", share, share_source))
+    mean_calls = round(sum(per_request) / len(per_request)) if per_request else None
+    version = php_version(ctx)
+    return [Finding(
+        id=ID, title=("Stat storm: " + ", ".join(labels)
+                      + (f" ({mean_calls} stat calls per request)" if mean_calls else "")),
+        severity=severity, share_pct=share,
+        summary=("Every request resolves paths and stat()s files that the engine's caches should remember: "
+                 + "; ".join(problems) + ". "
+                 + (f"Profiled requests made {mean_calls} stat-family calls each" if mean_calls is not None else "")
+                 + (f"{'; ' if mean_calls is not None else ''}{cpu:.1f}% of the on-CPU samples were in path "
+                    "resolution or stat system calls" if cpu is not None and not walking else "")
+                 + "."
+                 + (" A larger realpath cache serves include/require, realpath() and open_basedir lookups from "
+                    "memory." if labels[0].startswith("realpath") else "")
+                 + (" A non-zero opcache.revalidate_freq lets OPcache skip the per-include stat." if revalidate else "")
+                 + " Calls such as file_exists() still reach the kernel every time and are the application's "
+                   "to memoize."),
+        evidence=evidence,
+        remediations=[Remediation(
+            kind="ini", content="\n".join(lines),
+            checked=("the settings were read from the configuration lockdown ran the capture with (manifest "
+                     "php.ini); the number of stat system calls they save was not measured"),
+            steps=[f"systemctl restart php{version}-fpm"],
+            description=("In php.ini or the FPM conf.d, then restart php-fpm. revalidate_freq=60: "
+                         "changed files are seen within a minute. validate_timestamps=0: never re-checked, so "
+                         "every deploy must reload php-fpm or call opcache_reset()."))],
+        urls=sorted({ctx.url_of.get(r, "?") for r in storming}) or sorted(ctx.by_url),
+        requests=storming[:5] or example_requests(ctx, lambda s: stat_sample(s.frames)),
+        details={"problems": problems, "stat_calls_per_request": {r: counts[r]["stat_calls"] for r in rids},
+                 "walk_calls_per_request": {r: counts[r]["walk_calls"] for r in rids},
+                 "walkers": sorted({w for r in rids for w in counts[r]["walkers"]}),
+                 "stat_on_cpu_pct": None if cpu is None else round(cpu, 2),
+                 "stat_share_by_url": share_by_url(ctx, lambda s: stat_sample(s.frames)) if ctx.native else {},
+                 "native_evidence_used": bool(native_ok)})]

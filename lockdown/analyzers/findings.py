@@ -1,0 +1,64 @@
+"""Findings are data: what a detector found, the numbers that show it (each with where it came
+from), how much of the request time it explains, and the patches that would fix it."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+SEVERITIES = ("high", "medium", "low", "info")
+
+
+@dataclass
+class Evidence:
+    """One number or fact and its source, e.g. ("opendir calls per request", 512,
+    "xhprof of r000004, r000054"), so a reader can check it in the bundle."""
+    what: str
+    value: object
+    source: str
+
+
+@dataclass
+class Remediation:
+    """A concrete change: `diff` (unified diff against a file the target declares patchable),
+    `sql` (statements for the target's database) or `ini` (php.ini lines); `checked` says how
+    it was checked before being proposed (empty: not checked)."""
+    kind: str
+    content: str
+    checked: str = ""
+    file: str | None = None          # the patched file, relative to the app tree (diff)
+    steps: list = field(default_factory=list)   # commands to run after applying (e.g. a rebuild)
+    description: str = ""
+
+
+@dataclass
+class Finding:
+    id: str                          # the detector's id: fs-scan, n-plus-one, ...
+    title: str
+    severity: str                    # high | medium | low | info
+    share_pct: float | None          # estimated share of request time explained
+    summary: str                     # one paragraph: what happens and why it costs
+    evidence: list[Evidence] = field(default_factory=list)
+    remediations: list[Remediation] = field(default_factory=list)
+    urls: list[str] = field(default_factory=list)      # where it shows
+    requests: list[str] = field(default_factory=list)  # example request ids
+    details: dict = field(default_factory=dict)        # detector-specific data (tables, call chains)
+    key: str = ""        # unique within a run: the id, or id-2, id-3... when a detector finds several
+
+    @property
+    def is_defect(self) -> bool:
+        return self.severity != "info"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Finding":
+        d = dict(d)
+        d["evidence"] = [Evidence(**e) for e in d.get("evidence", [])]
+        d["remediations"] = [Remediation(**r) for r in d.get("remediations", [])]
+        return cls(**d)
+
+
+def severity_for(share_pct: float | None, high: float = 10.0, medium: float = 3.0) -> str:
+    if share_pct is None:
+        return "low"
+    return "high" if share_pct >= high else "medium" if share_pct >= medium else "low"

@@ -1,0 +1,83 @@
+"""`lockdown run TARGET -o DIR`: the whole loop -- bench, profile, analyze, detect, propose
+patches -- with findings.json and one markdown write-up per finding in DIR."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..analyzers.analysis import analyze
+from ..analyzers.detectors import build_context, detect, load_thresholds
+from ..bundle.store import open_bundle
+from ..collectors.settings import CaptureSettings
+from ..errors import LockdownError
+from ..harness.bench import BenchOptions, run_bench
+from ..harness.profile import ProfileOptions, run_profile
+from ..remediation.propose import propose_all
+from ..reports.bench_table import format_bench
+from ..reports.findings_text import format_findings
+from ..reports.output import write_json_atomic, write_text_atomic
+from ..reports.writeup import finding_markdown
+from ..targets.registry import resolve
+from .bench import parse_ini
+from .main import deadline, main
+
+FINDINGS_FORMAT = 1
+
+
+@main.command("run")
+@click.argument("target")
+@click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Directory for bench.json, the bundle, analysis.json, findings.json and write-ups.")
+@click.option("--runs", type=click.IntRange(1), default=3, show_default=True, help="Measured benchmark runs.")
+@click.option("--duration", type=click.FloatRange(0.5), default=10.0, show_default=True,
+              help="Seconds per measured run.")
+@click.option("--requests", type=click.IntRange(10), default=120, show_default=True,
+              help="Requests in the profile capture.")
+@click.option("--xhprof-every", type=click.IntRange(1), default=10, show_default=True,
+              help="Call counts (xhprof) for every K-th request of each URL.")
+@click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="TOML file overriding detector thresholds (docs/detectors.md).")
+@click.option("--php-ini", multiple=True, metavar="KEY=VALUE", help="php.ini override (repeatable).")
+@click.option("--no-bench", is_flag=True, help="Skip the benchmark (profile and detect only).")
+@click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
+              help="Stop everything and fail if the whole command takes longer.")
+def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php_ini, no_bench, timeout):
+    """Benchmark TARGET, capture it per request, analyse the capture, detect known pathologies
+    and propose checked patches; print the findings and write them to OUTPUT."""
+    t = resolve(target)
+    limits = load_thresholds(thresholds)
+    out = out.resolve()
+    if out.exists() and any(out.iterdir()):
+        raise LockdownError(f"{out} is not empty; choose another -o or remove it")
+    out.mkdir(parents=True, exist_ok=True)
+    ini = parse_ini(php_ini)
+    with deadline(timeout):
+        if not no_bench:
+            click.echo(f"== bench {t.name}")
+            result = run_bench(t, out / "bench-run", BenchOptions(runs=runs, duration=duration, php_ini=ini),
+                               say=click.echo)
+            write_json_atomic(out / "bench.json", result)
+            click.echo(format_bench(result))
+        click.echo(f"== profile {t.name}")
+        settings = CaptureSettings(xhprof_every=xhprof_every)
+        bundle_dir = run_profile(t, out / "profile-run", out / "bundle",
+                                 ProfileOptions(requests=requests, capture=settings, php_ini=ini),
+                                 say=click.echo)
+        bundle = open_bundle(bundle_dir)
+        click.echo("== analyze")
+        write_json_atomic(out / "analysis.json", analyze(bundle))
+        click.echo("== detect")
+        findings = detect(build_context(bundle, limits))
+        findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=click.echo)
+    write_json_atomic(out / "findings.json", {"format": FINDINGS_FORMAT, "target": t.name,
+                                              "bundle": str(bundle_dir),
+                                              "findings": [f.to_json() for f in findings]})
+    (out / "findings").mkdir(exist_ok=True)
+    for f in findings:
+        write_text_atomic(out / "findings" / f"{f.key}.md",
+                          finding_markdown(f, t.name, str(out), str(bundle_dir)))
+    click.echo("")
+    click.echo(format_findings(findings))
+    click.echo(f"\nfindings: {out / 'findings.json'}; write-ups: {out / 'findings'}/*.md; "
+               f"bundle: {bundle_dir}; flame graphs: lockdown flamegraph {bundle_dir} -o php.svg")

@@ -1,0 +1,120 @@
+"""fs-scan's SQL: which registry rows point at files that are not there.
+
+The scan happens because a lookup returns a row whose file is missing (a module recorded as
+enabled after its code was removed). The capture saw the lookups but not their results, so the
+candidate lookups -- single-table SELECTs by key that returned a row, in the requests that
+scanned -- are run again on a private copy of the target's prepared database, and every value
+that names a file is checked against the app tree. A row whose file is missing gets a DELETE
+built from its lookup's own FROM and WHERE (any table or column names), checked on the same
+copy: after it, the lookup returns no row. Nothing touches the run's or the user's database."""
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..analyzers.findings import Finding, Remediation
+from ..bundle.model import Statement
+from ..harness.mariadb import PrivateMariaDB, copy_datadir
+from ..harness.prepare import prepare
+from ..harness.processes import ProcessGroup
+from ..targets.config import Target
+
+# A key lookup: columns FROM one table WHERE col = literal [AND col = literal ...] [LIMIT n]
+_EQ = r"`?\w+`?\s*=\s*(?:'(?:[^'\\]|\\.)*'|\d+)"
+LOOKUP = re.compile(r"^\s*(?:/\*.*?\*/\s*)*SELECT\s+(?P<cols>[\w`.,\s]+?)\s+FROM\s+(?P<table>[\w`.]+)\s+"
+                    rf"WHERE\s+(?P<where>{_EQ}(?:\s+AND\s+{_EQ})*)\s*(?:LIMIT\s+1\s*)?;?\s*$", re.I | re.S)
+# A value that names a file: path characters only, with a directory or a source-file suffix
+FILE_LIKE = re.compile(r"^[\w.\-/]+$")
+FILE_HINT = re.compile(r"/|\.(php|inc|module|info|yml|phtml|twig|tpl|theme|engine|profile)$", re.I)
+MAX_PROBES = 400
+
+
+@dataclass
+class Probe:
+    sql: str
+    table: str
+    where: str
+    values: list[str]
+    missing: list[str]
+
+
+def candidates(finding: Finding, statements: list[Statement]) -> list[Statement]:
+    """Distinct single-table lookups by key (equalities only, at most LIMIT 1) that returned
+    exactly one row, in the requests that scanned."""
+    rids = set(finding.details.get("requests") or finding.requests)
+    seen, out = set(), []
+    for s in statements:
+        text = " ".join(s.sql.split())
+        if s.request in rids and s.rows_sent == 1 and text not in seen and LOOKUP.match(text):
+            seen.add(text)
+            out.append(s)
+    return out[:MAX_PROBES]
+
+
+def _missing(value: str, app_dir: Path, docroot: Path) -> bool:
+    if len(value) > 400 or not FILE_LIKE.match(value) or not FILE_HINT.search(value):
+        return False
+    p = Path(value)
+    if p.is_absolute():
+        return not p.exists()
+    return not ((app_dir / p).exists() or (docroot / p).exists())
+
+
+def _run_probes(db, database: str, sqls: list[str]) -> list[list[str]]:
+    script = "".join(f"SELECT 'lockdown-probe-{i}';\n{sql.rstrip().rstrip(';')};\n" for i, sql in enumerate(sqls))
+    out: list[list[str]] = [[] for _ in sqls]
+    current = None
+    for line in db.sql(script, database=database).splitlines():
+        m = re.fullmatch(r"lockdown-probe-(\d+)", line)
+        if m:
+            current = int(m.group(1))
+        elif current is not None:
+            out[current].extend(v for v in line.split("\t") if v and v != "NULL")
+    return out
+
+
+def propose(finding: Finding, statements: list[Statement], target: Target, run_dir: Path,
+            say=print) -> list[Remediation]:
+    """SQL removing exactly the registry rows whose files are missing, checked on a copy."""
+    if not target.database:
+        return []
+    found = candidates(finding, statements)
+    if not found:
+        return []
+    prepared = prepare(target, say=say)
+    if prepared.datadir is None:
+        return []
+    app_dir, docroot = prepared.app, prepared.app / target.docroot
+    say(f"[remedy] fs-scan: re-running {len(found)} lookup(s) on a copy of {target.name}'s database")
+    with ProcessGroup(run_dir) as procs:
+        datadir = run_dir / "mysql" / "data"
+        try:
+            copy_datadir(prepared.datadir, datadir)
+            db = PrivateMariaDB(procs, run_dir / "mysql", datadir).start()
+            texts = [" ".join(s.sql.split()) for s in found]
+            results = _run_probes(db, target.database, texts)
+            zombies = []
+            for sql, values in zip(texts, results):
+                missing = [v for v in values if _missing(v, app_dir, docroot)]
+                if missing:
+                    m = LOOKUP.match(sql)
+                    zombies.append(Probe(sql, m.group("table"), m.group("where"), values, missing))
+            if not zombies:
+                return []
+            deletes = [f"DELETE FROM {z.table} WHERE {z.where};" for z in zombies]
+            db.sql("\n".join(deletes), database=target.database)
+            after = _run_probes(db, target.database, [z.sql for z in zombies])
+        finally:
+            procs.stop_all()
+            shutil.rmtree(datadir, ignore_errors=True)
+    if any(after):
+        return []
+    names = "; ".join(f"{z.sql} -> {', '.join(z.missing)}" for z in zombies)
+    return [Remediation(
+        kind="sql", content="\n".join(deletes) + "\n",
+        checked=(f"on a copy of the prepared database: {len(zombies)} lookup(s) return files missing "
+                 f"from the app tree ({names}); after the DELETE they return no row"),
+        description="remove the registry rows whose files are gone (the lookups that miss and fall "
+                    "back to scanning)")]

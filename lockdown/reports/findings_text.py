@@ -1,0 +1,21 @@
+"""Findings for the terminal: one block each, the patch in full."""
+from __future__ import annotations
+
+from ..analyzers.findings import Finding
+
+
+def format_findings(findings: list[Finding]) -> str:
+    if not findings:
+        return "no findings"
+    lines = [f"{len(findings)} finding(s), most costly first:"]
+    for i, f in enumerate(findings, 1):
+        share = f" ~{f.share_pct:.1f}% of request time" if f.share_pct is not None else ""
+        lines += ["", f"{i}. [{f.severity}] {f.key or f.id}: {f.title}{share}", f"   {f.summary}"]
+        for e in f.evidence[:6]:
+            lines.append(f"   - {e.what}: {e.value}  ({e.source})")
+        for r in f.remediations:
+            lines.append(f"   fix ({r.kind}{', ' + r.file if r.file else ''}; checked: {r.checked or 'no'}):")
+            lines += [f"     {l}" for l in r.content.rstrip().splitlines()]
+            for s in r.steps:
+                lines.append(f"     then: {' '.join(s)}")
+    return "\n".join(lines)

@@ -1,0 +1,501 @@
+"""db-static-cache, n-plus-one and repeated-query on synthetic contexts: positive cases under
+several table/column namings (mysqli-style and PDO-style statements look the same in the log),
+negative cases (below thresholds, per-user keys, written tables, a batched listing), and the
+boundaries between the three detectors in both directions. Every number is asserted exactly."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contexts import context, request, statement
+from lockdown.analyzers.detectors import db_static_cache, n_plus_one, repeated_query
+from lockdown.analyzers.detectors.db_static_cache import literals, normalize, point_lookup
+
+WALL = 100_000  # every synthetic request's wall time (us), the builders' default
+
+
+def run_all(ctx):
+    return {m.ID: m.detect(ctx) for m in (db_static_cache, n_plus_one, repeated_query)}
+
+
+def ev(finding, what_starts):
+    """The value of the one evidence line whose `what` starts with `what_starts`."""
+    hits = [e.value for e in finding.evidence if e.what.startswith(what_starts)]
+    assert len(hits) == 1, (what_starts, [e.what for e in finding.evidence])
+    return hits[0]
+
+
+def examples(finding):
+    return [e.value for e in finding.evidence if e.what == "example"]
+
+
+def prelude(rid):
+    """What a PHP app sends before its page queries: connection set-up and a page row."""
+    return [statement(rid, "SET NAMES utf8mb4", rows_sent=0),
+            statement(rid, "SELECT @@SESSION.sql_mode"),
+            statement(rid, f"SELECT /*lockdown-capture {rid}*/ ID FROM information_schema.PROCESSLIST "
+                           "WHERE ID <> CONNECTION_ID() AND DB = 'app'"),
+            statement(rid, "SELECT id, title, body FROM pages WHERE id = 1")]
+
+
+# ------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------
+
+def test_normal_form_and_literals():
+    a = ("SELECT /* LCStoreDB::get */ lc_value\n  FROM l10n_cache -- the cache\n"
+         " WHERE lc_lang='en' AND lc_key = 'messages:it\\'s' LIMIT 1;")
+    b = "SELECT lc_value FROM l10n_cache WHERE lc_lang = 'en' AND lc_key = 'messages:it\\'s' LIMIT 1"
+    assert normalize(a) == normalize(b) == b
+    assert literals(a) == ("en", "messages:it's", "1")
+    assert normalize("SELECT 'a  -- not a comment' FROM t # comment") == "SELECT 'a  -- not a comment' FROM t"
+    lk = point_lookup("SELECT config_value FROM `app`.`settings_store` s WHERE s.name = 'x' AND `locale` = \"fr\"")
+    assert (lk.table, lk.columns, lk.values) == ("settings_store", ("name", "locale"), ("x", "fr"))
+    assert point_lookup("SELECT v FROM translations WHERE k = 'a' LIMIT 1").columns == ("k",)
+    assert point_lookup("SELECT a FROM t JOIN u ON u.id = t.u WHERE t.id = 5") is None
+    assert point_lookup("SELECT a FROM t WHERE id IN (1, 2)") is None
+    assert point_lookup("SELECT a FROM t WHERE id = 5 ORDER BY a") is None
+    assert point_lookup("SELECT a FROM t WHERE id > 5") is None
+    assert point_lookup("SELECT a FROM t WHERE a = 1 AND b = 2 AND c = 3") is None
+
+
+# ------------------------------------------------------------------------------------------
+# db-static-cache
+# ------------------------------------------------------------------------------------------
+
+L10N = "SELECT lc_value FROM l10n_cache WHERE lc_lang = 'en' AND lc_key = 'messages:{}' LIMIT 1"
+
+
+def l10n_requests(n_requests=3, keys=25, missing=5, url="/", start=0, template=L10N, duration=200):
+    reqs, stmts = [], []
+    for i in range(start, start + n_requests):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, url))
+        stmts += prelude(rid)
+        for k in range(keys):
+            stmts.append(statement(rid, template.format(f"key-{k}"), duration_us=duration,
+                                   rows_sent=0 if k < missing else 1))
+    return reqs, stmts
+
+
+def test_db_static_cache_localisation_lookups():
+    reqs, stmts = l10n_requests()
+    found = run_all(context(reqs, stmts))
+    assert found["n-plus-one"] == [] and found["repeated-query"] == []
+    [f] = found["db-static-cache"]
+    fp = "select lc_value from l?n_cache where lc_lang = ? and lc_key = ? limit ?"
+    assert f.id == "db-static-cache" and f.details["fingerprint"] == fp
+    assert f.details["table"] == "l10n_cache"
+    assert f.details["key_columns"] == ["lc_lang", "lc_key"]
+    assert f.details["varying_columns"] == ["lc_key"]
+    assert f.details["constant_columns"] == {"lc_lang": "en"}
+    assert f.details["queries_per_request"] == {"min": 25, "median": 25, "max": 25}
+    assert f.details["distinct_keys"] == 25 and f.details["keys_on_every_request"] == 25
+    assert f.details["missing_keys"] == 5
+    assert f.details["keys_sample"][:3] == ["messages:key-0", "messages:key-1", "messages:key-10"]
+    assert ev(f, "lookups per request") == "25/25/25"
+    assert ev(f, "requests with the lookups") == "3 of 3"
+    assert ev(f, "distinct keys") == 25
+    assert ev(f, "keys looked up on every request") == 25
+    assert ev(f, "of those, keys that returned no row") == 5
+    assert ev(f, "a request's keys that no other request") == "0%"
+    assert ev(f, "table") == "l10n_cache"
+    # 3 requests x 25 lookups x 200 us over 3 x 100 ms of wall time
+    assert f.share_pct == 5.0 and f.severity == "medium"
+    assert f.urls == ["/"] and f.requests == ["r000000", "r000001", "r000002"]
+    assert f.summary and "l10n_cache" in f.summary
+    assert examples(f) == [L10N.format(f"key-{k}") for k in range(3)]
+
+
+def test_db_static_cache_other_names_one_key_column_two_urls():
+    """`SELECT v FROM translations WHERE k = "..."`: two pages, 20 shared keys and 5 of their own."""
+    reqs, stmts = [], []
+    n = 0
+    for url in ("/a", "/b"):
+        for _ in range(2):
+            rid = f"r{n:06d}"
+            n += 1
+            reqs.append(request(rid, url))
+            stmts += prelude(rid)
+            keys = [f"common.{k}" for k in range(20)] + [f"{url[1]}.{k}" for k in range(5)]
+            for key in keys:
+                stmts.append(statement(rid, f'SELECT v FROM translations WHERE k = "{key}"', duration_us=400))
+    found = run_all(context(reqs, stmts))
+    assert found["n-plus-one"] == [] and found["repeated-query"] == []
+    [f] = found["db-static-cache"]
+    assert f.details["table"] == "translations" and f.details["key_columns"] == ["k"]
+    assert f.details["varying_columns"] == ["k"] and f.details["constant_columns"] == {}
+    assert f.details["queries_per_request"] == {"min": 25, "median": 25, "max": 25}
+    assert f.details["distinct_keys"] == 30
+    assert f.details["keys_on_every_request"] == 20     # the 5 page-specific keys are on 2 of 4
+    assert f.details["missing_keys"] == 0
+    assert f.details["per_url"]["/a"]["with_lookups"] == 2
+    assert f.urls == ["/a", "/b"] and f.requests == ["r000000", "r000001", "r000002", "r000003"]
+    assert f.share_pct == 10.0 and f.severity == "high"   # 4 x 25 x 400 us / 400 ms
+
+
+def test_db_static_cache_pdo_settings_store_with_noise_and_other_writes():
+    """PDO-style statements (back-quotes, table alias, no LIMIT); writes to another table and
+    lockdown's markers do not matter."""
+    reqs, stmts = [], []
+    for i in range(2):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/shop"))
+        stmts += prelude(rid)
+        stmts.append(statement(rid, "UPDATE sessions SET seen = NOW() WHERE id = 'abc'", rows_sent=0))
+        for k in range(22):
+            stmts.append(statement(rid, f"SELECT `config_value` FROM `settings_store` AS s WHERE s.`name` = "
+                                        f"'opt_{k}' AND `locale` = 'fr'", duration_us=100))
+    found = run_all(context(reqs, stmts))
+    [f] = found["db-static-cache"]
+    assert f.details["table"] == "settings_store"
+    assert f.details["key_columns"] == ["name", "locale"] and f.details["varying_columns"] == ["name"]
+    assert f.details["constant_columns"] == {"locale": "fr"}
+    assert f.details["queries_per_request"] == {"min": 22, "median": 22, "max": 22}
+    assert ev(f, "lookups per request") == "22/22/22"
+    assert f.share_pct == 2.2 and f.severity == "low"
+    assert found["n-plus-one"] == [] and found["repeated-query"] == []
+
+
+def test_db_static_cache_below_threshold_is_nothing():
+    reqs, stmts = l10n_requests(keys=19)
+    assert run_all(context(reqs, stmts)) == {"db-static-cache": [], "n-plus-one": [], "repeated-query": []}
+    # ... and found once the threshold is lowered
+    [f] = db_static_cache.detect(context(reqs, stmts, thresholds={"db-static-cache": {"min_queries_per_request": 19}}))
+    assert f.details["queries_per_request"]["median"] == 19
+
+
+def test_db_static_cache_needs_most_requests_of_the_url():
+    reqs, stmts = l10n_requests(n_requests=2)
+    for i in range(2, 5):                           # three more views of "/" without the lookups
+        reqs.append(request(f"r{i:06d}", "/"))
+        stmts += prelude(f"r{i:06d}")
+    assert db_static_cache.detect(context(reqs, stmts)) == []   # 2 of 5 < 0.8
+
+
+def test_per_user_keys_are_not_static_data():
+    """Keys that change on every request (per-user data) are not db-static-cache; a loop of
+    them is an N+1 by the shared rule."""
+    reqs, stmts = [], []
+    for i in range(3):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/account"))
+        stmts += prelude(rid)
+        for k in range(25):
+            stmts.append(statement(rid, f"SELECT pref_value FROM user_prefs WHERE user_id = {100 + i} "
+                                        f"AND pref_key = 'u{i}-pref-{k}'"))
+    found = run_all(context(reqs, stmts))
+    assert found["db-static-cache"] == [] and found["repeated-query"] == []
+    [f] = found["n-plus-one"]
+    assert f.details["executions_per_request"] == {"min": 25, "median": 25, "max": 25}
+    assert f.details["parent"] is None
+
+
+def test_written_table_is_not_static_data():
+    reqs, stmts = l10n_requests(template="SELECT v FROM translations WHERE k = '{}'")
+    reqs.append(request("r000009", "/admin", method="POST"))
+    stmts.append(statement("r000009", "UPDATE translations SET v = 'Hi' WHERE k = 'key-1'", rows_sent=0))
+    found = run_all(context(reqs, stmts))
+    assert found["db-static-cache"] == []
+    [f] = found["n-plus-one"]                       # keys repeat, but the table is written
+    assert f.urls == ["/"]
+
+
+def test_one_key_asked_many_times_is_repeated_query_not_static_data():
+    """One key 25 times a request: a missing memo (repeated-query), not a static table."""
+    reqs, stmts = [], []
+    for i in range(2):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/"))
+        stmts += prelude(rid)
+        stmts += [statement(rid, "SELECT value FROM settings WHERE name = 'site_name'") for _ in range(25)]
+    found = run_all(context(reqs, stmts))
+    assert found["db-static-cache"] == [] and found["n-plus-one"] == []
+    [f] = found["repeated-query"]
+    assert f.details["executions_per_request"] == {"min": 25, "median": 25, "max": 25}
+
+
+# ------------------------------------------------------------------------------------------
+# n-plus-one
+# ------------------------------------------------------------------------------------------
+
+def listing(n_requests=3, rows=30, url="/list", author_of=lambda p: 17 + p, batched=False,
+            duration=150, loops_in=None):
+    """A listing page: the latest posts, then (unless batched) one authors lookup per post."""
+    reqs, stmts = [], []
+    for i in range(n_requests):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, url))
+        stmts += prelude(rid)
+        stmts.append(statement(rid, "SELECT id, author_id, title FROM posts ORDER BY created DESC LIMIT 30",
+                               rows_sent=rows))
+        if batched:
+            ids = ", ".join(str(author_of(p)) for p in range(rows))
+            stmts.append(statement(rid, f"SELECT id, name, bio FROM authors WHERE id IN ({ids})", rows_sent=rows))
+        elif loops_in is None or i in loops_in:
+            for p in range(rows):
+                stmts.append(statement(rid, f"SELECT id, name, bio FROM authors WHERE id = {author_of(p)}",
+                                       duration_us=duration))
+        stmts.append(statement(rid, "SELECT COUNT(*) FROM comments WHERE approved = 1"))
+    return reqs, stmts
+
+
+def test_n_plus_one_listing_with_parent_query_is_not_static_data():
+    """The same author ids on every view of a read-only table: the parent query makes it N+1."""
+    reqs, stmts = listing()
+    found = run_all(context(reqs, stmts))
+    assert found["db-static-cache"] == [] and found["repeated-query"] == []
+    [f] = found["n-plus-one"]
+    assert f.details["fingerprint"] == "select id, name, bio from authors where id = ?"
+    assert f.details["table"] == "authors" and f.details["varying_columns"] == ["id"]
+    assert f.details["executions_per_request"] == {"min": 30, "median": 30, "max": 30}
+    assert f.details["distinct_per_request"] == {"min": 30, "median": 30, "max": 30}
+    assert f.details["values_sample"][:3] == ["17", "18", "19"]
+    parent = f.details["parent"]
+    assert parent["fingerprint"] == "select id, author_id, title from posts order by created desc limit ?"
+    assert parent["rows_sent"] == {"min": 30, "median": 30, "max": 30} and parent["requests"] == 3
+    ids = ", ".join(str(17 + p) for p in range(30))
+    assert f.details["batched_example"] == f"SELECT id, name, bio FROM authors WHERE id IN ({ids})"
+    assert ev(f, "executions per request") == "30/30/30"
+    assert ev(f, "different literal values per request") == "30/30/30"
+    assert ev(f, "requests with the loop") == "3 of 3"
+    assert ev(f, "parent query").startswith("select id, author_id, title from posts")
+    assert examples(f) == [f"SELECT id, name, bio FROM authors WHERE id = {k}" for k in (17, 18, 19)]
+    assert f.share_pct == 4.5 and f.severity == "medium"    # 3 x 30 x 150 us / 300 ms
+    assert f.urls == ["/list"] and f.requests == ["r000000", "r000001", "r000002"]
+    assert "IN (" in f.summary
+
+
+def test_n_plus_one_pdo_quoted_ids_per_product_pages():
+    """Other names, quoted ids (PDO), a parent with a WHERE, a different id set per page and
+    the key column not selected (the batched query adds it)."""
+    reqs, stmts = [], []
+    for i, (url, base) in enumerate([("/shop/1", 100), ("/shop/2", 200), ("/shop/2", 200)]):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, url))
+        stmts += prelude(rid)
+        stmts.append(statement(rid, f"SELECT id FROM products WHERE category_id = '{base}'", rows_sent=12))
+        for p in range(12):
+            stmts.append(statement(rid, "SELECT `path`, `alt` FROM `product_images` "
+                                        f"WHERE `product_id` = '{base + p}' LIMIT 1",
+                                   duration_us=500))
+    found = run_all(context(reqs, stmts))
+    assert found["db-static-cache"] == [] and found["repeated-query"] == []
+    [f] = found["n-plus-one"]
+    assert f.details["table"] == "product_images"
+    assert f.details["executions_per_request"] == {"min": 12, "median": 12, "max": 12}
+    assert f.details["parent"]["fingerprint"] == "select id from products where category_id = ?"
+    assert f.details["parent"]["requests"] == 3
+    ids = ", ".join(f"'{100 + p}'" for p in range(12))
+    assert f.details["batched_example"] == ("SELECT `product_id`, `path`, `alt` FROM `product_images` "
+                                            f"WHERE `product_id` IN ({ids})")
+    assert f.urls == ["/shop/1", "/shop/2"]
+    assert f.share_pct == 6.0   # 3 x 12 x 500 us / 300 ms
+
+
+def test_n_plus_one_join_per_row_without_parent():
+    """Not a single-table lookup and no parent found: still N+1 (different literals every time)."""
+    reqs, stmts = [], []
+    for i in range(2):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, f"/feed?page={i}"))
+        stmts += prelude(rid)
+        for p in range(15):
+            stmts.append(statement(rid, "SELECT m.meta_value FROM postmeta m JOIN posts p ON p.id = m.post_id "
+                                        f"WHERE p.id = {1000 * i + p} AND m.meta_key = 'thumb'"))
+    [f] = n_plus_one.detect(context(reqs, stmts))
+    assert f.details["table"] is None and f.details["batched_example"] is None
+    assert f.details["parent"] is None
+    assert f.details["executions_per_request"] == {"min": 15, "median": 15, "max": 15}
+    assert f.urls == ["/feed?page=0", "/feed?page=1"]
+    assert db_static_cache.detect(context(reqs, stmts)) == []
+
+
+def test_n_plus_one_below_threshold_is_nothing():
+    reqs, stmts = listing(rows=9)
+    assert run_all(context(reqs, stmts)) == {"db-static-cache": [], "n-plus-one": [], "repeated-query": []}
+
+
+def test_batched_listing_is_clean():
+    """The control: the same page with one `IN (...)` query."""
+    reqs, stmts = listing(batched=True)
+    assert run_all(context(reqs, stmts)) == {"db-static-cache": [], "n-plus-one": [], "repeated-query": []}
+
+
+def test_n_plus_one_needs_half_the_views_of_the_url():
+    reqs, stmts = listing(n_requests=3, loops_in={0})
+    assert n_plus_one.detect(context(reqs, stmts)) == []
+    reqs, stmts = listing(n_requests=3, loops_in={0, 1})
+    [f] = n_plus_one.detect(context(reqs, stmts))
+    assert f.requests == ["r000000", "r000001"] and ev(f, "requests with the loop") == "2 of 3"
+
+
+def test_localisation_lookups_are_not_n_plus_one():
+    reqs, stmts = l10n_requests(keys=40)
+    found = run_all(context(reqs, stmts))
+    assert found["n-plus-one"] == [] and len(found["db-static-cache"]) == 1
+    # Below db-static-cache's count they are still static data: nothing at all.
+    found = run_all(context(reqs, stmts, thresholds={"db-static-cache": {"min_queries_per_request": 50}}))
+    assert found == {"db-static-cache": [], "n-plus-one": [], "repeated-query": []}
+
+
+def test_few_authors_with_parent_is_n_plus_one_and_not_repeated_query():
+    """30 posts by 10 authors: each author id 3 times; the loop (and its repeats) is N+1's."""
+    reqs, stmts = listing(author_of=lambda p: 1 + p % 10)
+    found = run_all(context(reqs, stmts))
+    assert found["repeated-query"] == [] and found["db-static-cache"] == []
+    [f] = found["n-plus-one"]
+    assert f.details["executions_per_request"]["median"] == 30
+    assert f.details["distinct_per_request"] == {"min": 10, "median": 10, "max": 10}
+    assert f.details["batched_example"] == ("SELECT id, name, bio FROM authors WHERE id IN ("
+                                            + ", ".join(str(1 + p) for p in range(10)) + ")")
+
+
+def test_mostly_same_literal_without_parent_is_repeated_query():
+    """12 executions, 2 values, no parent: not a per-row loop; two repeated statements."""
+    reqs, stmts = [], []
+    for i in range(2):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/"))
+        stmts += prelude(rid)
+        for k in range(12):
+            stmts.append(statement(rid, f"SELECT name FROM users WHERE id = {1 + k % 2}"))
+    found = run_all(context(reqs, stmts))
+    assert found["n-plus-one"] == [] and found["db-static-cache"] == []
+    texts = [f.details["statement"] for f in found["repeated-query"]]
+    assert texts == ["SELECT name FROM users WHERE id = 1", "SELECT name FROM users WHERE id = 2"]
+    assert all(f.details["executions_per_request"] == {"min": 6, "median": 6, "max": 6}
+               for f in found["repeated-query"])
+
+
+def test_write_loops_are_not_n_plus_one():
+    reqs, stmts = [request("r000000", "/import", method="POST")], []
+    stmts += [statement("r000000", f"INSERT INTO log (msg) VALUES ('line {k}')", rows_sent=0) for k in range(20)]
+    stmts += [statement("r000000", f"SELECT GET_LOCK('job-{k}', 0)") for k in range(20)]
+    assert run_all(context(reqs, stmts)) == {"db-static-cache": [], "n-plus-one": [], "repeated-query": []}
+
+
+# ------------------------------------------------------------------------------------------
+# repeated-query
+# ------------------------------------------------------------------------------------------
+
+def test_repeated_query_ignores_comments_and_whitespace():
+    variants = ["SELECT value FROM settings WHERE name = 'site_name'",
+                "SELECT /* setting() */ value FROM settings WHERE name = 'site_name'",
+                "SELECT value\n\tFROM settings -- site name\n WHERE name='site_name'",
+                "select value FROM settings WHERE name = 'site_name'",   # another text: case kept
+                "SELECT value FROM settings WHERE name = 'site_name';",
+                "SELECT value FROM settings WHERE name = 'site_name' # end"]
+    reqs, stmts = [], []
+    for i in range(2):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/"))
+        stmts += prelude(rid)
+        stmts += [statement(rid, v, duration_us=300) for v in variants]
+    found = run_all(context(reqs, stmts))
+    assert found["db-static-cache"] == [] and found["n-plus-one"] == []
+    [f] = found["repeated-query"]
+    assert f.details["statement"] == "SELECT value FROM settings WHERE name = 'site_name'"
+    assert f.details["fingerprint"] == "select value from settings where name = ?"
+    assert f.details["tables"] == ["settings"]
+    assert f.details["executions_per_request"] == {"min": 5, "median": 5, "max": 5}
+    assert f.details["saved_per_request"] == {"min": 4, "median": 4, "max": 4}
+    assert ev(f, "executions per request") == "5/5/5"
+    assert ev(f, "executions a per-request memo saves") == "4/4/4"
+    assert ev(f, "requests with the repeats") == "2 of 2"
+    assert f.share_pct == 1.2 and f.severity == "low"   # 2 requests x 4 saved x 300 us / 200 ms
+    assert ev(f, "time in all its executions") == 1.5
+    assert f.urls == ["/"] and f.requests == ["r000000", "r000001"] and f.summary
+
+
+def test_repeated_query_pdo_users_at_threshold():
+    reqs, stmts = [], []
+    for i, url in enumerate(["/profile", "/profile", "/settings"]):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, url))
+        stmts += prelude(rid)
+        stmts += [statement(rid, "SELECT `id`, `email` FROM `app`.`users` u WHERE u.`id` = '42' LIMIT 1")
+                  for _ in range(3)]
+    [f] = repeated_query.detect(context(reqs, stmts))
+    assert f.details["executions_per_request"] == {"min": 3, "median": 3, "max": 3}
+    assert f.details["tables"] == ["users"]
+    assert f.urls == ["/profile", "/settings"] and f.requests == ["r000000", "r000001", "r000002"]
+    # twice is below the threshold
+    reqs2 = reqs[:1]
+    stmts2 = [s for s in stmts if s.request == "r000000"][:-1]
+    assert repeated_query.detect(context(reqs2, stmts2)) == []
+
+
+def test_different_literals_are_not_repeated_query():
+    reqs = [request("r000000", "/")]
+    stmts = [statement("r000000", f"SELECT name FROM users WHERE id = {k}") for k in range(5)]
+    assert repeated_query.detect(context(reqs, stmts)) == []
+
+
+def test_repeated_query_ignores_noise():
+    noise = ["BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "SET NAMES utf8mb4", "SET autocommit = 1",
+             "SHOW TABLES LIKE 'wp_options'", "SELECT @@SESSION.sql_mode", "SELECT 1", "SELECT FOUND_ROWS()",
+             "SELECT LAST_INSERT_ID()", "SELECT GET_LOCK('cron', 0)",
+             "SELECT /*lockdown-capture r000000*/ ID FROM information_schema.PROCESSLIST WHERE DB = 'app'",
+             "SELECT id FROM jobs WHERE run_at < NOW()", "SELECT id FROM jobs WHERE id = 3 FOR UPDATE",
+             "SELECT id FROM jobs WHERE id = 3 LOCK IN SHARE MODE", "UPDATE counters SET n = n + 1 WHERE id = 1"]
+    reqs = [request("r000000", "/")]
+    stmts = [statement("r000000", q) for q in noise for _ in range(5)]
+    assert run_all(context(reqs, stmts)) == {"db-static-cache": [], "n-plus-one": [], "repeated-query": []}
+
+
+def test_write_between_repeats_restarts_the_count():
+    reqs = [request("r000000", "/page")]
+    read = "SELECT views FROM pages WHERE id = 1"
+    stmts = []
+    for _ in range(3):
+        stmts.append(statement("r000000", read))
+        stmts.append(statement("r000000", "UPDATE pages SET views = views + 1 WHERE id = 1", rows_sent=0))
+    assert repeated_query.detect(context(reqs, stmts)) == []
+    # A write to another table does not change what the SELECT reads.
+    stmts = []
+    for _ in range(3):
+        stmts.append(statement("r000000", read))
+        stmts.append(statement("r000000", "INSERT INTO access_log (page) VALUES (1)", rows_sent=0))
+    [f] = repeated_query.detect(context(reqs, stmts))
+    assert f.details["longest_run_per_request"]["max"] == 3
+
+
+def test_repeated_query_needs_half_the_views_of_the_url():
+    reqs = [request(f"r{i:06d}", "/") for i in range(3)]
+    stmts = [statement("r000000", "SELECT value FROM settings WHERE name = 'x'") for _ in range(4)]
+    stmts += [statement(r.id, "SELECT value FROM settings WHERE name = 'x'") for r in reqs[1:]]
+    assert repeated_query.detect(context(reqs, stmts)) == []
+
+
+# ------------------------------------------------------------------------------------------
+# all three together
+# ------------------------------------------------------------------------------------------
+
+def test_minicms_like_page_one_finding_each_and_deterministic():
+    """Localisation lookups, an N+1 listing and a repeated setting on the same page: one
+    finding per detector, in the same order every time, JSON-serialisable."""
+    reqs, stmts = [], []
+    for i in range(4):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/list", instrumented=(i == 3)))
+        stmts += prelude(rid)
+        stmts += [statement(rid, L10N.format(f"m{k}")) for k in range(30)]
+        stmts.append(statement(rid, "SELECT id, author_id, title FROM posts ORDER BY created DESC LIMIT 30",
+                               rows_sent=30))
+        for p in range(30):
+            stmts.append(statement(rid, f"SELECT id, name, bio FROM authors WHERE id = {p + 1}"))
+            stmts.append(statement(rid, "SELECT value FROM settings WHERE name = 'date_format'"))
+    ctx = context(reqs, stmts)
+    first = {k: [f.to_json() for f in v] for k, v in run_all(ctx).items()}
+    again = {k: [f.to_json() for f in v] for k, v in run_all(context(reqs, stmts)).items()}
+    assert first == again
+    json.dumps(first)
+    assert [len(v) for v in first.values()] == [1, 1, 1]
+    assert first["db-static-cache"][0]["details"]["queries_per_request"]["median"] == 30
+    assert first["n-plus-one"][0]["details"]["executions_per_request"]["median"] == 30
+    assert first["repeated-query"][0]["details"]["executions_per_request"]["median"] == 30
+    # timed requests only: 3 x 30 x 200 us over 3 x 100 ms (the instrumented one is left out)
+    assert first["db-static-cache"][0]["share_pct"] == 6.0
+    assert first["repeated-query"][0]["share_pct"] == pytest.approx(100 * 3 * 29 * 200 / 300_000, abs=0.01)

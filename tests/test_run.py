@@ -1,0 +1,108 @@
+"""`lockdown run` on minicms (every pathology on) and minicms-clean (the control): each
+pathology yields its finding with evidence equal to the app's own ground truth, each defect a
+checked patch, and the control no defect finding. Also the builtins table's exact counts."""
+import json
+import sys
+
+import pytest
+
+from lockdown.analyzers.detectors import build_context, load_thresholds
+from lockdown.bundle.store import open_bundle
+
+FETCH = """\
+import json, os, sys, urllib.request
+truth = {}
+for name, path in json.loads(sys.argv[2]).items():
+    with urllib.request.urlopen(os.environ["LOCKDOWN_BASE_URL"] + path) as r:
+        truth[name] = json.loads(r.headers["X-Minicms-Truth"])
+open(sys.argv[1], "w").write(json.dumps(truth))
+"""
+PAGES = {"home": "/", "list": "/?p=list"}
+DEFECTS = {"fs-scan", "db-static-cache", "write-on-read", "n-plus-one", "repeated-query", "repeated-call"}
+
+
+def ground_truth(lockdown, target, tmp_path):
+    (tmp_path / "fetch.py").write_text(FETCH)
+    out = tmp_path / f"truth-{target}.json"
+    hook = f"{sys.executable} {tmp_path / 'fetch.py'} {out} '{json.dumps(PAGES)}'"
+    r = lockdown("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
+                 "--warmup-requests", "3", "--exec-after-warmup", hook)
+    assert r.returncode == 0, r.stderr
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def minicms_run(tmp_path_factory):
+    return tmp_path_factory.mktemp("run") / "minicms"
+
+
+def run(lockdown, target, out):
+    r = lockdown("run", target, "-o", out, "--runs", "1", "--duration", "2", "--requests", "60",
+                 timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r, json.loads((out / "findings.json").read_text())
+
+
+def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path):
+    truth = ground_truth(lockdown, "minicms", tmp_path)
+    home, listing = truth["home"], truth["list"]
+    out = tmp_path / "out"
+    r, data = run(lockdown, "minicms", out)
+    found = {f["key"]: f for f in data["findings"]}
+    by_id = {}
+    for f in data["findings"]:
+        by_id.setdefault(f["id"], []).append(f)
+    assert DEFECTS <= set(by_id), sorted(by_id)
+    assert not {"debug-extension", "opcache", "pcre-jit-off", "stat-storm"} & set(by_id)
+    # fs-scan: xhprof's exact call counts are the app's own
+    fs = by_id["fs-scan"][0]
+    calls = fs["details"]["calls_per_request"]
+    assert set(calls["opendir"]) == {home["fs"]["opendir"]} == {listing["fs"]["opendir"]}
+    assert set(calls["readdir"]) == {home["fs"]["readdir"]}
+    assert set(calls["is_dir"]) == {home["fs"]["is_dir"]}
+    assert home["fs"]["dirs"] >= 500 and fs["details"]["walker"] == "file_scan_directory"
+    sql = next(x for x in fs["remediations"] if x["kind"] == "sql")
+    missing = sorted(home["modules"]["missing"])
+    assert sql["content"].count("DELETE FROM modules") == len(missing) > 0
+    assert all(f"name = '{m}'" in sql["content"] for m in missing) and "l10n" not in sql["content"]
+    # db-static-cache: one query per message
+    l10n = by_id["db-static-cache"][0]
+    assert l10n["details"]["table"] == "l10n_cache"
+    assert l10n["details"]["queries_per_request"]["max"] >= home["l10n"]["queries"] >= 150
+    # write-on-read: one UPDATE per view
+    assert any(e["value"] == "60 of 60" or e["value"].startswith(("5", "6")) for e in
+               by_id["write-on-read"][0]["evidence"] if e["what"] == "GET requests that sent it")
+    # n-plus-one: one authors query per listed row
+    n1 = by_id["n-plus-one"][0]
+    assert listing["listing"]["rows"] == 30
+    assert any(e["value"] == "30/30/30" for e in n1["evidence"] if e["what"].startswith("executions per request"))
+    # repeated-call: the theme settings, called as often as the app counted
+    rc = by_id["repeated-call"][0]
+    assert rc["details"]["function"] == "theme_settings"
+    assert home["theme"]["calls"] in {row["calls"] for row in rc["details"]["rows"]}
+    # every defect has a checked patch; write-ups on disk; a summary on the terminal
+    for f in data["findings"]:
+        if f["severity"] != "info":
+            assert f["remediations"] and all(x["checked"] for x in f["remediations"]), f["key"]
+        assert (out / "findings" / f"{f['key']}.md").is_file()
+    assert "finding(s), most costly first" in r.stdout and (out / "bench.json").is_file()
+    # the builtins table (lockdown analyze) reports the app's own directory call counts
+    a = json.loads(lockdown("analyze", out / "bundle", "--json", "--url", "/", "--top", "50").stdout)
+    rows = {b["name"]: b for b in a["builtins"]["top"]}
+    for name in ("opendir", "readdir", "is_dir", "closedir"):
+        assert rows[name]["calls_per_request"] == home["fs"][name], name
+
+
+def test_minicms_clean_has_no_defect(lockdown, tmp_path):
+    _, data = run(lockdown, "minicms-clean", tmp_path / "out")
+    defects = [f["key"] for f in data["findings"] if f["severity"] != "info"]
+    assert defects == []
+    assert [f["id"] for f in data["findings"]] == ["hot-builtins"]
+
+
+def test_bad_thresholds_file_gets_one_line(lockdown, tmp_path):
+    bad = tmp_path / "t.toml"
+    bad.write_text("[fs-scan]\nnot_a_threshold = 3\n")
+    r = lockdown("run", "minicms", "-o", tmp_path / "o", "--thresholds", bad)
+    assert r.returncode == 2 and "has no threshold 'not_a_threshold'" in r.stderr
+    assert r.stderr.count("\n") == 1 and not (tmp_path / "o").exists()
