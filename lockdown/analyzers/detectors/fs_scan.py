@@ -96,7 +96,9 @@ def detect(ctx: Context) -> list:
         share_source = "Excimer samples with the walker on the stack, timed requests"
     else:
         main = [ctx.wall_us(r) for r in rids]
-        spent = [ctx.xhprof[r].get(walker or chain[-1], {}).get("inclusive_us", 0) for r in rids]
+        top = walker or chain[-1]      # time entering it from outside: recursion counted once
+        spent = [sum(v["wt"] for (p, c), v in ctx.xhprof_edges[r].items() if c == top and p != top)
+                 for r in rids]
         share = 100.0 * sum(spent) / sum(main) if sum(main) else 0.0
         share_source = "xhprof inclusive time of the walker over the request's wall time"
     lookup = chain[chain.index(walker) - 1] if walker in chain and chain.index(walker) > 0 else None

@@ -1,0 +1,109 @@
+"""fs-scan and repeated-call on synthetic xhprof data: the directory-walk variants (opendir,
+scandir, glob, RecursiveDirectoryIterator), the boundaries, and exact evidence."""
+from contexts import context, request
+
+from lockdown.analyzers.detectors import fs_scan, repeated_call
+
+PHP = {"ini": {}, "extensions": {}, "zend_extensions": ["Zend OPcache"],
+       "internal_functions": ["opendir", "readdir", "closedir", "is_dir", "scandir", "glob",
+                              "preg_match", "file_get_contents", "json_decode", "array_merge"],
+       "internal_classes": ["RecursiveDirectoryIterator", "RecursiveIteratorIterator"]}
+
+
+def walk_profile(walker="find_plugin", lookup="plugin_path", dirs=120, style="opendir"):
+    """One request's xhprof array: main() -> lookup -> walker (recursive) -> the walk builtins."""
+    p = {"main()": {"ct": 1, "wt": 90_000}, f"main()==>{lookup}": {"ct": 1, "wt": 60_000},
+         f"{lookup}==>{walker}": {"ct": 1, "wt": 59_000},
+         f"{walker}==>{walker}@1": {"ct": dirs - 1, "wt": 50_000}}
+    if style == "opendir":
+        p.update({f"{walker}==>opendir": {"ct": dirs, "wt": 3000},
+                  f"{walker}==>readdir": {"ct": dirs * 6, "wt": 4000},
+                  f"{walker}==>closedir": {"ct": dirs, "wt": 500},
+                  f"{walker}==>is_dir": {"ct": dirs * 4, "wt": 2000}})
+    elif style == "scandir":
+        p.update({f"{walker}==>scandir": {"ct": dirs, "wt": 5000},
+                  f"{walker}==>is_dir": {"ct": dirs * 4, "wt": 2000}})
+    elif style == "glob":
+        p.update({f"{walker}==>glob": {"ct": dirs, "wt": 6000},
+                  f"{walker}==>is_dir": {"ct": dirs, "wt": 900}})
+    else:
+        p = {"main()": {"ct": 1, "wt": 90_000}, f"main()==>{lookup}": {"ct": 1, "wt": 60_000},
+             f"{lookup}==>{walker}": {"ct": 1, "wt": 59_000},
+             f"{walker}==>RecursiveDirectoryIterator::__construct": {"ct": 1, "wt": 100},
+             f"{walker}==>RecursiveIteratorIterator::next": {"ct": dirs * 5, "wt": 9000},
+             "RecursiveIteratorIterator::next==>RecursiveDirectoryIterator::hasChildren": {"ct": dirs * 5, "wt": 3000},
+             "RecursiveIteratorIterator::next==>RecursiveDirectoryIterator::getChildren": {"ct": dirs - 1, "wt": 3000}}
+    return p
+
+
+def scan_context(style="opendir", profiled=3, scanning=3, **kw):
+    reqs = [request(f"r{i:06d}", "/", instrumented=True) for i in range(profiled)]
+    xh = {r.id: walk_profile(style=style, **kw) if i < scanning else {"main()": {"ct": 1, "wt": 9000}}
+          for i, r in enumerate(reqs)}
+    return context(reqs, xhprof=xh, php=PHP)
+
+
+def test_opendir_walk_with_exact_counts_and_chain():
+    [f] = fs_scan.detect(scan_context(dirs=120))
+    assert f.details["walker"] == "find_plugin" and f.details["lookup"] == "plugin_path"
+    assert f.details["calls_per_request"]["opendir"] == [120, 120, 120]
+    assert f.details["calls_per_request"]["readdir"] == [720] * 3
+    assert f.details["directories"] == [120] * 3
+    assert f.details["chain"][-3:] == ["plugin_path", "find_plugin", "readdir"]
+
+
+def test_walk_variants_other_names():
+    for style, opener in (("scandir", "scandir"), ("glob", "glob"), ("iterator", "RecursiveDirectoryIterator::getChildren")):
+        [f] = fs_scan.detect(scan_context(style=style, walker="locate_template", lookup="theme_lookup", dirs=80))
+        assert f.details["walker"] == "locate_template", style
+        assert opener in f.details["calls_per_request"], style
+        assert f.details["directories"] == [80] * 3, style
+
+
+def test_small_or_occasional_walks_are_not_flagged():
+    assert fs_scan.detect(scan_context(dirs=5)) == []                   # 60 calls: under 100
+    assert fs_scan.detect(scan_context(profiled=5, scanning=1)) == []   # a walk in 1 of 5 requests
+
+
+def memo_profile(calls=60, per_call=300, callees=(("file_get_contents", 1), ("json_decode", 1)),
+                 fn="theme_settings", extra=None):
+    p = {"main()": {"ct": 1, "wt": 50_000}, f"page==>{fn}": {"ct": calls, "wt": calls * per_call},
+         "main()==>page": {"ct": 1, "wt": 40_000}}
+    for c, n in callees:
+        p[f"{fn}==>{c}"] = {"ct": calls * n, "wt": calls * 50}
+    p.update(extra or {})
+    return p
+
+
+def memo_context(profile, wall_us=50_000):
+    reqs = [request("r000000", "/", instrumented=True, wall_us=wall_us)]
+    return context(reqs, xhprof={"r000000": profile}, php=PHP)
+
+
+def test_repeated_call_found_with_exact_counts():
+    [f] = repeated_call.detect(memo_context(memo_profile()))
+    assert f.details["function"] == "theme_settings"
+    assert f.details["rows"][0]["calls"] == 60
+    assert f.details["rows"][0]["callees"] == 2
+    # 60 calls of 300 us over a 50 ms request; a cache keeps one call: 59 x 300 us = 35.4%
+    assert f.share_pct == 35.4
+
+
+def test_repeated_call_boundaries():
+    # uneven child calls: a dispatcher-like function, different work per call
+    assert repeated_call.detect(memo_context(memo_profile(callees=(("json_decode", 1), ("array_merge", 1)),
+        extra={"theme_settings==>array_merge": {"ct": 61, "wt": 100}}))) == []
+    # runs callbacks: a dispatcher
+    assert repeated_call.detect(memo_context(memo_profile(callees=(("call_user_func_array", 1),)))) == []
+    # sends a query on every call: left to the query detectors
+    assert repeated_call.detect(memo_context(memo_profile(callees=(("db_get", 1),),
+        extra={"db_get==>mysqli::query": {"ct": 60, "wt": 900}}))) == []
+    # cheap: under min_us_per_call
+    assert repeated_call.detect(memo_context(memo_profile(per_call=5, calls=1000))) == []
+    # recursive (xhprof saw it re-entered): a walk, not a repeat
+    assert repeated_call.detect(memo_context(memo_profile(extra={"theme_settings==>theme_settings@1": {"ct": 5, "wt": 10}}))) == []
+
+
+def test_walk_share_counts_recursion_once():
+    [f] = fs_scan.detect(scan_context(dirs=120))
+    assert f.share_pct == 59.0         # 59 ms entering the walker, of a 100 ms request
