@@ -12,7 +12,8 @@ Signature, three cases (the manifest's php facts; native samples for the cost):
 2. disabled: loaded, `opcache.enable` off (enabled with `opcache.file_cache_only=1` counts
    as on: the file cache also avoids compiling);
 3. on but compiling: enabled, and at least `min_compile_share_pct` % of the on-CPU native
-   samples are in the compiler. Settings below `min_memory_consumption_mb`,
+   samples are in the compiler, and at least `min_compile_samples` of them (fewer cannot be told
+   from noise: a fast app gives few samples). Settings below `min_memory_consumption_mb`,
    `min_interned_strings_buffer_mb`, `min_max_accelerated_files`, a non-zero
    `opcache.max_file_size` or a blacklist are named as suspects.
 "In the compiler" means a compiler frame anywhere on the sample's stack (compile_file,
@@ -84,6 +85,7 @@ def detect(ctx: Context) -> list:
     min_mem = ctx.threshold(ID, "min_memory_consumption_mb")
     min_strings = ctx.threshold(ID, "min_interned_strings_buffer_mb")
     min_files = ctx.threshold(ID, "min_max_accelerated_files")
+    min_samples = ctx.threshold(ID, "min_compile_samples")
     if ctx.php.get("extensions") is None and ctx.php.get("zend_extensions") is None:
         return []                   # no php facts (the capture could not read them): unknown
     loaded = _loaded(ctx)
@@ -103,8 +105,8 @@ def detect(ctx: Context) -> list:
              "opcache.revalidate_freq")
     settings = {k: ini_value(ctx, k) for k in names if ini_value(ctx, k) is not None}
     if enabled:
-        if cpu is None or cpu < min_share:
-            return []
+        if cpu is None or cpu < min_share or cpu * len(ctx.native) / 100 < min_samples:
+            return []               # too little compiling, or too few samples to tell from noise
         case = "compiling"
     else:
         case = "not-loaded" if not loaded else "disabled"
