@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import paths
 from ..errors import LockdownError, PhaseFailed
 from ..harness.mariadb import DatabaseServer
-from ..harness.processes import owner_alive, owner_record
+from ..harness.processes import dead_records, owner_alive, owner_record
 from .attribution import ADMIN_TAG
 
 # Read before, compared after; general_log is watched, not changed.
@@ -165,15 +165,7 @@ class SlowLogCapture:
 def restore_pending() -> list[str]:
     """Put back the settings of captures whose lockdown died; one message per server."""
     messages = []
-    d = records_dir()
-    for record in sorted(d.glob("*.json")) if d.is_dir() else []:
-        try:
-            data = json.loads(record.read_text())
-        except (OSError, ValueError):
-            record.unlink(missing_ok=True)
-            continue
-        if owner_alive(data):
-            continue
+    for record, data in dead_records(records_dir()):
         s = data["server"]
         with tempfile.TemporaryDirectory(prefix="lockdown-restore-") as tmp:
             db = DatabaseServer.create(Path(tmp), s["host"], s["port"], s["socket"], s["user"],

@@ -211,6 +211,19 @@ def owner_alive(record: dict) -> bool:
     return bool(owner) and _start_time(owner) is not None and _start_time(owner) == record.get("owner_start")
 
 
+def dead_records(directory: Path):
+    """(path, data) of each record in `directory` whose owning lockdown is gone, in name order;
+    unreadable records are removed on the way."""
+    for record in sorted(directory.glob("*.json")) if directory.is_dir() else []:
+        try:
+            data = json.loads(record.read_text())
+        except (OSError, ValueError):
+            record.unlink(missing_ok=True)
+            continue
+        if not owner_alive(data):
+            yield record, data
+
+
 def _cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
@@ -226,17 +239,7 @@ def sweep_orphans() -> list[str]:
     are signalled, so a recycled pid is never hit.
     """
     messages = []
-    active = paths.active_dir()
-    if not active.is_dir():
-        return messages
-    for record in active.glob("*.json"):
-        try:
-            data = json.loads(record.read_text())
-        except (OSError, ValueError):
-            record.unlink(missing_ok=True)
-            continue
-        if owner_alive(data):
-            continue  # its lockdown is still running
+    for record, data in dead_records(paths.active_dir()):
         run_dir = data.get("run_dir", "")
         stopped = []
         for group in data.get("groups", []):
