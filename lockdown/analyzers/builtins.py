@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 _RECURSION = re.compile(r"@\d+$")
 
@@ -20,28 +20,40 @@ class Builtin:
     allocations: int | None     # mem.na, with --xhprof-flags memory_alloc
 
 
-def function_totals(profile: dict, is_internal: Callable[[str], bool] | None = None) -> dict[str, dict]:
-    """One xhprof array -> per function: calls, inclusive and exclusive wall time (us) and
-    allocation count. xhprof stores caller==>callee edges with inclusive values only.
+def base_name(name: str) -> str:
+    """A function name without xhprof's recursion marker (`foo@2` -> `foo`)."""
+    return _RECURSION.sub("", name)
+
+
+def entries(profile: dict, is_internal: Callable[[str], bool] | None = None) -> Iterator[tuple[str | None, str, dict]]:
+    """(caller or None, callee, values) of one xhprof array, recursion markers removed.
 
     tideways_xhprof 5 on PHP 8 records every call of an internal function twice: as
     `caller==>f` and again as a direct self-call `f==>f@1` with the same count (an internal
     function cannot call itself directly). Given `is_internal`, those self-edges are dropped so
     call counts are the real ones; a user function's self-edge is real recursion and is kept."""
+    for key, v in profile.items():
+        parent, sep, child = key.partition("==>")
+        if not sep:
+            parent, child = None, key
+        child = base_name(child)
+        if parent is not None:
+            parent = base_name(parent)
+            if parent == child and is_internal is not None and is_internal(child):
+                continue
+        yield parent, child, v
+
+
+def function_totals(profile: dict, is_internal: Callable[[str], bool] | None = None) -> dict[str, dict]:
+    """One xhprof array -> per function: calls, inclusive and exclusive wall time (us) and
+    allocation count. xhprof stores caller==>callee edges with inclusive values only; see
+    `entries` for the edges left out."""
     calls: Counter = Counter()
     incl: Counter = Counter()
     out_edges: Counter = Counter()
     allocs: Counter = Counter()
     has_allocs = False
-    for key, v in profile.items():
-        parent, sep, child = key.partition("==>")
-        if not sep:
-            parent, child = None, key
-        child = _RECURSION.sub("", child)
-        if parent is not None:
-            parent = _RECURSION.sub("", parent)
-            if parent == child and is_internal is not None and is_internal(child):
-                continue
+    for parent, child, v in entries(profile, is_internal):
         calls[child] += v.get("ct", 0)
         incl[child] += v.get("wt", 0)
         if "mem.na" in v:

@@ -54,12 +54,24 @@ def _default_rules() -> Rules:
     return load_rules()
 
 
+def dso_name(dso: str) -> str:
+    """What `dso` rules match: the file name, or the whole name of anonymous memory."""
+    return dso.rsplit("/", 1)[-1] if "/" in dso and not dso.endswith("//anon") else dso
+
+
+def passes_through(symbol: str, dso: str, rules: Rules | None = None) -> bool:
+    """A libc, kernel or JIT frame: its time belongs to its caller ([[passthrough]])."""
+    rules = rules or _default_rules()
+    name = dso_name(dso)
+    return any(p.matches(symbol, name) for p in rules.passthrough)
+
+
 def categorise(frames: list, rules: Rules | None = None) -> str:
     """`frames` leaf first, each [addr, symbol, offset, dso] (a bundle PerfSample's frames)."""
     rules = rules or _default_rules()
     fallback = None
     for _, symbol, _, dso in frames:
-        name = dso.rsplit("/", 1)[-1] if "/" in dso and not dso.endswith("//anon") else dso
+        name = dso_name(dso)
         through = next((p for p in rules.passthrough if p.matches(symbol, name)), None)
         if through is not None:
             fallback = fallback or through.category

@@ -8,18 +8,16 @@ capture saw it. Shares of request time are estimated from Excimer (wall-clock sa
 default) and from statement durations."""
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from ...bundle.model import PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
-from ..builtins import function_totals
+from ..builtins import entries, function_totals
 from ..query_digest import by_request
 from ..symbolize import symbolize, tables_for
 
-_RECURSION = re.compile(r"@\d+$")
 
 
 @dataclass
@@ -73,20 +71,16 @@ class Context:
 
     @cached_property
     def xhprof_edges(self) -> dict[str, dict[tuple[str, str], dict]]:
-        """Request id -> (caller, callee) -> {ct, wt}, recursion markers removed."""
+        """Request id -> (caller, callee) -> {ct, wt}, recursion markers removed (and
+        tideways' doubled internal self-calls, as in `builtins.entries`)."""
         out = {}
         for rid, p in self.xhprof_profiles.items():
             edges: dict[tuple[str, str], dict] = {}
-            for key, v in p.items():
-                parent, sep, child = key.partition("==>")
-                if not sep:
-                    continue
-                parent, child = _RECURSION.sub("", parent), _RECURSION.sub("", child)
-                if parent == child and self.is_internal(child):
-                    continue                # tideways' doubled internal call (builtins.py)
-                e = edges.setdefault((parent, child), {"ct": 0, "wt": 0})
-                e["ct"] += v.get("ct", 0)
-                e["wt"] += v.get("wt", 0)
+            for parent, child, v in entries(p, self.is_internal):
+                if parent is not None:
+                    e = edges.setdefault((parent, child), {"ct": 0, "wt": 0})
+                    e["ct"] += v.get("ct", 0)
+                    e["wt"] += v.get("wt", 0)
             out[rid] = edges
         return out
 

@@ -44,8 +44,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ..builtins import base_name
 from ..findings import Evidence, Finding
-from ..subsystems import breakdown, categorise
+from ..subsystems import breakdown, categorise, dso_name, passes_through
 from .context import Context
 
 ID = "hot-builtins"
@@ -94,19 +95,12 @@ def php_version(ctx: Context) -> str:
 
 
 # -- native samples (ctx.native: on-CPU perf samples of the timed requests) ---------------------
-_PASSTHROUGH_DSO = re.compile(r"\[kernel\.kallsyms\]$|\[vdso\]$|(^|/)(libc|libm|libpthread|ld-linux[^/]*"
-                              r"|libstdc\+\+)\.so|//anon$|\[anon|perf-\d+\.map$|memfd:|^\[unknown\]$")
-
-
-def dso_name(dso: str) -> str:
-    return dso.rsplit("/", 1)[-1]
-
-
 def self_dso(frames: list) -> str | None:
     """The object the sample's CPU was spent in: the first frame from the leaf that is not libc,
-    the kernel or JIT code (those are charged to their caller, as subsystems.toml does)."""
-    for _, _, _, dso in frames:
-        if not _PASSTHROUGH_DSO.search(dso):
+    the kernel or JIT code (those are charged to their caller, as subsystems.toml does), nor of
+    an unknown object."""
+    for _, symbol, _, dso in frames:
+        if dso != "[unknown]" and not passes_through(symbol, dso):
             return dso_name(dso)
     return None
 
@@ -158,7 +152,7 @@ def callee_calls(ctx: Context, rid: str) -> Counter:
             calls[child] += e["ct"]
     for key, v in ctx.xhprof_profiles.get(rid, {}).items():
         if "==>" not in key:
-            calls[re.sub(r"@\d+$", "", key)] += v.get("ct", 0)
+            calls[base_name(key)] += v.get("ct", 0)
     return calls
 
 
@@ -248,8 +242,8 @@ def detect(ctx: Context) -> list:
             doubled = 0
             for key in ctx.xhprof_profiles.get(rid, {}):
                 parent, sep, child = key.partition("==>")
-                child = re.sub(r"@\d+$", "", child)
-                doubled += bool(sep) and re.sub(r"@\d+$", "", parent) == child and is_builtin(child)
+                child = base_name(child)
+                doubled += bool(sep) and base_name(parent) == child and is_builtin(child)
             if doubled:
                 notes.append(f"{rid}: {doubled} builtin(s) with a direct self-edge (tideways_xhprof's double "
                              "count), not counted as calls")

@@ -27,11 +27,11 @@ import re
 import statistics
 from collections import defaultdict
 
+from ..builtins import base_name
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
 
 ID = "repeated-call"
-_AT = re.compile(r"@\d+$")
 
 
 DISPATCH = {"call_user_func", "call_user_func_array", "array_map", "array_walk", "usort", "uasort",
@@ -44,9 +44,8 @@ def recursive_functions(profile: dict) -> set[str]:
     out = set()
     for key in profile:
         child = key.partition("==>")[2]
-        m = _AT.search(child)
-        if m:
-            out.add(child[:m.start()])
+        if base_name(child) != child:
+            out.add(base_name(child))
     return out
 
 

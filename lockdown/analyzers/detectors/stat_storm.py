@@ -59,6 +59,7 @@ from ..findings import Evidence, Finding, Remediation, severity_for
 from .context import Context
 from .hot_builtins import (example_requests, ini_bytes, ini_flag, ini_int, ini_value, php_version, profiled,
                            request_share, sample_share, share_by_url, sources)
+from .fs_scan import is_walk_call   # the walk calls are fs-scan's
 from .opcache import _loaded as opcache_loaded
 
 ID = "stat-storm"
@@ -66,10 +67,6 @@ STAT_CALLS = frozenset((
     "file_exists", "is_file", "is_dir", "is_link", "is_readable", "is_writable", "is_writeable",
     "is_executable", "filemtime", "filectime", "fileatime", "filesize", "fileperms", "fileinode",
     "fileowner", "filegroup", "filetype", "stat", "lstat", "realpath"))
-# the same walk calls as fs-scan's
-WALK_CALLS = frozenset(("opendir", "readdir", "closedir", "rewinddir", "scandir", "glob", "dir"))
-_ITERATOR = re.compile(r"^(RecursiveDirectoryIterator|DirectoryIterator|FilesystemIterator|GlobIterator"
-                       r"|Directory)::", re.I)
 _STAT_FRAME = re.compile(
     r"^(php_stat|tsrm_realpath|virtual_file_ex|realpath_cache_|zend_resolve_path|php_resolve_path|"
     r"expand_filepath|php_check_open_basedir|__do_sys_newfstatat|__do_sys_newstat|__do_sys_newlstat|"
@@ -78,10 +75,6 @@ _STAT_FRAME = re.compile(
 _WALK_FRAME = re.compile(r"^(_?php_stream_opendir|_?php_stream_readdir|_?php_stream_scandir|php_plain_files_dirstream|"
                          r"__opendir|__readdir|__GI___readdir|__GI___getdents|__getdents|iterate_dir|"
                          r"__x64_sys_getdents|php_glob|glob(64)?$|spl_filesystem_dir)")
-
-
-def is_walk_call(name: str) -> bool:
-    return name.lower() in WALK_CALLS or _ITERATOR.match(name) is not None
 
 
 def stat_sample(frames: list) -> bool:
