@@ -2,7 +2,9 @@
 processes a run left behind (by its run directory in their command lines)."""
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -68,6 +70,47 @@ def wordpress_bundle(home, tmp_path_factory):
                                      "--exec-after-capture", settings_hook("settings-after")),
                        capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
     return r, b1
+
+
+@pytest.fixture(scope="session")
+def minicms_run(home, tmp_path_factory):
+    """One `lockdown run minicms` (every pathology on), shared by the tests that read a run
+    directory (findings, verify, report, write-ups): (CompletedProcess, run directory)."""
+    out = tmp_path_factory.mktemp("minicms-run") / "out"
+    r = subprocess.run(lockdown_argv("run", "minicms", "-o", out, "--runs", "2", "--duration", "2",
+                                     "--requests", "60"),
+                       capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
+    return r, out
+
+
+def tree_digest(root: Path) -> str:
+    """Names and contents of every file under `root`: any write shows."""
+    h = hashlib.sha256()
+    for p in sorted(x for x in root.rglob("*") if x.is_file() and not x.is_symlink()):
+        h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def prepared_root(name: str) -> Path:
+    roots = [p for p in SHARED_PREPARED.glob(f"{name}-*") if (p / "prepared.json").is_file()
+             and re.fullmatch(re.escape(name) + r"-[0-9a-f]{16}", p.name)]
+    assert len(roots) == 1, roots
+    return roots[0]
+
+
+VERIFY_ARGS = ("--runs", "5", "--duration", "2", "--warmup-duration", "1", "--requests", "30")
+
+
+@pytest.fixture(scope="session")
+def minicms_verified(home, minicms_run):
+    """`lockdown verify --finding db-static-cache` (a diff remediation) on the shared minicms
+    run: (verify's CompletedProcess, run directory, digest of the prepared app tree before)."""
+    r, out = minicms_run
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    digest = tree_digest(prepared_root("minicms") / "app")
+    v = subprocess.run(lockdown_argv("verify", out, "--finding", "db-static-cache", *VERIFY_ARGS),
+                       capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
+    return v, out, digest
 
 
 def processes_mentioning(fragment: str) -> list[str]:

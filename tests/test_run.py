@@ -31,11 +31,6 @@ def ground_truth(lockdown, target, tmp_path):
     return json.loads(out.read_text())
 
 
-@pytest.fixture(scope="module")
-def minicms_run(tmp_path_factory):
-    return tmp_path_factory.mktemp("run") / "minicms"
-
-
 def run(lockdown, target, out):
     r = lockdown("run", target, "-o", out, "--runs", "1", "--duration", "2", "--requests", "60",
                  timeout=900)
@@ -43,11 +38,12 @@ def run(lockdown, target, out):
     return r, json.loads((out / "findings.json").read_text())
 
 
-def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path):
+def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run):
     truth = ground_truth(lockdown, "minicms", tmp_path)
     home, listing = truth["home"], truth["list"]
-    out = tmp_path / "out"
-    r, data = run(lockdown, "minicms", out)
+    r, out = minicms_run
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads((out / "findings.json").read_text())
     found = {f["key"]: f for f in data["findings"]}
     by_id = {}
     for f in data["findings"]:

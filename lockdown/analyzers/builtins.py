@@ -91,3 +91,55 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
     rows = [Builtin(n, c["calls"], c["exclusive_us"], c["inclusive_us"],
                     c["allocations"] if with_allocs else None) for n, c in total.items()]
     return sorted(rows, key=lambda b: (-b.exclusive_us, -b.calls, b.name))
+
+
+def is_doubled_edge(parent: str | None, child: str, is_internal: Callable[[str], bool]) -> bool:
+    """True for an edge `entries` leaves out: a direct self-call of an internal function
+    (`f==>f@1`), tideways_xhprof's second record of a call to it."""
+    return parent is not None and base_name(parent) == base_name(child) and is_internal(base_name(child))
+
+
+def _level(name: str) -> int:
+    """xhprof's recursion depth of a name (`foo@2` -> 2, `foo` -> 0)."""
+    m = _RECURSION.search(name)
+    return int(m.group()[1:]) if m else 0
+
+
+def undouble(profile: dict, is_internal: Callable[[str], bool]) -> tuple[dict, int]:
+    """One xhprof array without tideways_xhprof's doubled records of internal functions, keys
+    and recursion markers otherwise as xhprof writes them; and how many edges were left out.
+
+    The edges left out are the ones `entries` drops (`is_doubled_edge`). An internal function
+    with such an edge is doubled at every depth: depth 2k is the real call, 2k+1 its copy,
+    and what the function calls back hangs from the copy (`preg_replace_callback@1==>{closure}`,
+    `{closure}==>preg_replace_callback@2` for a nested real call). So `f@2k` and `f@2k+1`
+    both become `f@k` (`f` for k = 0), which keeps callees under the real call and real
+    recursion numbered from 1. Edges that end up with the same key have their metrics added.
+    Other functions are untouched, so are internal functions without a self-edge (a profile
+    from a profiler that does not double them)."""
+    doubled = set()
+    for key in profile:
+        parent, sep, child = key.partition("==>")
+        if sep and is_doubled_edge(parent, child, is_internal):
+            doubled.add(base_name(child))
+
+    def name(n: str) -> str:
+        base = base_name(n)
+        if base not in doubled:
+            return n
+        k = _level(n) // 2
+        return f"{base}@{k}" if k else base
+
+    out: dict = {}
+    dropped = 0
+    for key, v in profile.items():
+        parent, sep, child = key.partition("==>")
+        if sep and is_doubled_edge(parent, child, is_internal):
+            dropped += 1
+            continue
+        new = f"{name(parent)}==>{name(child)}" if sep else name(key)
+        if new in out:
+            out[new] = {m: out[new].get(m, 0) + v.get(m, 0) for m in {**out[new], **v}}
+        else:
+            out[new] = dict(v)
+    return out, dropped

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 SEVERITIES = ("high", "medium", "low", "info")
+SUBJECT_KEYS = ("fingerprint", "function", "extension", "walker", "table", "case")
 
 
 @dataclass
@@ -46,6 +47,15 @@ class Finding:
     @property
     def is_defect(self) -> bool:
         return self.severity != "info"
+
+    @property
+    def subject(self) -> str:
+        """What the finding is about, stable across captures (keys like repeated-call-2 are
+        not): the statement fingerprint, function, table or extension its detector names."""
+        for k in SUBJECT_KEYS:
+            if self.details.get(k):
+                return f"{self.id}:{self.details[k]}"
+        return self.id
 
     def to_json(self) -> dict:
         return asdict(self)

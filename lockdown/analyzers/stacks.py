@@ -32,8 +32,19 @@ def native_stacks(bundle: Bundle, ids: set[str], counts: bool = False) -> dict[s
 
 def php_stacks(bundle: Bundle, ids: set[str]) -> dict:
     """Excimer's PHP stacks of the chosen requests; weights are sample counts (each sample is
-    one period of the clock the capture used)."""
-    return fold_excimer(bundle.excimer(), ids)
+    one period of the clock the capture used). Script frames are named relative to the app
+    tree (`index.php`, not `/…/profile-run/app/index.php`), so that the stacks of two
+    captures of the same target line up in a differential flame graph."""
+    folded = fold_excimer(bundle.excimer(), ids)
+    run_dir = bundle.manifest.get("run_dir")
+    if not run_dir:
+        return folded
+    prefix = f"{run_dir.rstrip('/')}/app/"
+    out: dict = {}
+    for stack, weight in folded.items():
+        key = stack.replace(prefix, "")
+        out[key] = out.get(key, 0) + weight
+    return out
 
 
 def stacks(bundle: Bundle, kind: str, request: str | None = None, url: str | None = None,

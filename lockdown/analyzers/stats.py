@@ -33,3 +33,31 @@ def summarize(values: list[float]) -> dict:
     half = t95(n - 1) * sd / math.sqrt(n)
     return {"n": n, "mean": mean, "stddev": sd, "cv": sd / mean if mean else None,
             "ci95": [mean - half, mean + half]}
+
+
+def compare_paired(before: list[float], after: list[float]) -> dict:
+    """The change from `before` to `after` measured as interleaved pairs (run i of each arm
+    back to back): the geometric mean of the per-pair ratios after/before, with a 95% CI from
+    Student's t on the log ratios. Pairing cancels drift that moves both arms alike (a warming
+    database, a noisy neighbour), which a comparison of the two means would count as noise.
+
+    `{"pairs", "ratio", "change_pct", "ci95_pct": [lo, hi], "significant", "method"}`;
+    `significant` means the interval excludes zero."""
+    pairs = [(a, b) for a, b in zip(before, after) if a > 0 and b > 0]
+    n = len(pairs)
+    out = {"pairs": n, "ratio": None, "change_pct": None, "ci95_pct": [None, None],
+           "significant": False,
+           "method": "paired: geometric mean of per-pair RPS ratios after/before, 95% CI from "
+                     "Student's t on their logarithms"}
+    if n == 0:
+        return out
+    logs = [math.log(b / a) for a, b in pairs]
+    mean = statistics.fmean(logs)
+    out["ratio"] = math.exp(mean)
+    out["change_pct"] = 100.0 * (math.exp(mean) - 1.0)
+    if n >= 2:
+        half = t95(n - 1) * statistics.stdev(logs) / math.sqrt(n)
+        lo, hi = 100.0 * (math.exp(mean - half) - 1.0), 100.0 * (math.exp(mean + half) - 1.0)
+        out["ci95_pct"] = [lo, hi]
+        out["significant"] = lo > 0 or hi < 0
+    return out

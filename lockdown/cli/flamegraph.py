@@ -64,14 +64,17 @@ def _stacks_of(source: Path, kind: str, request, url, counts: bool) -> tuple[dic
                    "red grew, blue shrank (shares of the total, unless --no-normalize).")
 @click.option("--normalize/--no-normalize", default=True, show_default=True,
               help="With --diff: scale BEFORE to AFTER's total first.")
+@click.option("--widths", type=click.Choice(("after", "before")), default="after", show_default=True,
+              help="With --diff: draw AFTER's picture, or BEFORE's (where frames that vanished "
+                   "show, in blue).")
 @click.option("--reverse", is_flag=True, help="Merge stacks from the leaf: who calls the hot functions.")
 @click.option("--inverted", is_flag=True, help="Icicle graph: root at the top.")
 @click.option("--minwidth", type=click.FloatRange(0), default=0.1, show_default=True,
               help="Leave out frames narrower than this many pixels.")
 @click.option("--width", type=click.IntRange(200), default=1200, show_default=True, help="SVG width in pixels.")
 @click.option("--title", help="Title of the graph.")
-def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, reverse, inverted,
-                   minwidth, width, title):
+def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, widths, reverse,
+                   inverted, minwidth, width, title):
     """Flame graph of BUNDLE's PHP or native stacks (whole capture, --url or --request), as an
     interactive SVG (click to zoom, Ctrl-F to search), folded stacks (stackcollapse-perf.pl's
     conventions) or speedscope JSON; or, with --diff, what changed between two captures."""
@@ -87,10 +90,11 @@ def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, rev
             raise LockdownError("--diff writes an SVG: name the output .svg")
         (before, _), (after, php) = (_stacks_of(p, kind, request_id, url, True) for p in diff)
         opts = FlameOptions(title=title or f"{kind} stacks: {diff[0].name} -> {diff[1].name}",
-                            subtitle=f"{scope}; widths from AFTER; red grew, blue shrank",
+                            subtitle=f"{scope}; widths from {widths.upper()}; red grew, blue shrank",
                             width=width, minwidth=minwidth, reverse=reverse, inverted=inverted,
                             builtins=_builtins(php))
-        write_text_atomic(out, render_diff_flamegraph(before, after, opts, normalize=normalize))
+        write_text_atomic(out, render_diff_flamegraph(before, after, opts, normalize=normalize,
+                                                         widths=widths))
     else:
         folded, php = _stacks_of(bundle, kind, request_id, url, counts=svg)
         name = f"{kind} stacks of {bundle.name} ({scope})"

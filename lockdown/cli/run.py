@@ -70,9 +70,12 @@ def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php
         click.echo("== detect")
         findings = detect(build_context(bundle, limits))
         findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=click.echo)
-    write_json_atomic(out / "findings.json", {"format": FINDINGS_FORMAT, "target": t.name,
-                                              "bundle": str(bundle_dir),
-                                              "findings": [f.to_json() for f in findings]})
+    write_json_atomic(out / "findings.json", {
+        "format": FINDINGS_FORMAT, "target": t.name, "bundle": str(bundle_dir),
+        # what `lockdown verify DIR` needs to serve and capture the target the same way again
+        "run": {"target_dir": str(t.directory), "php_ini": ini, "requests": requests,
+                "xhprof_every": xhprof_every, "thresholds": limits},
+        "findings": [f.to_json() for f in findings]})
     (out / "findings").mkdir(exist_ok=True)
     for f in findings:
         write_text_atomic(out / "findings" / f"{f.key}.md",

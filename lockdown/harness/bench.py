@@ -120,8 +120,7 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
         "phases": [],
         "runs": [],
     }
-    load_version = {"wrk": ["-v"], "siege": ["-V"], "ab": ["-V"]}[opts.load]
-    result["config"]["versions"]["load"] = _tool_version(opts.load, load_version)
+    result["config"]["versions"]["load"] = load_version(opts.load)
     paths = target.weighted_paths()
 
     def phase(name, fn):
@@ -143,44 +142,66 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
         say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
         run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say)
 
-        def warm_single():
-            statuses = {}
-            for i in range(opts.warmup_requests):
-                status, _ = fetch(stack.base_url + paths[i % len(paths)])
-                statuses[str(status)] = statuses.get(str(status), 0) + 1
-            say(f"[warmup-single] {opts.warmup_requests} requests, one at a time: {statuses}")
-            return statuses
-        phase("warmup-single", warm_single)
-
-        def warm_concurrent():
-            if opts.warmup_duration <= 0:
-                return None
-            r = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
-                         opts.warmup_duration, run_dir / "load", "warmup")
-            say(f"[warmup-concurrent] {opts.warmup_duration:g} s at concurrency "
-                f"{opts.concurrency}: {r.rps:.1f} req/s")
-            return r
-        phase("warmup-concurrent", warm_concurrent)
+        phase("warmup-single", lambda: warm_single(stack, opts, paths, say))
+        phase("warmup-concurrent", lambda: warm_concurrent(stack, opts, paths, run_dir / "load", say))
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say)
 
         def measure():
             for i in range(opts.runs):
-                before = cpu.snapshot()
-                r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths,
-                                         opts.concurrency, opts.duration, run_dir / "load",
-                                         f"run-{i + 1}")
-                result["runs"].append({**r.to_json(), "host_cpu": cpu.usage(before, cpu.snapshot())})
-                say(f"[measure] run {i + 1}/{opts.runs}: {r.rps:.1f} req/s, p50 "
-                    f"{r.latency_ms['p50']:.1f} ms, p99 {r.latency_ms['p99']:.1f} ms, "
-                    f"statuses {r.status_counts}, errors {r.errors}")
+                result["runs"].append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}"))
+                say(f"[measure] run {i + 1}/{opts.runs}: {run_line(result['runs'][-1])}")
         phase("measure", measure)
         run_hook(stack, "after-benchmark", opts.hooks.get("after-benchmark"), say)
         stop_started = time.monotonic()
     result["phases"].append({"name": "stop", "seconds": round(time.monotonic() - stop_started, 3)})
-    s = summarize([r["rps"] for r in result["runs"]])
-    result["summary"] = {"rps_mean": s["mean"], "rps_stddev": s["stddev"], "rps_cv": s["cv"],
-                         "rps_ci95": s["ci95"], "runs": s["n"]}
+    result["summary"] = summary_of(result["runs"])
     return result
+
+
+def summary_of(runs: list[dict]) -> dict:
+    """The `summary` of a list of measured runs: RPS mean, deviation, CV and 95% CI."""
+    s = summarize([r["rps"] for r in runs])
+    return {"rps_mean": s["mean"], "rps_stddev": s["stddev"], "rps_cv": s["cv"],
+            "rps_ci95": s["ci95"], "runs": s["n"]}
+
+
+def warm_single(stack: Stack, opts: BenchOptions, paths: list[str], say) -> dict:
+    """`warmup_requests` requests one at a time: caches filled, opcache compiled."""
+    statuses: dict[str, int] = {}
+    for i in range(opts.warmup_requests):
+        status, _ = fetch(stack.base_url + paths[i % len(paths)])
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+    say(f"[warmup-single] {opts.warmup_requests} requests, one at a time: {statuses}")
+    return statuses
+
+
+def warm_concurrent(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: Path, say):
+    """The load generator at full concurrency for `warmup_duration` s, not measured."""
+    if opts.warmup_duration <= 0:
+        return None
+    r = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
+                 opts.warmup_duration, load_dir, "warmup")
+    say(f"[warmup-concurrent] {opts.warmup_duration:g} s at concurrency "
+        f"{opts.concurrency}: {r.rps:.1f} req/s")
+    return r
+
+
+def measured_run(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: Path, label: str) -> dict:
+    """One measured run of `duration` s at `concurrency`, with the host's CPU use during it."""
+    before = cpu.snapshot()
+    r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
+                             opts.duration, load_dir, label)
+    return {**r.to_json(), "host_cpu": cpu.usage(before, cpu.snapshot())}
+
+
+def run_line(run: dict) -> str:
+    return (f"{run['rps']:.1f} req/s, p50 {run['latency_ms']['p50']:.1f} ms, p99 "
+            f"{run['latency_ms']['p99']:.1f} ms, statuses {run['status_counts']}, errors {run['errors']}")
+
+
+def load_version(name: str) -> str | None:
+    """The load generator's version line, e.g. "wrk debian/4.1.0-3+b2 ..."."""
+    return _tool_version(name, {"wrk": ["-v"], "siege": ["-V"], "ab": ["-V"]}[name])
 
 
 def _tool_version(name: str, args: list[str]) -> str | None:

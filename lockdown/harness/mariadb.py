@@ -112,7 +112,7 @@ class PrivateMariaDB:
         self.base = base
         self.datadir = datadir
         self.port = port or ports.free_port()
-        self.socket = str(base / "mysqld.sock")
+        self.socket = ports.unix_socket_path(base / "mysqld.sock")
         self.error_log = base / "mysqld.err"
         self.child: Child | None = None
 
@@ -148,6 +148,7 @@ class PrivateMariaDB:
         if self.child is not None:
             self.procs.stop(self.child, grace=120)
             self.child = None
+        ports.remove_short_socket_dir(self.socket)
 
 
 def copy_datadir(src: Path, dest: Path) -> None:

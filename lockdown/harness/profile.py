@@ -46,6 +46,7 @@ class ProfileOptions:
     port: int | None = None
     mysql: str | None = None
     hooks: dict = field(default_factory=dict)
+    remedy: object = None            # StackOptions.remedy: profile a patched copy (verify)
 
     def size(self) -> dict:
         if self.requests is None and self.duration is None:
@@ -79,7 +80,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
                               php_ini=dict(opts.php_ini), extensions=settings.extensions(),
                               instrumented_extension=settings.instrumented_extension(),
-                              pool_ini={"auto_prepend_file": str(cap.prepend)})
+                              pool_ini={"auto_prepend_file": str(cap.prepend)}, remedy=opts.remedy)
     size = opts.size()
     manifest: dict = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..targets.config import Target
 from . import ports
@@ -29,6 +30,10 @@ class StackOptions:
     pool_env: dict = field(default_factory=dict)
     pool_ini: dict = field(default_factory=dict)      # php_admin_value[...] in the pool
     keep_data: bool = False
+    # A change to this run's copies (app tree, database), applied after `configure` and before
+    # php-fpm starts: how `verify` serves a patched target. It gets its own full copy of the app
+    # tree (not hard links), so nothing it writes can reach the prepared tree.
+    remedy: Callable[["Stack"], None] | None = None
 
 
 class Stack:
@@ -40,6 +45,8 @@ class Stack:
         self.procs = ProcessGroup(run_dir)
         self.db: DatabaseServer | None = None
         self.db_name: str | None = None
+        self.db_user: str | None = None
+        self.db_password: str | None = None
         self.php: PhpConfig | None = None
         self.fpm: PhpFpm | None = None
         self.nginx: Nginx | None = None
@@ -48,6 +55,16 @@ class Stack:
     @property
     def base_url(self) -> str:
         return self.nginx.base_url
+
+    def app_env(self) -> dict:
+        """The environment of the target's configure command and of remediation steps."""
+        env = app_env(self.target, self.app_dir, self.nginx.base_url, self.db, self.db_name,
+                      self.db_user, self.db_password)
+        if self.db is not None and not self.options.mysql_dsn:
+            # The app talks to the private server over loopback TCP, as most production
+            # set-ups do; it also lets a capture tie its connections to requests.
+            env["LOCKDOWN_DB_SOCKET"] = ""
+        return env
 
     def __enter__(self) -> "Stack":
         try:
@@ -62,6 +79,8 @@ class Stack:
         if self.fpm is not None:
             ports.remove_short_socket_dir(self.fpm.socket)
             ports.remove_short_socket_dir(self.fpm.instrumented_socket)
+        if self.db is not None:
+            ports.remove_short_socket_dir(self.db.socket)
         if not self.options.keep_data:
             shutil.rmtree(self.run_dir / "mysql" / "data", ignore_errors=True)
             shutil.rmtree(self.app_dir, ignore_errors=True)
@@ -75,7 +94,8 @@ class Stack:
         check_ini(self.php)
         prepared = prepare(t, say=self.say)
         self.say(f"[start] run directory {self.run_dir}")
-        subprocess.run(["cp", "-al", str(prepared.app), str(self.app_dir)], check=True)
+        copy = "-a" if o.remedy else "-al"
+        subprocess.run(["cp", copy, str(prepared.app), str(self.app_dir)], check=True)
         db_user, db_password = APP_USER, APP_PASSWORD
         if t.database:
             if o.mysql_dsn:
@@ -98,14 +118,11 @@ class Stack:
                           o.pool_ini, o.instrumented_extension)
         self.nginx = Nginx(self.procs, self.run_dir / "nginx", port, self.app_dir / t.docroot,
                            t.front_controller, self.fpm.socket, self.fpm.instrumented_socket)
+        self.db_user, self.db_password = db_user, db_password
         if t.configure:
-            env = app_env(t, self.app_dir, self.nginx.base_url, self.db, self.db_name,
-                          db_user, db_password)
-            if self.db is not None and not o.mysql_dsn:
-                # The app talks to the private server over loopback TCP, as most production
-                # set-ups do; it also lets a capture tie its connections to requests.
-                env["LOCKDOWN_DB_SOCKET"] = ""
-            run_target_command(self.procs, t, "configure", t.configure, env, 300)
+            run_target_command(self.procs, t, "configure", t.configure, self.app_env(), 300)
+        if o.remedy is not None:
+            o.remedy(self)
         self.fpm.start()
         self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}"
                  + (f", and 1 with {o.instrumented_extension}" if o.instrumented_extension else ""))

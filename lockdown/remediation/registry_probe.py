@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..analyzers.findings import Finding, Remediation
 from ..bundle.model import Statement
+from ..harness import ports
 from ..harness.mariadb import PrivateMariaDB, copy_datadir
 from ..harness.prepare import prepare
 from ..harness.processes import ProcessGroup
@@ -90,6 +91,7 @@ def propose(finding: Finding, statements: list[Statement], target: Target, run_d
     say(f"[remedy] fs-scan: re-running {len(found)} lookup(s) on a copy of {target.name}'s database")
     with ProcessGroup(run_dir) as procs:
         datadir = run_dir / "mysql" / "data"
+        db = None
         try:
             copy_datadir(prepared.datadir, datadir)
             db = PrivateMariaDB(procs, run_dir / "mysql", datadir).start()
@@ -108,6 +110,7 @@ def propose(finding: Finding, statements: list[Statement], target: Target, run_d
             after = _run_probes(db, target.database, [z.sql for z in zombies])
         finally:
             procs.stop_all()
+            ports.remove_short_socket_dir(db.socket if db is not None else None)
             shutil.rmtree(datadir, ignore_errors=True)
     if any(after):
         return []

@@ -294,7 +294,8 @@ def _auto_prefix(opts: FlameOptions, *inputs: Mapping[str, Number]) -> str:
 
 
 def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
-            diff_scale: float | None) -> str:
+            diff_scale: float | None, negate: bool = False) -> str:
+    """`negate`: a diff drawn with BEFORE's widths, `node.before` holding AFTER's counts."""
     diff = diff_scale is not None
     fs = opts.font_size
     fh = opts.frame_height
@@ -365,7 +366,8 @@ def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
                         ("fg-same", pal.diff_color(1, 1), "unchanged")]
         legend_note = "widths: after"
         if diff_scale != 1:
-            legend_note += f"; before scaled x{diff_scale:.4g} to the same total"
+            legend_note += (f"; {'after' if negate else 'before'} scaled x{diff_scale:.4g} "
+                            f"to the same total")
     elif cats:
         present = set(cats)
         categories = [k for k in pal.CATEGORIES if k in present]
@@ -392,12 +394,14 @@ def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
         pct = f"{100 * node.total / total:.2f}%"
         info = f"{name} ({count_text(node.total)} {unit}, {pct}"
         if diff:
-            b = node.before
-            change = "new" if b <= 0 else f"{100 * (node.total - b) / b:+.2f}%"
-            info += f"; before {count_text(b)}, change {change})"
-            fill = pal.diff_color(b, node.total)
-            cls = ("fg-root" if node is root else "fg-grew" if node.total > b
-                   else "fg-shrank" if node.total < b else "fg-same")
+            b, a = (node.total, node.before) if negate else (node.before, node.total)
+            change = ("gone" if negate and a <= 0 else "new" if b <= 0
+                      else f"{100 * (a - b) / b:+.2f}%")
+            info += (f"; after {count_text(a)}, change {change})" if negate
+                     else f"; before {count_text(b)}, change {change})")
+            fill = pal.diff_color(b, a)
+            cls = ("fg-root" if node is root else "fg-grew" if a > b
+                   else "fg-shrank" if a < b else "fg-same")
         else:
             info += ")"
             if not cats:
@@ -439,7 +443,8 @@ def render_flamegraph(folded: Mapping[str, Number], opts: FlameOptions = FlameOp
 
 
 def render_diff_flamegraph(before: Mapping[str, Number], after: Mapping[str, Number],
-                           opts: FlameOptions = FlameOptions(), normalize: bool = True) -> str:
+                           opts: FlameOptions = FlameOptions(), normalize: bool = True,
+                           widths: str = "after") -> str:
     """A differential flame graph, as flamegraph.pl draws difffolded.pl output (with -n when
     `normalize`): the picture is AFTER's (widths from AFTER's counts); BEFORE's counts are
     scaled so both totals match when `normalize`; each frame is red where it grew, blue where
@@ -449,11 +454,21 @@ def render_diff_flamegraph(before: Mapping[str, Number], after: Mapping[str, Num
     Frames that exist only in BEFORE have no width in AFTER and so are not drawn at all, as
     with flamegraph.pl; their parents show the loss in blue. `diff_frames` gives the numbers,
     including those frames. For the opposite view (what vanished), swap the inputs: the
-    widths then come from BEFORE."""
+    widths then come from BEFORE: or give `widths="before"` (flamegraph.pl's swapped inputs with
+    --negate), which draws BEFORE's picture in the same colours (blue: shrank after, and frames
+    that vanished entirely are deep blue), tooltips reading `after N, change X%` ("gone")."""
     _validate(opts)
+    if widths not in ("after", "before"):
+        raise ValueError(f"widths must be 'after' or 'before', not {widths!r}")
     scale = _scale(before, after, normalize)
-    prefix = opts.id_prefix or _auto_prefix(opts, before, after, {"normalize": int(normalize)})
+    prefix = opts.id_prefix or _auto_prefix(opts, before, after,
+                                            {"normalize": int(normalize), "widths": widths})
     with _no_gc():
+        if widths == "before":
+            back = 1 / scale if scale else 1.0
+            root, callers = _build(before, opts.reverse, opts.palette == "php")
+            _add_before(root, after, back, opts.reverse, create=False)
+            return _render(root, callers, opts, prefix, back, negate=True)
         root, callers = _build(after, opts.reverse, opts.palette == "php")
         _add_before(root, before, scale, opts.reverse, create=False)
         return _render(root, callers, opts, prefix, scale)

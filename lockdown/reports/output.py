@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
+from typing import Mapping
 
 from ..errors import LockdownError
 
@@ -24,3 +26,35 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 
 def write_json_atomic(path: str | os.PathLike, data, indent: int | None = 2) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=indent, ensure_ascii=False) + "\n")
+
+
+def write_dir_atomic(dest: str | os.PathLike, files: Mapping[str, bytes | str],
+                     mtimes: Mapping[str, float] | None = None) -> Path:
+    """Create directory `dest` holding `files` (path relative to `dest` -> contents; str is
+    written as UTF-8; subdirectories are created), each with its time from `mtimes` if given.
+
+    Everything is written into a hidden staging directory beside `dest`, which is then
+    renamed into place (over an empty directory too), so `dest` is never half-written; on
+    any failure, Ctrl-C included, the staging directory is removed. A `dest` that exists and
+    is not empty makes the rename fail: check it first for a better message."""
+    dest = Path(dest)
+    for rel in files:
+        parts = Path(rel).parts
+        if not parts or Path(rel).is_absolute() or ".." in parts:
+            raise ValueError(f"not a path inside the directory: {rel!r}")
+    staging = dest.parent / f".{dest.name}.partial-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.mkdir()
+        for rel, data in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+            if mtimes and mtimes.get(rel) is not None:
+                os.utime(path, (mtimes[rel], mtimes[rel]))
+        staging.rename(dest)
+    except OSError as e:
+        raise LockdownError(f"cannot write {dest}: {e.strerror or e}; choose another -o")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return dest

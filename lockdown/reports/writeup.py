@@ -1,16 +1,20 @@
-"""Findings as markdown, one lockdown-style issue each (templates/finding.md.j2). Everything
-from the target (URIs, SQL, function names) is put in code spans, fences or escaped table
-cells, so it reads as text."""
+"""Findings as markdown, one lockdown-style issue each (templates/finding.md.j2), and the
+lockdown's SUMMARY.md (templates/summary.md.j2). Everything from the target (URIs, SQL,
+function names) is put in code spans, fences or escaped table cells, so it reads as text.
+Numbers are printed as bench.json and verify.json hold them, with the formats below."""
 from __future__ import annotations
 
 import jinja2
 
 from ..analyzers.findings import Finding
+from .run_results import RunResults
 
 
 def _cell(v) -> str:
     text = " ".join(str(v).split())
     text = text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    for ch in "`[]*":
+        text = text.replace(ch, "\\" + ch)
     return text[:300] + ("..." if len(text) > 300 else "")
 
 
@@ -26,11 +30,52 @@ def _fence(content: str, kind: str) -> str:
     return f"{ticks}{lang}\n{content.rstrip()}\n{ticks}"
 
 
+def _inline(v) -> str:
+    """Target text in running prose: markup characters escaped, markdown specials defused."""
+    text = " ".join(str(v).split()).replace("<", "&lt;").replace(">", "&gt;")
+    for ch in "\\`*[]|":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def fmt_rps(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def fmt_pct(v) -> str:
+    return "-" if v is None else f"{v:+.1f}%"
+
+
+def fmt_ratio(v) -> str:
+    return "-" if v is None else f"{v:.2f}x"
+
+
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-_ENV.filters.update(cell=_cell, code=_code, fence=_fence)
+_ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=fmt_rps, pct=fmt_pct,
+                    ratio=fmt_ratio)
 
 
-def finding_markdown(f: Finding, target: str, run_dir: str, bundle: str, verification: str = "") -> str:
+def finding_markdown(f: Finding, target: str, run_dir: str, bundle: str, verification: dict | None = None) -> str:
+    """One finding as a lockdown issue; `verification` is its verify.json when measured."""
     return _ENV.get_template("finding.md.j2").render(f=f, target=target, run_dir=run_dir, bundle=bundle,
-                                                     verification=verification)
+                                                     v=verification)
+
+
+def summary_markdown(r: RunResults) -> str:
+    """SUMMARY.md: headline, methodology, baseline, results per fix, what did not pan out."""
+    verified = [r.verified[f.key] for f in r.findings if f.key in r.verified]
+    return _ENV.get_template("summary.md.j2").render(
+        r=r, b=r.bench, m=r.manifest, verified=verified,
+        confirmed=sorted((v for v in verified if v["confirmed"]), key=lambda v: -v["bench"]["change"]["change_pct"]),
+        failed=[v for v in verified if not v["confirmed"]],
+        defects=[f for f in r.findings if f.is_defect],
+        unverified=[f for f in r.findings if f.is_defect and f.key not in r.verified])
+
+
+def writeups(r: RunResults) -> dict[str, str]:
+    """File name -> markdown: one issue per finding, and SUMMARY.md."""
+    out = {f"{f.key}.md": finding_markdown(f, r.target, str(r.directory), str(r.bundle), r.verification(f.key))
+           for f in r.findings}
+    out["SUMMARY.md"] = summary_markdown(r)
+    return out

@@ -1,0 +1,57 @@
+"""What each fix buys: `lockdown run TARGET`, then `lockdown verify` on each finding (or the
+ones named), printing per fix the RPS before and after, the after/before ratio with its 95%
+CI (interleaved pairs, both arms measured in the same session), and whether the re-capture
+still shows the finding.
+
+    python3 bench/verify_gain.py [--target minicms] [--finding fs-scan ...] [--runs 5] [--duration 10]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def lockdown(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lockdown", *args], cwd=ROOT, text=True,
+                          capture_output=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="minicms")
+    ap.add_argument("--finding", action="append", default=[], help="finding key (repeatable); default: every defect with a remediation")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--duration", type=float, default=10)
+    ap.add_argument("--keep", metavar="DIR", help="keep the run directory here")
+    args = ap.parse_args()
+    out = Path(args.keep or tempfile.mkdtemp(prefix="lockdown-verify-gain-")) / "run"
+    r = lockdown("run", args.target, "-o", str(out), "--runs", "1", "--duration", "3")
+    if r.returncode != 0:
+        sys.exit(f"lockdown run failed:\n{r.stderr[-2000:]}")
+    findings = json.loads((out / "findings.json").read_text())["findings"]
+    keys = args.finding or [f["key"] for f in findings if f["severity"] != "info" and f["remediations"]]
+    print(f"{'finding':22} {'before':>9} {'after':>9} {'ratio':>7}  {'95% CI of the change':>22}  gone")
+    for key in keys:
+        v = lockdown("verify", str(out), "--finding", key, "--runs", str(args.runs),
+                     "--duration", str(args.duration))
+        path = out / "verify" / key / "verify.json"
+        if not path.is_file():
+            print(f"{key:22} verify failed: {v.stderr.strip()[-300:]}")
+            continue
+        res = json.loads(path.read_text())
+        b = res["bench"]
+        lo, hi = b["change"]["ci95_pct"]
+        print(f"{key:22} {b['before']['summary']['rps_mean']:9.1f} {b['after']['summary']['rps_mean']:9.1f} "
+              f"{b['change']['ratio']:6.2f}x  {lo:+9.1f}% .. {hi:+7.1f}%  "
+              f"{'yes' if res['reprofile']['gone'] else 'no'}", flush=True)
+    print(f"run directory: {out}")
+
+
+if __name__ == "__main__":
+    main()

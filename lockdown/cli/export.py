@@ -1,0 +1,62 @@
+"""`lockdown export`: a bundle's xhprof profiles as xhprof_html runs or an XHGui import file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..bundle.store import open_bundle
+from ..errors import LockdownError
+from ..reports.output import write_dir_atomic
+from ..reports.xhprof_export import FORMATS, INDEX_FILE, XHGUI_FILE, export_files, exported, source_name
+from .main import main
+
+
+def check_destination(out: Path) -> None:
+    """DIR may be new or an empty directory, in an existing parent."""
+    if out.exists() and not out.is_dir():
+        raise LockdownError(f"{out} exists and is not a directory; choose another -o")
+    if out.is_dir() and any(out.iterdir()):
+        raise LockdownError(f"{out} exists and is not empty; choose another -o or empty it")
+    if not out.parent.is_dir():
+        raise LockdownError(f"cannot write {out}: directory {out.parent} does not exist")
+
+
+@main.command("export")
+@click.argument("bundle", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
+              help="Directory to create (or an empty one).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="xhprof", show_default=True,
+              help="xhprof: one <run>.<source>.xhprof per request for xhprof_html; "
+                   f"xhgui: {XHGUI_FILE} for XHGui's importer.")
+@click.option("--request", "request_id", metavar="ID", help="Only this request.")
+@click.option("--url", metavar="PATH", help="Only the requests for this URL path.")
+@click.option("--raw", is_flag=True,
+              help="Export the profiles exactly as recorded, without repairing tideways_xhprof's "
+                   "main() and doubled internal calls.")
+def export_cmd(bundle, out, fmt, request_id, url, raw):
+    """Export BUNDLE's xhprof profiles (every instrumented request, or --request / --url) for
+    xhprof_html or XHGui; docs/analysis.md says how to load them.
+
+    By default each profile is repaired so that both tools show the request's totals: the
+    calls tideways_xhprof records without a caller go under main(), main() gets the request's
+    wall time, CPU time and peak memory from the request log, and tideways' second record of
+    every internal function call (f==>f@1) goes."""
+    check_destination(out)
+    b = open_bundle(bundle)
+    items = exported(b, request_id, url, raw)
+    files = export_files(b, fmt, items)
+    write_dir_atomic(out, {f.name: f.data for f in files}, {f.name: f.mtime for f in files})
+    repaired = sum(e.repaired for e in items)
+    how = ("as recorded (--raw)" if raw else
+           f"{repaired} repaired for xhprof_html/XHGui totals" if repaired else "as recorded (nothing to repair)")
+    if fmt == "xhprof":
+        runs = [f.name.split(".")[0] for f in files if f.name.endswith(".xhprof")]
+        source = source_name(b)
+        click.echo(f"wrote {len(runs)} xhprof runs to {out}, {how} (source {source}; run ids, URLs and "
+                   f"repairs in {out / INDEX_FILE})")
+        click.echo(f"xhprof_html with xhprof.output_dir={out.resolve()}: index.php?run={runs[0]}&source={source}")
+    else:
+        path = out / XHGUI_FILE
+        click.echo(f"wrote {len(items)} profiles to {path}, {how} (SERVER.LOCKDOWN_PROFILE says which)")
+        click.echo(f"load them into XHGui: php external/import.php -f {path.resolve()}")

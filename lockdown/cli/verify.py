@@ -1,0 +1,54 @@
+"""`lockdown verify DIR --finding KEY`: apply a finding's remediation to copies of the target,
+measure it against the unpatched target in interleaved A/B runs, capture the patched copy
+again and check that the finding is gone."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..harness.bench import DEFAULT_WORKERS, BenchOptions
+from ..harness.loadgen import TOOLS
+from ..remediation.verify import load_run, pick_finding, pick_remediations, verify
+from ..reports.verify_text import format_verify
+from .main import deadline, main
+
+CONFIRMED, NOT_CONFIRMED = 0, 3
+
+
+@main.command("verify")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--finding", "wanted", required=True, metavar="KEY",
+              help="The finding's key in findings.json (fs-scan, repeated-call-2, ...) or its id.")
+@click.option("--remediation", "numbers", type=click.IntRange(1), multiple=True, metavar="N",
+              help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1].")
+@click.option("--runs", "-r", type=click.IntRange(5), default=5, show_default=True,
+              help="Measured runs per arm (at least 5), interleaved in pairs.")
+@click.option("--duration", "-d", type=click.FloatRange(0.5), default=10.0, show_default=True,
+              help="Seconds per measured run.")
+@click.option("--concurrency", "-c", type=click.IntRange(1), default=DEFAULT_WORKERS, show_default=True)
+@click.option("--workers", "-w", type=click.IntRange(1), default=DEFAULT_WORKERS, show_default=True,
+              help="php-fpm static workers of each arm.")
+@click.option("--load", type=click.Choice(TOOLS), default="wrk", show_default=True)
+@click.option("--warmup-duration", type=click.FloatRange(0), default=5.0, show_default=True,
+              help="Seconds of unmeasured load on each arm before the runs.")
+@click.option("--requests", type=click.IntRange(10), default=None,
+              help="Requests in the re-capture [default: as many as the run's capture].")
+@click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
+              help="Stop everything and fail if the whole command takes longer.")
+def verify_cmd(directory, wanted, numbers, runs, duration, concurrency, workers, load,
+               warmup_duration, requests, timeout):
+    """Verify a finding of the `lockdown run` in DIRECTORY by measurement: the RPS change with
+    its 95% confidence interval, and whether a new capture still shows the finding. Exit 0 when
+    both confirm the fix, 3 when they do not."""
+    run = load_run(directory.resolve())
+    finding = pick_finding(run, wanted)
+    rems = pick_remediations(finding, numbers)
+    bench = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
+                         load=load, warmup_duration=warmup_duration)
+    with deadline(timeout):
+        result = verify(run, finding, rems, bench, requests, say=click.echo)
+    click.echo("")
+    click.echo(format_verify(result))
+    click.echo(f"\nresults: {run.directory / 'verify' / finding.key / 'verify.json'}")
+    raise SystemExit(CONFIRMED if result["confirmed"] else NOT_CONFIRMED)

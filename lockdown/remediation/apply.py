@@ -1,0 +1,96 @@
+"""Apply remediations to a running stack's own copies: diffs to its private app tree, SQL to
+its database copy, steps in its app tree; php.ini lines become overrides before it starts.
+
+Only a Stack started with `remedy` has a private (not hard-linked) app tree, so nothing done
+here can reach the prepared tree or the user's files.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from ..analyzers.findings import Remediation
+from ..errors import LockdownError
+from ..harness.stack import Stack
+from ..harness.toolchain import tool
+
+INI_LINE = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*=\s*(.*?)\s*$")
+
+
+REMOVE_LINE = re.compile(r"^\s*;\s*remove:\s*(.+?)\s*$")
+
+
+def ini_changes(remediations: list[Remediation], overrides: dict) -> dict:
+    """`overrides` (the run's php.ini overrides) changed as the `ini` remediations say: their
+    KEY=VALUE lines set, their `; remove: KEY=VALUE` lines (an extension to unload) dropped."""
+    out = dict(overrides)
+    for r in remediations:
+        if r.kind != "ini":
+            continue
+        for line in r.content.splitlines():
+            removed = REMOVE_LINE.match(line)
+            if removed:
+                m = INI_LINE.match(removed.group(1))
+                if not m or out.get(m.group(1)) != m.group(2).strip('"'):
+                    raise LockdownError(f"cannot verify {line.strip()!r}: lockdown can only unload an "
+                                        f"extension it loaded itself (--php-ini); remove it from the "
+                                        f"system php.ini and run again")
+                del out[m.group(1)]
+                continue
+            if not line.strip() or line.lstrip().startswith((";", "#", "[")):
+                continue
+            m = INI_LINE.match(line)
+            if not m:
+                raise LockdownError(f"ini remediation line {line!r} is not KEY = VALUE")
+            out[m.group(1)] = m.group(2).strip('"')
+    return out
+
+
+def apply_diff(app_dir: Path, r: Remediation, log: Path) -> None:
+    run = subprocess.run(["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch"],
+                         input=r.content, text=True, cwd=app_dir, capture_output=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as out:
+        out.write(run.stdout + run.stderr)
+    if run.returncode != 0:
+        raise LockdownError(f"the diff against {r.file} does not apply to this run's copy "
+                            f"(patch exit {run.returncode}, log {log}); re-run `lockdown run` "
+                            f"if the target changed since")
+
+
+def apply_steps(stack: Stack, r: Remediation, say) -> None:
+    """Run a diff's or SQL's follow-up commands (argv lists, e.g. a cache rebuild) in the app
+    tree. An ini remediation's steps are an operator's words (restart php-fpm): the stack
+    starts php-fpm with the new settings anyway."""
+    env = stack.app_env()
+    for i, step in enumerate(s for s in r.steps if isinstance(s, list)):
+        argv = [tool("php") if step[0] == "php" else step[0], *step[1:]]
+        log = stack.run_dir / "logs" / f"remedy-step-{i + 1}.log"
+        say(f"[remedy] {' '.join(step)}")
+        result = stack.procs.run(f"remedy-step-{i + 1}", argv, timeout=900, env=env,
+                                 cwd=stack.app_dir, log=log)
+        if result.returncode != 0:
+            raise LockdownError(f"remediation step {' '.join(step)!r} failed (exit "
+                                f"{result.returncode}); its output is in {log}")
+
+
+def remedy(remediations: list[Remediation], say=print):
+    """The `StackOptions.remedy` callback applying `remediations` (ini lines excepted: pass
+    `ini_changes()` as the stack's php_ini)."""
+    def apply(stack: Stack) -> None:
+        for r in remediations:
+            if r.kind == "diff":
+                say(f"[remedy] patch -p1 {r.file} in {stack.app_dir}")
+                apply_diff(stack.app_dir, r, stack.run_dir / "logs" / "remedy-patch.log")
+            elif r.kind == "sql":
+                if stack.db is None:
+                    raise LockdownError("an SQL remediation needs the target's database, and this "
+                                        "target has none")
+                say(f"[remedy] SQL on this run's copy of {stack.db_name}")
+                stack.db.sql(r.content, database=stack.db_name)
+            elif r.kind != "ini":
+                raise LockdownError(f"unknown remediation kind {r.kind!r}")
+            if r.steps and r.kind != "ini":
+                apply_steps(stack, r, say)
+    return apply

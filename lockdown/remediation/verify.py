@@ -1,0 +1,177 @@
+"""`lockdown verify`: measure a finding's remediation. The target is served twice, as it was
+and with the remediation applied to copies (app tree, database, php.ini), benchmarked in
+interleaved pairs; then the patched copy is captured again and the detectors run on it, to
+see whether the finding is gone. Results go to DIR/verify/KEY/ (verify.json, the after
+bundle, differential flame graphs), replaced whole only when complete.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..analyzers.detectors import build_context, detect, load_thresholds
+from ..analyzers.findings import Finding, Remediation
+from ..analyzers.stacks import stacks
+from ..bundle.store import open_bundle
+from ..collectors.settings import CaptureSettings
+from ..errors import LockdownError
+from ..harness.ab_bench import run_ab
+from ..harness.bench import BenchOptions
+from ..harness.profile import ProfileOptions, run_profile
+from ..harness.stack import StackOptions
+from ..reports.flamegraph import FlameOptions, render_diff_flamegraph
+from ..reports.output import write_json_atomic, write_text_atomic
+from ..targets.config import Target
+from ..targets.registry import resolve
+from .apply import ini_changes, remedy
+
+VERIFY_FORMAT = 1
+
+
+@dataclass
+class RunRecord:
+    """What `lockdown run` left in DIR/findings.json that verify needs."""
+    directory: Path
+    target: Target
+    findings: list[Finding]
+    php_ini: dict
+    requests: int
+    xhprof_every: int
+    thresholds: dict
+    bundle: Path
+
+
+def load_run(directory: Path) -> RunRecord:
+    path = directory / "findings.json"
+    if not path.is_file():
+        raise LockdownError(f"{directory} has no findings.json: give the -o directory of a `lockdown run`")
+    try:
+        data = json.loads(path.read_text())
+        findings = [Finding.from_json(f) for f in data["findings"]]
+        run = data.get("run", {})
+        target = resolve(run.get("target_dir") or data["target"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise LockdownError(f"{path}: damaged ({type(e).__name__}: {e}); run `lockdown run` again")
+    return RunRecord(directory, target, findings, dict(run.get("php_ini", {})),
+                     int(run.get("requests", 120)), int(run.get("xhprof_every", 10)),
+                     run.get("thresholds") or load_thresholds(), Path(data.get("bundle") or directory / "bundle"))
+
+
+def pick_finding(run: RunRecord, wanted: str) -> Finding:
+    """By key (fs-scan, repeated-call-2), or by id when only one finding has it."""
+    keys = [f.key for f in run.findings]
+    for f in run.findings:
+        if f.key == wanted:
+            return f
+    same_id = [f for f in run.findings if f.id == wanted]
+    if len(same_id) == 1:
+        return same_id[0]
+    if same_id:
+        raise LockdownError(f"{len(same_id)} findings are {wanted}: give one key of "
+                            f"{', '.join(f.key for f in same_id)}")
+    raise LockdownError(f"no finding {wanted!r} in {run.directory / 'findings.json'}; its findings: "
+                        f"{', '.join(keys) or 'none'}")
+
+
+def pick_remediations(f: Finding, numbers: tuple[int, ...]) -> list[Remediation]:
+    if not f.remediations:
+        raise LockdownError(f"finding {f.key} has no concrete remediation to verify")
+    numbers = numbers or (1,)
+    bad = [n for n in numbers if not 1 <= n <= len(f.remediations)]
+    if bad:
+        raise LockdownError(f"finding {f.key} has remediations 1..{len(f.remediations)}, not {bad[0]}")
+    return [f.remediations[n - 1] for n in numbers]
+
+
+def still_there(f: Finding, after: list[Finding]) -> list[Finding]:
+    """Defect findings of the re-capture that are the same problem as `f`."""
+    return [g for g in after if g.is_defect and g.subject == f.subject]
+
+
+def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
+    """PHP and native differential flame graphs, before -> after, where both captures have them:
+    one with AFTER's widths (what the patched code spends), one with BEFORE's (where what the
+    patch removed shows, blue)."""
+    written = {}
+    b, a = open_bundle(before), open_bundle(after)
+    php = a.manifest.get("php", {})
+    builtins = [*php.get("internal_functions", []), *php.get("internal_classes", [])] or None
+    for kind in ("php", "native"):
+        try:
+            old, new = stacks(b, kind, counts=True), stacks(a, kind, counts=True)
+        except LockdownError:
+            written[kind] = None
+            continue
+        if not old or not new:
+            written[kind] = None
+            continue
+        for widths, key, name in (("after", kind, f"diff-{kind}.svg"),
+                                  ("before", f"{kind}_before_widths", f"diff-{kind}-before.svg")):
+            opts = FlameOptions(title=f"{title}: {kind} stacks, before -> after",
+                                subtitle=f"widths from {widths}; red grew, blue shrank (shares of the total)",
+                                builtins=builtins, palette=kind)
+            write_text_atomic(out / name, render_diff_flamegraph(old, new, opts, normalize=True,
+                                                                 widths=widths))
+            written[key] = name
+    return written
+
+
+def verify(run: RunRecord, finding: Finding, remediations: list[Remediation], bench: BenchOptions,
+           requests: int | None, say=print) -> dict:
+    final = run.directory / "verify" / finding.key
+    work = final.with_name(f".{finding.key}.tmp-{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        result = _verify(run, finding, remediations, bench, requests, work, final, say)
+        write_json_atomic(work / "verify.json", result)
+        old = final.with_name(f".{finding.key}.old-{os.getpid()}")
+        if final.exists():
+            final.rename(old)
+        work.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+        return result
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOptions,
+            requests: int | None, work: Path, final: Path, say) -> dict:
+    t = run.target
+    after_ini = ini_changes(rems, run.php_ini)
+    patch = remedy(rems, say)
+    before_opts = StackOptions(php_ini=dict(run.php_ini))
+    after_opts = StackOptions(php_ini=after_ini, remedy=patch)
+    say(f"== A/B benchmark: {f.key} ({f.title})")
+    ab = run_ab(t, work / "ab", before_opts, after_opts, bench, say=say)
+    say(f"== re-profile with the remediation applied")
+    capture = CaptureSettings(xhprof_every=run.xhprof_every)
+    bundle_dir = run_profile(t, work / "profile-run", work / "bundle",
+                             ProfileOptions(requests=requests or run.requests, capture=capture,
+                                            php_ini=after_ini, remedy=patch), say=say)
+    after = detect(build_context(open_bundle(bundle_dir), run.thresholds))
+    remaining = still_there(f, after)
+    diffs = _diff_svgs(run.bundle, bundle_dir, work, f.key) if run.bundle.is_dir() else {}
+    change = ab["change"]
+    confirmed = not remaining and change["significant"] and change["change_pct"] > 0
+    return {
+        "format": VERIFY_FORMAT,
+        "finding": {"key": f.key, "id": f.id, "title": f.title, "subject": f.subject,
+                    "share_pct": f.share_pct},
+        "target": t.name,
+        "remediations": [{"kind": r.kind, "file": r.file, "content": r.content, "steps": r.steps}
+                         for r in rems],
+        "php_ini": {"before": run.php_ini, "after": after_ini},
+        "bench": ab,
+        "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,
+                      "gone": not remaining, "remaining": [g.key for g in remaining],
+                      "findings": [{"key": g.key, "id": g.id, "severity": g.severity,
+                                    "share_pct": g.share_pct, "title": g.title} for g in after]},
+        "before_bundle": str(run.bundle),
+        "diff_svg": diffs,
+        "confirmed": confirmed,
+    }

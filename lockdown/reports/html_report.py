@@ -1,0 +1,572 @@
+"""`lockdown report`: one self-contained HTML page (templates/report.html.j2) from a
+`lockdown run` directory: methodology, benchmark, findings with their patches and verification,
+engine subsystems, time budget, PHP functions, builtins, query digest, flame graphs and a
+per-request drill-down.
+
+Pure reading: every number comes as it is from bench.json, analysis.json, findings.json,
+verify/*/verify.json or the bundle's records; this module only picks, sorts and formats (a
+report never computes a statistic; error bars are the 95% CIs the harness computed).
+
+Safety: everything from the target (URIs, SQL, function names, evidence, patches) goes through
+jinja2's autoescaping and is shown as text. The only markup taken as it is: our own charts, and
+flame graph SVGs from our renderer. A Content-Security-Policy allows no network access and runs
+only the page's own scripts (by hash), so even a mistake in escaping could not execute injected
+script or load anything."""
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime
+import hashlib
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+from ..analyzers.findings import SEVERITIES
+from ..analyzers.query_digest import by_request
+from ..analyzers.stacks import stacks
+from ..bundle.store import Bundle, BundleError, open_bundle
+from ..errors import LockdownError
+from . import charts
+from .charts import Bar, Segment, StackedRow
+from .flamegraph import FlameOptions, inline_svg, render_flamegraph
+
+FINDINGS_FORMAT = 1
+MAX_REQUESTS = 200        # requests in the drill-down (slowest first)
+MAX_STATEMENTS = 10       # statements shown per request, in log order
+MAX_SQL = 400             # characters of one statement shown in the drill-down
+MAX_DETAILS = 20000       # characters of a finding's detector details (JSON)
+FLAME_WIDTH = 1200
+FLAME_MINWIDTH = 0.5      # pixels: keeps big captures' graphs to a reasonable size
+FLAME_MARKER = 'class="lockdown-flamegraph'
+# What every analysis.json has (lockdown/analyzers/analysis.py analyze()); the rest is optional.
+ANALYSIS_KEYS = {"requests": int, "budget_by_url": dict, "budget_overall": dict, "by_request": list}
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
+                          autoescape=True, undefined=jinja2.StrictUndefined,
+                          trim_blocks=True, lstrip_blocks=True,
+                          finalize=lambda v: "" if v is None else v)   # a missing optional value
+_SCRIPT = re.compile(r"<script\b[^>]*>(.*?)</script>", re.S)
+_CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.S)
+
+
+class RunDirError(LockdownError):
+    """A run directory that cannot be reported on: missing, unfinished or damaged."""
+
+
+# ---------------------------------------------------------------- reading
+
+def _read_json(path: Path, redo: str, required: bool = True):
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if not required:
+            return None
+        raise RunDirError(f"{path}: missing; {path.parent} is not a finished `lockdown run` "
+                          f"directory ({redo})")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunDirError(f"{path}: cannot read it ({e}); {redo}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RunDirError(f"{path}: damaged JSON ({e.msg}: line {e.lineno} column {e.colno}); "
+                          f"{redo}")
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: not a JSON object; {redo}")
+    return data
+
+
+@contextlib.contextmanager
+def _reading(path: Path, redo: str):
+    """A file whose JSON parses but does not have the shape this report reads becomes one
+    line naming it (instead of a traceback)."""
+    try:
+        yield
+    except LockdownError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise RunDirError(f"{path}: unexpected content ({type(e).__name__}: {e}); it was not "
+                          f"written by this lockdown or is damaged; {redo}") from None
+
+
+def _bundle_dir(run_dir: Path, findings: dict) -> Path:
+    """The run's bundle: DIR/bundle, else where findings.json says (a run moved elsewhere
+    keeps its bundle beside it)."""
+    local = run_dir / "bundle"
+    if local.is_dir():
+        return local
+    named = findings.get("bundle")
+    if isinstance(named, str) and Path(named).is_dir():
+        return Path(named)
+    raise RunDirError(f"{local}: missing; the report needs the run's capture bundle "
+                      f"(run `lockdown run TARGET -o DIR` again)")
+
+
+def load_run(run_dir: Path) -> dict:
+    """Every file of a run directory the report reads, checked; one clear error otherwise."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: no such directory; give the -o directory of `lockdown run`")
+    redo = "run `lockdown run TARGET -o DIR` again to rewrite it"
+    fpath = run_dir / "findings.json"
+    if not fpath.exists():
+        raise RunDirError(f"{run_dir}: not a lockdown run directory (no findings.json); give the "
+                          f"-o directory of a finished `lockdown run`")
+    findings = _read_json(fpath, redo)
+    if findings.get("format") != FINDINGS_FORMAT or not isinstance(findings.get("findings"), list) \
+            or not all(isinstance(f, dict) for f in findings["findings"]):
+        raise RunDirError(f"{fpath}: not a findings file of format {FINDINGS_FORMAT} (format is "
+                          f"{findings.get('format')!r}, findings a {type(findings.get('findings')).__name__}); {redo}")
+    apath = run_dir / "analysis.json"
+    analysis = _read_json(apath, redo)
+    for key, kind in ANALYSIS_KEYS.items():
+        if not isinstance(analysis.get(key), kind):
+            raise RunDirError(f"{apath}: no {key!r} {kind.__name__} (not the output of `lockdown "
+                              f"analyze --json` of this version); {redo}")
+    bench = _read_json(run_dir / "bench.json", redo, required=False)
+    if bench is not None and not isinstance(bench.get("runs"), list):
+        raise RunDirError(f"{run_dir / 'bench.json'}: no 'runs' list (not a `lockdown bench` "
+                          f"result); {redo}")
+    bundle = open_bundle(_bundle_dir(run_dir, findings))
+    verify = {}
+    vroot = run_dir / "verify"
+    if vroot.is_dir():
+        # (hidden directories are `lockdown verify` runs in progress or abandoned)
+        for vdir in sorted(p for p in vroot.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            vpath = vdir / "verify.json"
+            data = _read_json(vpath, f"run `lockdown verify` for this finding again or remove "
+                                     f"{vdir}", required=False)
+            if data is not None:
+                verify[vdir.name] = (vpath, data)
+    return {"dir": run_dir, "findings": findings, "analysis": analysis, "bench": bench,
+            "bundle": bundle, "verify": verify, "redo": redo}
+
+
+# ---------------------------------------------------------------- formatting
+
+def _num(v, spec: str = ",.1f", none: str = "\u2013") -> str:
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return none if v is None else str(v)
+    try:
+        return format(v, spec)
+    except ValueError:              # e.g. a float where a count was expected
+        return format(v, ",g")
+
+
+def _pick(d, keys: str) -> dict:
+    """The fields a template shows, None where a record lacks one (optional or older keys)."""
+    d = d if isinstance(d, dict) else {}
+    return {k: d.get(k) for k in keys.split()}
+
+
+BUDGET = "wall_us cpu_us db_wait_us other_wait_us residual_us cpu_by_subsystem_us requests"
+REQUEST = f"id url status pid instrumented statements {BUDGET}"
+BUILTIN = "name calls exclusive_us inclusive_us allocations calls_per_request"
+QUERY_CLASS = ("id fingerprint count count_per_request max_per_request time_total time_min time_max time_avg "
+               "time_p95 time_median time_stddev lock_total rows_sent_total rows_sent_avg rows_examined_total "
+               "rows_examined_avg requests urls example")
+
+
+def _ms(us) -> str:
+    return _num(None if us is None else us / 1000, ",.1f")
+
+
+def _text(v) -> str:
+    """An evidence value as text: numbers without float noise, lists and dicts as JSON."""
+    if isinstance(v, float):
+        return f"{v:,.2f}".rstrip("0").rstrip(".") if not v.is_integer() else f"{int(v):,}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False)
+    return "" if v is None else str(v)
+
+
+def _patch_lines(kind, content: str) -> list[tuple[str, str]]:
+    """A patch's lines with a class each (diff additions, removals, hunk headers), so the page
+    can colour them; joined with newlines they are the patch itself, which Copy copies."""
+    out = []
+    for line in content.split("\n"):
+        cls = ""
+        if kind == "diff":
+            cls = ("meta" if line.startswith(("+++", "---")) else "add" if line.startswith("+")
+                   else "del" if line.startswith("-") else "hunk" if line.startswith("@@") else "")
+        out.append((cls, line))
+    return out
+
+
+def _when(unix) -> str:
+    if not isinstance(unix, (int, float)):
+        return "\u2013"
+    return datetime.datetime.fromtimestamp(unix, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+def _ci(pair) -> tuple:
+    if isinstance(pair, (list, tuple)) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair):
+        return pair[0], pair[1]
+    return None, None
+
+
+# ---------------------------------------------------------------- sections
+
+def _methodology(run: dict) -> dict:
+    bench, m = run["bench"] or {}, run["bundle"].manifest
+    cfg = bench.get("config") or {}
+    versions = {**(m.get("versions") or {}), **(cfg.get("versions") or {})}
+    host = m.get("host") or {}
+    rows = [("target", run["findings"].get("target") or m.get("target", {}).get("name")),
+            ("run directory", str(run["dir"])),
+            ("host", f"{cfg.get('host') or host.get('node') or '?'}, {cfg.get('cpus') or host.get('cpus') or '?'} "
+                     f"CPUs, {host.get('machine') or ''}".rstrip(", ")),
+            ("captured", m.get("created")), ("lockdown", m.get("lockdown_version"))]
+    bench_rows = []
+    if bench:
+        ini = cfg.get("php_ini") or {}
+        bench_rows = [
+            ("load generator", f"{cfg.get('load')} ({versions.get('load') or 'version unknown'})"),
+            ("concurrency", f"{cfg.get('concurrency')} connections, {cfg.get('workers')} php-fpm workers"),
+            ("warmup", f"{cfg.get('warmup_requests')} requests one at a time, then "
+                       f"{_num(cfg.get('warmup_duration'), 'g')} s at concurrency {cfg.get('concurrency')} "
+                       f"(not measured)"),
+            ("measured", f"{cfg.get('runs')} runs x {_num(cfg.get('duration'), 'g')} s"),
+            ("URLs (weight)", ", ".join(f"{u.get('path')} ({u.get('weight')})" for u in cfg.get("urls") or [])),
+            ("php.ini overrides", ", ".join(f"{k}={v}" for k, v in ini.items()) or "none"),
+            ("canonical", "yes" if bench.get("canonical") else
+             "no: " + (", ".join(bench.get("non_default_options") or []) or "non-default options")),
+        ]
+        s = bench.get("summary") or {}
+        lo, hi = _ci(s.get("rps_ci95"))
+        cv = s.get("rps_cv")
+        bench_rows.append(("result", f"mean {_num(s.get('rps_mean'))} req/s, standard deviation "
+                                     f"{_num(s.get('rps_stddev'), ',.2f')} (CV {_num(None if cv is None else 100 * cv, '.2f')}%), "
+                                     f"95% CI [{_num(lo)}, {_num(hi)}] over {s.get('runs', '?')} run(s)"))
+    cap = m.get("capture") or {}
+    drv, reqs, over = m.get("driver") or {}, m.get("requests") or {}, m.get("overhead") or {}
+    capture_rows = [
+        ("collectors", ", ".join(cap.get("collect") or [])),
+        ("sampling", f"perf {cap.get('perf_freq', '?')} Hz; Excimer every {cap.get('excimer_period_ms', '?')} "
+                     f"ms ({cap.get('excimer_clock', '?')} clock); xhprof on every "
+                     f"{cap.get('xhprof_every', '?')}th request of each URL"),
+        ("requests", f"{reqs.get('sent', drv.get('requests'))} sent at concurrency {drv.get('concurrency')} "
+                     f"after {drv.get('warmup_requests')} warmup requests; {reqs.get('logged')} logged, "
+                     f"{reqs.get('lost', 0)} lost, {reqs.get('instrumented', 0)} xhprof-instrumented "
+                     f"(left out of timings)"),
+        ("capture overhead", f"{_num(over.get('capture_rps'))} req/s captured vs {_num(over.get('baseline_rps'))} "
+                             f"req/s uncollected (ratio {_num(over.get('ratio'), '.3f')})" if over else "\u2013"),
+        ("host CPU during capture", f"busy {_num((m.get('host_cpu') or {}).get('busy_pct'))}%, steal "
+                                    f"{_num((m.get('host_cpu') or {}).get('steal_pct'))}%"),
+        ("bundle", str(run["bundle"].root)),
+    ]
+    return {"rows": rows, "bench": bench_rows, "capture": capture_rows,
+            "versions": sorted((k, str(v)) for k, v in versions.items() if v)}
+
+
+def _bench(bench: dict | None) -> dict | None:
+    if not bench:
+        return None
+    runs = []
+    for i, r in enumerate(bench.get("runs") or [], 1):
+        lat, host = r.get("latency_ms") or {}, r.get("host_cpu") or {}
+        runs.append({"n": i, "rps": r.get("rps"), "p50": lat.get("p50"), "p90": lat.get("p90"),
+                     "p99": lat.get("p99"), "max": lat.get("max"), "errors": r.get("errors"),
+                     "requests": r.get("requests"),
+                     "statuses": " ".join(f"{k}:{v}" for k, v in (r.get("status_counts") or {}).items()),
+                     "busy": host.get("busy_pct"), "steal": host.get("steal_pct")})
+    s = bench.get("summary") or {}
+    lo, hi = _ci(s.get("rps_ci95"))
+    mean, sd = s.get("rps_mean"), s.get("rps_stddev")
+    bars = [Bar(f"run {r['n']}", r["rps"], text=f"{_num(r['rps'])} req/s", color=charts.color_of("run"))
+            for r in runs if isinstance(r["rps"], (int, float))]
+    if isinstance(mean, (int, float)):
+        text = f"mean {_num(mean)}" + (f" [{_num(lo)}, {_num(hi)}]" if lo is not None else "")
+        bars.append(Bar("mean, 95% CI" if lo is not None else "mean", mean, lo, hi,
+                        points=[b.value for b in bars], text=text, color=charts.color_of("mean"),
+                        tooltip=f"mean {_num(mean)} req/s; 95% CI {_num(lo)} to {_num(hi)}; "
+                                f"runs as dots"))
+    chart = charts.bar_chart(bars, "Requests per second by run", "req/s") if bars else None
+    cv = s.get("rps_cv")
+    return {"runs": runs, "mean": mean, "sd": sd, "cv_pct": None if cv is None else 100 * cv,
+            "lo": lo, "hi": hi, "n": s.get("runs", len(runs)), "chart": chart,
+            "sanity": bench.get("sanity")}
+
+
+def _subsystems(a: dict) -> dict | None:
+    sub = a.get("subsystems")
+    if not sub:
+        return None
+    overall = sub.get("overall") or {}
+    bars = [Bar(k, v, text=f"{_num(v, '.1f')}%", color=charts.color_of(k)) for k, v in overall.items()]
+    names = list(overall)
+    by_url = []
+    for url, shares in (sub.get("by_url") or {}).items():
+        names += [k for k in shares if k not in names]
+        by_url.append({"url": url, "shares": shares})
+    ident = sub.get("symbols") or {}
+    return {"samples": sub.get("samples"), "chart": charts.bar_chart(bars, "On-CPU samples by engine subsystem", "%"),
+            "names": names, "by_url": by_url,
+            "unknown_pct": ident.get("leaf_unknown_pct"), "named": ident.get("frames_named")}
+
+
+def _budget(a: dict) -> dict:
+    rows = []
+    for url, b in sorted((a.get("budget_by_url") or {}).items(), key=lambda kv: -(kv[1].get("wall_us") or 0)):
+        b = _pick(b, BUDGET)
+        rows.append({"url": url, **b,
+                     "top": sorted((b["cpu_by_subsystem_us"] or {}).items(), key=lambda kv: -kv[1])[:3]})
+    overall = _pick(a.get("budget_overall"), BUDGET)
+    chart_rows = [StackedRow(r["url"], [Segment(name, (r[key] or 0) / 1000) for name, key in
+                                        (("cpu", "cpu_us"), ("db wait", "db_wait_us"), ("other wait", "other_wait_us"))],
+                             text=f"{_ms(r['wall_us'])} ms") for r in rows]
+    chart = charts.stacked_chart(chart_rows, "Mean time per request by URL", "ms") if chart_rows else None
+    return {"rows": rows, "overall": overall, "chart": chart}
+
+
+def _functions(a: dict) -> dict:
+    f = a.get("php_functions") or {}
+    total = f.get("samples") or 0
+    rows = []
+    for h in f.get("top") or []:
+        own, incl = h.get("self_samples") or 0, h.get("inclusive_samples") or 0
+        rows.append({"name": _text(h.get("name")), "self": own, "incl": incl,
+                     "self_pct": 100 * own / total if total else None,
+                     "incl_pct": 100 * incl / total if total else None})
+    b = a.get("builtins") or {}
+    return {"samples": total, "rows": rows, "profiles": b.get("profiles"),
+            "builtins": [_pick(x, BUILTIN) for x in b.get("top") or []]}
+
+
+def _queries(a: dict) -> dict | None:
+    q = a.get("queries")
+    if not q:
+        return None
+    return {"statements": q.get("statements"), "class_count": q.get("class_count"),
+            "attribution": q.get("attribution") or {},
+            "classes": [_pick(c, QUERY_CLASS) for c in q.get("classes") or []]}
+
+
+def _anchor_map(a: dict) -> dict:
+    """Request id -> anchor of its drill-down entry (slowest first, at most MAX_REQUESTS)."""
+    rows = sorted(a.get("by_request") or [], key=lambda r: -(r.get("wall_us") or 0))[:MAX_REQUESTS]
+    return {r["id"]: f"req-{i}" for i, r in enumerate(rows, 1)}
+
+
+def _requests(a: dict, records: dict, stmts: dict, anchors: dict, findings: list) -> dict:
+    named: dict = {}
+    for f in findings:
+        for rid, _ in f["requests"]:
+            named.setdefault(rid, []).append((f["anchor"], f["key"], f["title"]))
+    rows = []
+    all_rows = sorted(a.get("by_request") or [], key=lambda r: -(r.get("wall_us") or 0))
+    for r in all_rows[:MAX_REQUESTS]:
+        rec = records.get(r["id"])
+        mine = stmts.get(r["id"], [])
+        rows.append({
+            **_pick(r, REQUEST), "anchor": anchors[r["id"]],
+            "subsystems": sorted((r.get("cpu_by_subsystem_us") or {}).items(), key=lambda kv: -kv[1]),
+            "method": rec.method if rec else None, "uri": rec.uri if rec else None,
+            "peak_mb": rec.peak_memory / 2 ** 20 if rec else None,
+            "started": _when(rec.start_unix) if rec else "\u2013",
+            "client_status": rec.client_status if rec else None,
+            "db_threads": rec.db_threads if rec else None,
+            "statements_shown": [{"seq": s.seq, "us": s.duration_us, "sent": s.rows_sent,
+                                  "examined": s.rows_examined, "attribution": s.attribution,
+                                  "sql": s.sql[:MAX_SQL] + ("\u2026" if len(s.sql) > MAX_SQL else "")}
+                                 for s in mine[:MAX_STATEMENTS]],
+            "statements_more": max(0, len(mine) - MAX_STATEMENTS),
+            "findings": named.get(r["id"], []),
+        })
+    return {"rows": rows, "total": len(all_rows), "shown": len(rows)}
+
+
+def _flame(bundle: Bundle, kind: str) -> dict:
+    php = bundle.manifest.get("php") or {}
+    builtins = [*php["internal_functions"], *php.get("internal_classes", [])] if php.get("internal_functions") else None
+    title = "PHP stacks (Excimer)" if kind == "php" else "Native stacks (perf)"
+    try:
+        folded = stacks(bundle, kind, counts=True)
+    except BundleError:
+        raise
+    except LockdownError as e:          # that collector was off, or saw nothing
+        return {"kind": kind, "title": title, "svg": None, "note": str(e)}
+    opts = FlameOptions(title=title, subtitle="all requests except the xhprof-instrumented ones",
+                        width=FLAME_WIDTH, minwidth=FLAME_MINWIDTH, palette=kind, builtins=builtins,
+                        id_prefix=f"ld-{kind}")
+    return {"kind": kind, "title": title, "svg": Markup(inline_svg(render_flamegraph(folded, opts))), "note": ""}
+
+
+def _read_svg(ref, vdir: Path) -> tuple[Markup | None, str]:
+    """A verify run's differential flame graph, if it is there and is one of ours."""
+    if not isinstance(ref, str) or not ref:
+        return None, "not drawn (one of the two captures has no such stacks)"
+    p = Path(ref)
+    candidates = [p if p.is_absolute() else vdir / p, vdir / p.name]
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        return None, f"{ref}: missing"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return None, f"{path}: cannot read it ({e})"
+    if FLAME_MARKER not in text[:2000]:
+        return None, f"{path}: not a lockdown flame graph; left out"
+    return Markup(inline_svg(text)), str(path)
+
+
+def _arm(arm) -> dict:
+    arm = arm if isinstance(arm, dict) else {}
+    s = arm.get("summary") or {}
+    lo, hi = _ci(s.get("rps_ci95"))
+    runs = [r.get("rps") for r in arm.get("runs") or []
+            if isinstance(r, dict) and isinstance(r.get("rps"), (int, float))]
+    return {"mean": s.get("rps_mean"), "sd": s.get("rps_stddev"), "cv": s.get("rps_cv"),
+            "lo": lo, "hi": hi, "runs": runs}
+
+
+def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
+    bench = data.get("bench") if isinstance(data.get("bench"), dict) else {}
+    before, after = _arm(bench.get("before")), _arm(bench.get("after"))
+    change = bench.get("change") if isinstance(bench.get("change"), dict) else {}
+    clo, chi = _ci(change.get("ci95_pct"))
+    bars = []
+    for name, arm in (("before", before), ("after", after)):
+        if isinstance(arm["mean"], (int, float)):
+            bars.append(Bar(name, arm["mean"], arm["lo"], arm["hi"], points=arm["runs"],
+                            text=f"{_num(arm['mean'])} req/s" + (f" [{_num(arm['lo'])}, {_num(arm['hi'])}]"
+                                                                 if arm["lo"] is not None else ""),
+                            color=charts.color_of(name)))
+    re_ = data.get("reprofile") if isinstance(data.get("reprofile"), dict) else {}
+    diffs = []
+    for kind, ref in (data.get("diff_svg") or {}).items() if isinstance(data.get("diff_svg"), dict) else []:
+        svg, note = _read_svg(ref, vpath.parent)
+        if svg is not None:
+            m = re.search(r'<svg\b[^>]*\bid="([^"]+)"', svg)
+            if m and m.group(1) in seen_ids:
+                svg, note = None, f"{note}: the same graph is already on this page"
+            elif m:
+                seen_ids.add(m.group(1))
+        label = (f"{kind[:-len('_before_widths')]} stacks, widths from before (what the patch removed shows, blue)"
+                 if kind.endswith("_before_widths") else f"{kind} stacks, widths from after")
+        diffs.append({"kind": kind, "label": label, "svg": svg, "note": note})
+    return {"path": str(vpath), "confirmed": data.get("confirmed"),
+            "design": bench.get("design"), "runs_per_arm": bench.get("runs_per_arm"),
+            "duration": bench.get("duration"), "concurrency": bench.get("concurrency"),
+            "before": before, "after": after,
+            "change_pct": change.get("change_pct"), "ratio": change.get("ratio"), "clo": clo, "chi": chi,
+            "method": change.get("method"), "significant": change.get("significant"),
+            "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
+            "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
+            "remediations": [r for r in data.get("remediations") or [] if isinstance(r, dict)],
+            "diffs": diffs}
+
+
+def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
+    out = []
+    verify = dict(run["verify"])
+    for i, f in enumerate(run["findings"]["findings"], 1):
+        key = f.get("key") or f.get("id") or f"finding-{i}"
+        rems = []
+        for j, r in enumerate(f.get("remediations") or [], 1):
+            steps = [" ".join(map(str, s)) if isinstance(s, (list, tuple)) else str(s) for s in r.get("steps") or []]
+            rems.append({"kind": r.get("kind", "?"), "file": r.get("file"), "description": r.get("description") or "",
+                         "checked": r.get("checked") or "", "steps": steps,
+                         "lines": _patch_lines(r.get("kind"), _text(r.get("content"))),
+                         "pre_id": f"patch-{i}-{j}"})
+        share = f.get("share_pct")
+        v = None
+        if key in verify:
+            vpath, data = verify.pop(key)
+            with _reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
+                v = _verification(vpath, data, seen_ids)
+        writeup = run["dir"] / "findings" / f"{key}.md"
+        details = json.dumps(f.get("details") or {}, indent=1, ensure_ascii=False, default=str)
+        out.append({
+            "n": i, "anchor": f"finding-{i}", "key": key, "id": f.get("id") or key,
+            "title": f.get("title") or key, "severity": _text(f.get("severity") or "low"),
+            "sev_class": f.get("severity") if f.get("severity") in SEVERITIES else "info",
+            "share": share if isinstance(share, (int, float)) else None, "summary": f.get("summary") or "",
+            "evidence": [{k: _text(e.get(k)) for k in ("what", "value", "source")}
+                         for e in f.get("evidence") or [] if isinstance(e, dict)],
+            "urls": [_text(u) for u in f.get("urls") or []],
+            "requests": [(_text(r), anchors.get(r)) for r in f.get("requests") or []],
+            "remediations": rems,
+            "details": details[:MAX_DETAILS] + ("\n\u2026" if len(details) > MAX_DETAILS else ""),
+            "writeup": f"findings/{key}.md" if writeup.is_file() else None,
+            "verify": v})
+    orphans = []
+    for key, (vpath, data) in sorted(verify.items()):
+        with _reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
+            orphans.append({"key": key, "title": _text((data.get("finding") or {}).get("title")),
+                            "verify": _verification(vpath, data, seen_ids)})
+    return out, orphans
+
+
+def build_model(run: dict) -> dict:
+    """The page as plain data: every section, formatted, nothing computed."""
+    redo = run["redo"]
+    fpath, apath = run["dir"] / "findings.json", run["dir"] / "analysis.json"
+    a = run["analysis"]
+    with _reading(apath, redo):
+        anchors = _anchor_map(a)
+    seen_ids = {"ld-php", "ld-native"}
+    with _reading(fpath, redo):
+        findings, orphans = _findings(run, anchors, seen_ids)
+    with _reading(run["dir"] / "bench.json", redo):
+        bench = _bench(run["bench"])
+    with _reading(run["bundle"].root / "manifest.json", "the bundle is damaged: capture it again"):
+        method = _methodology(run)
+    bundle = run["bundle"]
+    with _reading(bundle.root, "the bundle is damaged: capture it again"):
+        records = {r.id: r for r in bundle.requests()}
+        stmts = by_request(bundle.statements())
+        flames = [_flame(bundle, "php"), _flame(bundle, "native")]
+    with _reading(apath, redo):
+        model = {"subsystems": _subsystems(a), "budget": _budget(a), "functions": _functions(a),
+                 "queries": _queries(a), "requests": _requests(a, records, stmts, anchors, findings),
+                 "analysis_requests": a.get("requests"), "left_out": a.get("instrumented_left_out")}
+    severities = {}
+    for f in findings:
+        severities[f["severity"]] = severities.get(f["severity"], 0) + 1
+    return {**model, "target": run["findings"].get("target") or "?", "dir": str(run["dir"]),
+            "bundle": str(run["bundle"].root),
+            "method": method, "bench": bench, "findings": findings, "orphans": orphans,
+            "severities": severities, "flames": flames}
+
+
+# ---------------------------------------------------------------- rendering
+
+_ENV.filters["ms"] = _ms
+_ENV.globals["num"] = _num
+
+
+def _asset(name: str) -> str:
+    return resources.files("lockdown.reports").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+def _script_hashes(page_scripts: list[str]) -> list[str]:
+    """CSP hashes of the page's own scripts, as the browser sees their text (CDATA markers of
+    the SVG scripts dropped)."""
+    out = []
+    for text in page_scripts:
+        src = _CDATA.sub(lambda m: m.group(1), text)
+        digest = hashlib.sha256(src.encode("utf-8")).digest()
+        out.append("'sha256-" + base64.b64encode(digest).decode() + "'")
+    return sorted(set(out))
+
+
+def render(model: dict) -> str:
+    js = _asset("report.js")
+    svgs = [f["svg"] for f in model["flames"] if f["svg"]]
+    for f in model["findings"] + model["orphans"]:
+        if f["verify"]:
+            svgs += [d["svg"] for d in f["verify"]["diffs"] if d["svg"]]
+    scripts = [js] + [m.group(1) for s in svgs for m in _SCRIPT.finditer(str(s))]
+    return _ENV.get_template("report.html.j2").render(
+        m=model, css=Markup(_asset("report.css")), js=Markup(js),
+        script_hashes=" ".join(_script_hashes(scripts)))
+
+
+def report_html(run_dir: Path) -> str:
+    """The report of a run directory, as one HTML document (text)."""
+    return render(build_model(load_run(Path(run_dir))))

@@ -1,0 +1,145 @@
+"""`lockdown verify`: the remediation is applied to copies only, measured in interleaved A/B
+pairs, and a new capture of the patched copy no longer shows the finding. The fs-scan fix on
+minicms-scan (the Drupal case: an app otherwise in order) is measured, and its differential
+flame graph shows the scan frames in blue; a diff remediation (db-static-cache) on minicms
+is verified on the shared run, with the prepared tree left untouched."""
+import json
+import re
+import subprocess
+
+import pytest
+
+from lockdown.analyzers.findings import Finding, Remediation
+from lockdown.analyzers.stats import compare_paired
+from lockdown.errors import LockdownError
+from lockdown.harness.ab_bench import pair_order
+from lockdown.remediation.apply import ini_changes
+from lockdown.remediation.verify import still_there
+
+from conftest import REPO, VERIFY_ARGS, _env, lockdown_argv, prepared_root, tree_digest
+
+# --- pure parts -------------------------------------------------------------------------------
+
+def test_pairs_alternate_their_order():
+    assert pair_order(3) == ["before", "after", "after", "before", "before", "after"]
+
+
+def test_paired_change_and_its_interval():
+    c = compare_paired([100, 110, 90, 105, 100], [200, 215, 185, 210, 190])
+    assert c["pairs"] == 5 and 95 < c["change_pct"] < 100
+    assert c["ci95_pct"][0] > 0 and c["significant"]
+    same = compare_paired([100, 110, 90, 105, 100], [101, 108, 92, 104, 99])
+    assert same["ci95_pct"][0] < 0 < same["ci95_pct"][1] and not same["significant"]
+    # drift that moves both arms alike does not widen the paired interval
+    drift = compare_paired([50, 100, 150, 200, 250], [55, 110, 165, 220, 275])
+    assert abs(drift["change_pct"] - 10) < 1e-9 and drift["significant"]
+
+
+def test_ini_changes_set_and_unload():
+    rems = [Remediation("ini", "; comment\npcre.jit=1\nopcache.revalidate_freq = 60\n")]
+    assert ini_changes(rems, {"pcre.jit": "0", "memory_limit": "256M"}) == {
+        "pcre.jit": "1", "opcache.revalidate_freq": "60", "memory_limit": "256M"}
+    unload = [Remediation("ini", "; remove: zend_extension=xdebug.so\n; (in the ini that loads it)")]
+    assert ini_changes(unload, {"zend_extension": "xdebug.so"}) == {}
+    with pytest.raises(LockdownError, match="only unload an extension it loaded itself"):
+        ini_changes(unload, {})
+
+
+def test_same_problem_is_matched_by_subject_not_key():
+    before = Finding("repeated-call", "t", "high", 10.0, "s", key="repeated-call-2",
+                     details={"function": "theme_settings"})
+    other = Finding("repeated-call", "t", "high", 12.0, "s", key="repeated-call",
+                    details={"function": "parse_blocks"})
+    same = Finding("repeated-call", "t", "medium", 4.0, "s", key="repeated-call-3",
+                   details={"function": "theme_settings"})
+    info = Finding("repeated-call", "t", "info", None, "s", details={"function": "theme_settings"})
+    assert still_there(before, [other]) == []
+    assert still_there(before, [other, same, info]) == [same]
+
+
+# --- bad input --------------------------------------------------------------------------------
+
+def test_bad_run_directory_and_finding_get_one_line(lockdown, tmp_path):
+    r = lockdown("verify", tmp_path, "--finding", "fs-scan")
+    assert r.returncode == 2 and "has no findings.json" in r.stderr and r.stderr.count("\n") == 1
+    (tmp_path / "findings.json").write_text('{"format": 1, "findings": [')
+    r = lockdown("verify", tmp_path, "--finding", "fs-scan")
+    assert r.returncode == 2 and "findings.json: damaged" in r.stderr and r.stderr.count("\n") == 1
+    f = Finding("n-plus-one", "t", "low", 1.0, "s", key="n-plus-one")
+    (tmp_path / "findings.json").write_text(json.dumps(
+        {"format": 1, "target": "minicms", "findings": [f.to_json()]}))
+    r = lockdown("verify", tmp_path, "--finding", "fs-scan")
+    assert r.returncode == 2 and "no finding 'fs-scan'" in r.stderr and "n-plus-one" in r.stderr
+    r = lockdown("verify", tmp_path, "--finding", "n-plus-one")
+    assert r.returncode == 2 and "has no concrete remediation" in r.stderr
+    r = lockdown("verify", tmp_path, "--finding", "n-plus-one", "--runs", "4")
+    assert r.returncode == 2 and "--runs" in r.stderr
+    assert not (tmp_path / "verify").exists()
+
+
+# --- real runs --------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def scan_verified(home, tmp_path_factory):
+    """`lockdown run minicms-scan`, then `lockdown verify --finding fs-scan` on it."""
+    def lockdown(*args):
+        return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=900,
+                              env=_env(home), cwd=REPO)
+    out = tmp_path_factory.mktemp("scan") / "run"
+    r = lockdown("run", "minicms-scan", "-o", out, "--runs", "1", "--duration", "2", "--requests", "30")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    prepared = prepared_root("minicms-scan")
+    digest = tree_digest(prepared)
+    v = lockdown("verify", out, "--finding", "fs-scan", *VERIFY_ARGS)
+    return out, v, prepared, digest
+
+
+def test_fs_scan_fix_is_measured_and_the_finding_is_gone(scan_verified):
+    out, v, prepared, digest = scan_verified
+    assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-3000:]
+    result = json.loads((out / "verify" / "fs-scan" / "verify.json").read_text())
+    assert result["confirmed"] and result["reprofile"]["gone"] and result["reprofile"]["remaining"] == []
+    assert [r["kind"] for r in result["remediations"]] == ["sql"]
+    bench = result["bench"]
+    assert len(bench["before"]["runs"]) == len(bench["after"]["runs"]) == 5
+    assert bench["order"][:4] == ["before", "after", "after", "before"]
+    change = bench["change"]
+    assert change["pairs"] == 5 and change["ci95_pct"][0] > 0 and change["significant"]
+    assert all(r["status_counts"] == {"200": sum(r["status_counts"].values())}
+               for arm in ("before", "after") for r in bench[arm]["runs"])
+    assert "CONFIRMED" in v.stdout and "gone from the re-capture" in v.stdout
+    # the SQL ran on the run's copy of the database only: the prepared tree is byte-identical
+    assert tree_digest(prepared) == digest
+    # nothing half-written is left beside the result
+    assert sorted(p.name for p in (out / "verify").iterdir()) == ["fs-scan"]
+
+
+def test_fs_scan_differential_flame_graph_shows_the_scan_shrinking(scan_verified):
+    out, v, _, _ = scan_verified
+    result = json.loads((out / "verify" / "fs-scan" / "verify.json").read_text())
+    svg = (out / "verify" / "fs-scan" / result["diff_svg"]["php_before_widths"]).read_text()
+    scans = re.findall(r'<g class="([^"]*)"[^>]*>\s*<title>(file_scan_directory[^<]*)</title>\s*'
+                       r'<rect [^>]*fill="rgb\((\d+),(\d+),(\d+)\)"', svg)
+    assert scans, "no file_scan_directory frame in the before-widths diff"
+    for cls, title, r, g, b in scans:
+        assert "fg-shrank" in cls.split() and "change gone" in title
+        assert int(b) == 255 and int(r) < 100 and int(g) < 100, (r, g, b)   # deep blue
+    # in the after-widths picture the scan has no width at all
+    after = (out / "verify" / "fs-scan" / result["diff_svg"]["php"]).read_text()
+    assert "<title>file_scan_directory" not in after
+
+
+def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_verified):
+    v, out, digest = minicms_verified
+    assert v.returncode in (0, 3), v.stdout[-3000:] + v.stderr[-3000:]
+    result = json.loads((out / "verify" / "db-static-cache" / "verify.json").read_text())
+    assert result["remediations"][0]["kind"] == "diff" and result["remediations"][0]["file"] == "config.php"
+    assert result["reprofile"]["gone"], result["reprofile"]
+    # the exit status is the verdict
+    assert (v.returncode == 0) == result["confirmed"] == (result["bench"]["change"]["significant"]
+                                                          and result["bench"]["change"]["change_pct"] > 0)
+    # the other findings are still there in the re-capture: only this one was fixed
+    ids = {f["id"] for f in result["reprofile"]["findings"]}
+    assert {"fs-scan", "repeated-call", "write-on-read"} <= ids and "db-static-cache" not in ids
+    # the patch went to the run's private copy: the prepared app tree is byte-identical
+    assert tree_digest(prepared_root("minicms") / "app") == digest

@@ -1,0 +1,95 @@
+"""`lockdown writeup` on a minicms run with one verified fix: one markdown issue per finding,
+and a SUMMARY.md whose numbers are bench.json's and verify.json's exactly."""
+import json
+import re
+import shutil
+
+from lockdown.reports.writeup import fmt_pct, fmt_ratio, fmt_rps
+
+
+def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified, tmp_path):
+    v, run, _ = minicms_verified
+    out = tmp_path / "issues"
+    r = lockdown("writeup", run, "-o", out)
+    assert r.returncode == 0, r.stderr
+    findings = json.loads((run / "findings.json").read_text())["findings"]
+    assert sorted(p.name for p in out.iterdir()) == sorted([f"{f['key']}.md" for f in findings] + ["SUMMARY.md"])
+    summary = (out / "SUMMARY.md").read_text()
+    bench = json.loads((run / "bench.json").read_text())
+    verified = json.loads((run / "verify" / "db-static-cache" / "verify.json").read_text())
+
+    # methodology and baseline: bench.json's runs and mean, as printed
+    rows = re.findall(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| (\d+) \|$", summary, re.M)
+    assert [row[1] for row in rows] == [fmt_rps(x["rps"]) for x in bench["runs"]]
+    assert [row[2] for row in rows] == [f"{x['latency_ms']['p50']:.1f}" for x in bench["runs"]]
+    assert f"| **mean** | **{fmt_rps(bench['summary']['rps_mean'])}** |" in summary
+    assert f"mean {fmt_rps(bench['summary']['rps_mean'])} req/s, standard deviation " \
+           f"{fmt_rps(bench['summary']['rps_stddev'])}" in summary
+    assert f"{bench['config']['cpus']} CPUs" in summary and bench["config"]["versions"]["mariadb"] in summary
+
+    # results: the verified fix's row is verify.json's numbers
+    b, c = verified["bench"], verified["bench"]["change"]
+    row = re.search(r"^\| \[`db-static-cache`\]\(db-static-cache\.md\) \| (.+) \|$", summary, re.M).group(1)
+    cells = [x.strip() for x in row.split("|")]
+    assert cells == [fmt_rps(b["before"]["summary"]["rps_mean"]), fmt_rps(b["after"]["summary"]["rps_mean"]),
+                     fmt_ratio(c["ratio"]), f"{fmt_pct(c['ci95_pct'][0])} .. {fmt_pct(c['ci95_pct'][1])}",
+                     "yes" if verified["reprofile"]["gone"] else "no",
+                     "confirmed" if verified["confirmed"] else "not confirmed"]
+    section = "## Optimizations" if verified["confirmed"] else "## Did not pan out"
+    assert fmt_pct(c["change_pct"]) in summary.split(section)[1].split("## ")[0]
+    # every other defect is listed as not verified, with its command
+    for f in findings:
+        if f["severity"] != "info" and f["key"] != "db-static-cache":
+            assert f"({f['key']}.md)" in summary.split("## Not verified yet")[1]
+
+    # the finding's own issue: measured effect with every run, and how to reproduce
+    issue = (out / "db-static-cache.md").read_text()
+    assert f"Change: **{fmt_pct(c['change_pct'])}** requests per second, 95% CI " \
+           f"{fmt_pct(c['ci95_pct'][0])} .. {fmt_pct(c['ci95_pct'][1])}" in issue
+    for i, (x, y) in enumerate(zip(b["before"]["runs"], b["after"]["runs"]), 1):
+        assert f"| run {i} | {fmt_rps(x['rps'])} | {fmt_rps(y['rps'])} |" in issue
+    assert f"lockdown verify {run} --finding db-static-cache" in issue
+    assert "Not verified yet: `lockdown verify" in (out / "n-plus-one.md").read_text()
+
+
+def test_writeup_shows_target_strings_as_text(lockdown, minicms_run, tmp_path):
+    _, run = minicms_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("bundle", "*-run", "verify"))
+    data = json.loads((copy / "findings.json").read_text())
+    evil = "<script>alert(1)</script>"
+    f = data["findings"][0]
+    f["title"] = f"{evil} `x` [link](javascript:alert(2))"
+    f["evidence"][0]["value"] = f"{evil} | cell"
+    f["urls"] = [f"/?q={evil}"]
+    (copy / "findings.json").write_text(json.dumps(data))
+    r = lockdown("writeup", copy, "-o", tmp_path / "out")
+    assert r.returncode == 0, r.stderr
+    for md in (tmp_path / "out").glob("*.md"):
+        text = md.read_text()
+        for line in text.splitlines():
+            # raw markup only ever inside a code span or fence
+            if "<script>" in line:
+                assert line.startswith(("```", "URLs: `")) or re.search(r"`[^`]*<script>[^`]*`", line), line
+        assert "](javascript:" not in text.replace("\\](javascript:", "")
+
+
+def test_writeup_bad_input_and_replacing_earlier_writeups(lockdown, minicms_run, tmp_path):
+    _, run = minicms_run
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("bundle", "*-run", "verify"))
+    out = tmp_path / "out"
+    assert lockdown("writeup", copy, "-o", out).returncode == 0
+    (out / "stale.md").write_text("from an earlier run")
+    assert lockdown("writeup", copy, "-o", out).returncode == 0 and not (out / "stale.md").exists()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    r = lockdown("writeup", copy, "-o", other)
+    assert r.returncode == 2 and "not empty" in r.stderr and r.stderr.count("\n") == 1
+    assert (other / "notes.txt").read_text() == "mine"
+    (copy / "verify" / "fs-scan").mkdir(parents=True)
+    (copy / "verify" / "fs-scan" / "verify.json").write_text('{"finding": ')
+    r = lockdown("writeup", copy, "-o", tmp_path / "o2")
+    assert r.returncode == 2 and "verify.json: damaged" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "o2").exists()
