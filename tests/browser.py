@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
+import time
 
 import pytest
 
@@ -38,3 +39,16 @@ def headless_chromium(width: int = 1400, height: int = 1000):
 def script_errors(driver) -> list[str]:
     """Console errors and uncaught exceptions the page produced so far."""
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def width(g) -> float:
+    """Width of a flame graph frame (<g> holding a <rect>)."""
+    return float(g.find_element("tag name", "rect").get_attribute("width"))
+
+
+def wait_until(check, timeout=5.0):
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError("timed out")
+        time.sleep(0.05)

@@ -1,6 +1,5 @@
 """Bad situations give one clear line, a non-zero exit, and leave nothing running."""
 import json
-import os
 import shutil
 import signal
 import socket

@@ -1,8 +1,7 @@
 """The flame graph SVG in headless Chromium: click-zoom and reset, regex search with its
 highlight and Matched %, and no script errors; standalone and inlined twice in one page."""
-import time
 
-from browser import headless_chromium, script_errors
+from browser import headless_chromium, script_errors, wait_until, width
 from lockdown.reports.flamegraph import FlameOptions, inline_svg, render_flamegraph
 
 STACKS = {"main;WP::main;WP_Query->get_posts;mysqli_query": 30,
@@ -17,18 +16,6 @@ def frame(driver, svg_id, name):
         if title.startswith(name + " ("):
             return g
     raise AssertionError(f"no frame {name} in {svg_id}")
-
-
-def width(g) -> float:
-    return float(g.find_element("tag name", "rect").get_attribute("width"))
-
-
-def wait_until(check, timeout=5.0):
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
 
 
 def exercise(driver, svg_id):

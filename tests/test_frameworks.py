@@ -4,7 +4,6 @@ import json
 import shutil
 from pathlib import Path
 
-import pytest
 
 from conftest import SHARED_PREPARED, processes_mentioning
 from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB

@@ -2,7 +2,6 @@
 and statements to requests, loss accounting, and MariaDB settings put back whatever happens."""
 import json
 import re
-import shutil
 import signal
 import subprocess
 import time

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from browser import headless_chromium, script_errors
+from browser import headless_chromium, script_errors, wait_until, width
 from conftest import REPO, _env, lockdown_argv
 from lockdown.bundle.store import open_bundle
 from lockdown.analyzers.stacks import stacks
@@ -69,18 +69,6 @@ def frames(driver, svg_id):
         title = g.find_element("tag name", "title").get_attribute("textContent")
         out.setdefault(title.rsplit(" (", 1)[0], g)
     return out
-
-
-def width(g) -> float:
-    return float(g.find_element("tag name", "rect").get_attribute("width"))
-
-
-def wait_until(check, timeout=5.0):
-    end = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > end:
-            raise AssertionError("timed out")
-        time.sleep(0.05)
 
 
 def center(driver, element):

@@ -4,10 +4,6 @@ checked patch, and the control no defect finding. Also the builtins table's exac
 import json
 import sys
 
-import pytest
-
-from lockdown.analyzers.detectors import build_context, load_thresholds
-from lockdown.bundle.store import open_bundle
 
 FETCH = """\
 import json, os, sys, urllib.request

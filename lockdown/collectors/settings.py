@@ -1,7 +1,7 @@
 """What a capture collects and how: the options of `lockdown profile`, checked once."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import LockdownError
 
