@@ -10,7 +10,7 @@ from ..analyzers.folded import format_folded, read_folded
 from ..analyzers.stacks import KINDS, stacks
 from ..bundle.store import open_bundle
 from ..errors import LockdownError
-from ..reports.flamegraph import FlameOptions, render_diff_flamegraph, render_flamegraph
+from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph, render_flamegraph
 from ..reports.output import write_json_atomic, write_text_atomic
 from ..reports.speedscope import to_speedscope
 from .main import main
@@ -30,13 +30,6 @@ def _format_of(out: Path, given: str | None) -> str:
         return "folded"
     raise LockdownError(f"cannot tell the format from {out.name!r}: name it .svg, .folded or .json, "
                         f"or give --format {'|'.join(FORMATS)}")
-
-
-def _builtins(php: dict) -> list[str] | None:
-    """PHP's internal functions and classes from the bundle, for exact builtin colours."""
-    if not php.get("internal_functions"):
-        return None
-    return [*php["internal_functions"], *php.get("internal_classes", [])]
 
 
 def _stacks_of(source: Path, kind: str, request, url, counts: bool) -> tuple[dict, dict]:
@@ -92,7 +85,7 @@ def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, wid
         opts = FlameOptions(title=title or f"{kind} stacks: {diff[0].name} -> {diff[1].name}",
                             subtitle=f"{scope}; widths from {widths.upper()}; red grew, blue shrank",
                             width=width, minwidth=minwidth, reverse=reverse, inverted=inverted,
-                            builtins=_builtins(php))
+                            builtins=php_builtins(php))
         write_text_atomic(out, render_diff_flamegraph(before, after, opts, normalize=normalize,
                                                          widths=widths))
     else:
@@ -107,6 +100,6 @@ def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, wid
             opts = FlameOptions(title=title or f"{'PHP' if kind == 'php' else 'Native'} stacks: {bundle.name}", subtitle=scope,
                                 width=width, minwidth=minwidth, reverse=reverse, inverted=inverted,
                                 palette="php" if kind == "php" else "native",
-                                builtins=_builtins(php))
+                                builtins=php_builtins(php))
             write_text_atomic(out, render_flamegraph(folded, opts))
     click.echo(f"wrote {out}")

@@ -17,12 +17,11 @@ from ..remediation.propose import propose_all
 from ..reports.bench_table import format_bench
 from ..reports.findings_text import format_findings
 from ..reports.output import write_json_atomic, write_text_atomic
+from ..reports.run_results import FINDINGS_FORMAT
 from ..reports.writeup import finding_markdown
 from ..targets.registry import resolve
 from .bench import parse_ini
 from .main import deadline, main
-
-FINDINGS_FORMAT = 1
 
 
 @main.command("run")

@@ -83,10 +83,12 @@ def app_env(target: Target, app_dir: Path, base_url: str, db: DatabaseServer | N
 
 
 def run_target_command(procs: ProcessGroup, target: Target, which: str, argv: tuple, env: dict,
-                       timeout: float) -> None:
+                       timeout: float, cwd: Path | None = None) -> None:
+    """A target's command (install, configure, a remediation's step): `php` is the PHP CLI
+    lockdown uses; it runs in the target directory unless `cwd` says otherwise."""
     argv = [tool("php") if argv[0] == "php" else argv[0], *argv[1:]]
     log = procs.run_dir / "logs" / f"{which}.log"
-    result = procs.run(which, argv, timeout=timeout, env=env, cwd=target.directory, log=log)
+    result = procs.run(which, argv, timeout=timeout, env=env, cwd=cwd or target.directory, log=log)
     if result.returncode != 0:
         raise PhaseFailed(f"target {target.name}: {which} command failed (exit {result.returncode}); "
                           f"log in {log}", tail(log, 20))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..analyzers.findings import Remediation
 from ..errors import LockdownError
+from ..harness.prepare import run_target_command
 from ..harness.stack import Stack
-from ..harness.toolchain import tool
 
 INI_LINE = re.compile(r"^\s*([A-Za-z0-9_.\-]+)\s*=\s*(.*?)\s*$")
 
@@ -65,14 +65,9 @@ def apply_steps(stack: Stack, r: Remediation, say) -> None:
     starts php-fpm with the new settings anyway."""
     env = stack.app_env()
     for i, step in enumerate(s for s in r.steps if isinstance(s, list)):
-        argv = [tool("php") if step[0] == "php" else step[0], *step[1:]]
-        log = stack.run_dir / "logs" / f"remedy-step-{i + 1}.log"
         say(f"[remedy] {' '.join(step)}")
-        result = stack.procs.run(f"remedy-step-{i + 1}", argv, timeout=900, env=env,
-                                 cwd=stack.app_dir, log=log)
-        if result.returncode != 0:
-            raise LockdownError(f"remediation step {' '.join(step)!r} failed (exit "
-                                f"{result.returncode}); its output is in {log}")
+        run_target_command(stack.procs, stack.target, f"remedy-step-{i + 1}", tuple(step), env, 900,
+                           cwd=stack.app_dir)
 
 
 def remedy(remediations: list[Remediation], say=print):

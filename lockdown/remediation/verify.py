@@ -6,7 +6,6 @@ bundle, differential flame graphs), replaced whole only when complete.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass
@@ -22,8 +21,9 @@ from ..harness.ab_bench import run_ab
 from ..harness.bench import BenchOptions
 from ..harness.profile import ProfileOptions, run_profile
 from ..harness.stack import StackOptions
-from ..reports.flamegraph import FlameOptions, render_diff_flamegraph
+from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph
 from ..reports.output import write_json_atomic, write_text_atomic
+from ..reports.run_results import findings_of, read_findings_file
 from ..targets.config import Target
 from ..targets.registry import resolve
 from .apply import ini_changes, remedy
@@ -45,19 +45,18 @@ class RunRecord:
 
 
 def load_run(directory: Path) -> RunRecord:
+    data = read_findings_file(directory)
     path = directory / "findings.json"
-    if not path.is_file():
-        raise LockdownError(f"{directory} has no findings.json: give the -o directory of a `lockdown run`")
+    findings = findings_of(data, path)
+    run = data.get("run") if isinstance(data.get("run"), dict) else {}
     try:
-        data = json.loads(path.read_text())
-        findings = [Finding.from_json(f) for f in data["findings"]]
-        run = data.get("run", {})
         target = resolve(run.get("target_dir") or data["target"])
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        return RunRecord(directory, target, findings, dict(run.get("php_ini", {})),
+                         int(run.get("requests", 120)), int(run.get("xhprof_every", 10)),
+                         run.get("thresholds") or load_thresholds(),
+                         Path(data.get("bundle") or directory / "bundle"))
+    except (ValueError, KeyError, TypeError) as e:
         raise LockdownError(f"{path}: damaged ({type(e).__name__}: {e}); run `lockdown run` again")
-    return RunRecord(directory, target, findings, dict(run.get("php_ini", {})),
-                     int(run.get("requests", 120)), int(run.get("xhprof_every", 10)),
-                     run.get("thresholds") or load_thresholds(), Path(data.get("bundle") or directory / "bundle"))
 
 
 def pick_finding(run: RunRecord, wanted: str) -> Finding:
@@ -97,8 +96,7 @@ def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
     patch removed shows, blue)."""
     written = {}
     b, a = open_bundle(before), open_bundle(after)
-    php = a.manifest.get("php", {})
-    builtins = [*php.get("internal_functions", []), *php.get("internal_classes", [])] or None
+    builtins = php_builtins(a.manifest.get("php", {}))
     for kind in ("php", "native"):
         try:
             old, new = stacks(b, kind, counts=True), stacks(a, kind, counts=True)

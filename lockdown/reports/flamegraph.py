@@ -474,6 +474,14 @@ def render_diff_flamegraph(before: Mapping[str, Number], after: Mapping[str, Num
         return _render(root, callers, opts, prefix, scale)
 
 
+def php_builtins(php: dict) -> list[str] | None:
+    """PHP's internal functions and classes from a bundle manifest's `php` facts, for
+    FlameOptions.builtins (exact builtin colours); None when the capture did not record them."""
+    if not php.get("internal_functions"):
+        return None
+    return [*php["internal_functions"], *php.get("internal_classes", [])]
+
+
 def inline_svg(svg: str) -> str:
     """The SVG without its XML declaration, for pasting into an HTML page."""
     if svg.startswith("<?xml"):

@@ -33,9 +33,9 @@ from ..bundle.store import Bundle, BundleError, open_bundle
 from ..errors import LockdownError
 from . import charts
 from .charts import Bar, Segment, StackedRow
-from .flamegraph import FlameOptions, inline_svg, render_flamegraph
+from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
+from .run_results import REDO_RUN, RunDirError, read_findings_file, read_json
 
-FINDINGS_FORMAT = 1
 MAX_REQUESTS = 200        # requests in the drill-down (slowest first)
 MAX_STATEMENTS = 10       # statements shown per request, in log order
 MAX_SQL = 400             # characters of one statement shown in the drill-down
@@ -54,31 +54,7 @@ _SCRIPT = re.compile(r"<script\b[^>]*>(.*?)</script>", re.S)
 _CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.S)
 
 
-class RunDirError(LockdownError):
-    """A run directory that cannot be reported on: missing, unfinished or damaged."""
-
-
 # ---------------------------------------------------------------- reading
-
-def _read_json(path: Path, redo: str, required: bool = True):
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        if not required:
-            return None
-        raise RunDirError(f"{path}: missing; {path.parent} is not a finished `lockdown run` "
-                          f"directory ({redo})")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RunDirError(f"{path}: cannot read it ({e}); {redo}")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise RunDirError(f"{path}: damaged JSON ({e.msg}: line {e.lineno} column {e.colno}); "
-                          f"{redo}")
-    if not isinstance(data, dict):
-        raise RunDirError(f"{path}: not a JSON object; {redo}")
-    return data
-
 
 @contextlib.contextmanager
 def _reading(path: Path, redo: str):
@@ -109,25 +85,15 @@ def _bundle_dir(run_dir: Path, findings: dict) -> Path:
 def load_run(run_dir: Path) -> dict:
     """Every file of a run directory the report reads, checked; one clear error otherwise."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise RunDirError(f"{run_dir}: no such directory; give the -o directory of `lockdown run`")
-    redo = "run `lockdown run TARGET -o DIR` again to rewrite it"
-    fpath = run_dir / "findings.json"
-    if not fpath.exists():
-        raise RunDirError(f"{run_dir}: not a lockdown run directory (no findings.json); give the "
-                          f"-o directory of a finished `lockdown run`")
-    findings = _read_json(fpath, redo)
-    if findings.get("format") != FINDINGS_FORMAT or not isinstance(findings.get("findings"), list) \
-            or not all(isinstance(f, dict) for f in findings["findings"]):
-        raise RunDirError(f"{fpath}: not a findings file of format {FINDINGS_FORMAT} (format is "
-                          f"{findings.get('format')!r}, findings a {type(findings.get('findings')).__name__}); {redo}")
+    redo = REDO_RUN
+    findings = read_findings_file(run_dir)
     apath = run_dir / "analysis.json"
-    analysis = _read_json(apath, redo)
+    analysis = read_json(apath, redo)
     for key, kind in ANALYSIS_KEYS.items():
         if not isinstance(analysis.get(key), kind):
             raise RunDirError(f"{apath}: no {key!r} {kind.__name__} (not the output of `lockdown "
                               f"analyze --json` of this version); {redo}")
-    bench = _read_json(run_dir / "bench.json", redo, required=False)
+    bench = read_json(run_dir / "bench.json", redo, required=False)
     if bench is not None and not isinstance(bench.get("runs"), list):
         raise RunDirError(f"{run_dir / 'bench.json'}: no 'runs' list (not a `lockdown bench` "
                           f"result); {redo}")
@@ -138,7 +104,7 @@ def load_run(run_dir: Path) -> dict:
         # (hidden directories are `lockdown verify` runs in progress or abandoned)
         for vdir in sorted(p for p in vroot.iterdir() if p.is_dir() and not p.name.startswith(".")):
             vpath = vdir / "verify.json"
-            data = _read_json(vpath, f"run `lockdown verify` for this finding again or remove "
+            data = read_json(vpath, f"run `lockdown verify` for this finding again or remove "
                                      f"{vdir}", required=False)
             if data is not None:
                 verify[vdir.name] = (vpath, data)
@@ -382,7 +348,7 @@ def _requests(a: dict, records: dict, stmts: dict, anchors: dict, findings: list
 
 def _flame(bundle: Bundle, kind: str) -> dict:
     php = bundle.manifest.get("php") or {}
-    builtins = [*php["internal_functions"], *php.get("internal_classes", [])] if php.get("internal_functions") else None
+    builtins = php_builtins(php)
     title = "PHP stacks (Excimer)" if kind == "php" else "Native stacks (perf)"
     try:
         folded = stacks(bundle, kind, counts=True)

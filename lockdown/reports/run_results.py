@@ -14,13 +14,60 @@ from ..analyzers.findings import Finding
 from ..errors import LockdownError
 
 
-def read_json(path: Path, what: str) -> dict:
+FINDINGS_FORMAT = 1      # findings.json's format (lockdown run writes it)
+REDO_RUN = "run `lockdown run TARGET -o DIR` again to rewrite it"
+
+
+class RunDirError(LockdownError):
+    """A run directory that cannot be read: missing, unfinished or damaged."""
+
+
+def read_json(path: Path, redo: str, required: bool = True) -> dict | None:
+    """A JSON object from `path`; missing (None unless `required`), unreadable, damaged or
+    not an object is one line naming the file and `redo`, what to do about it."""
     try:
-        return json.loads(path.read_text())
-    except OSError as e:
-        raise LockdownError(f"{path}: cannot read {what} ({e.strerror})")
-    except ValueError as e:
-        raise LockdownError(f"{path}: damaged {what} ({e}); run the command that wrote it again")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if not required:
+            return None
+        raise RunDirError(f"{path}: missing; {path.parent} is not a finished `lockdown run` "
+                          f"directory ({redo})")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RunDirError(f"{path}: cannot read it ({e}); {redo}")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RunDirError(f"{path}: damaged JSON ({e.msg}: line {e.lineno} column {e.colno}); "
+                          f"{redo}")
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: not a JSON object; {redo}")
+    return data
+
+
+def read_findings_file(run_dir: Path) -> dict:
+    """DIR/findings.json, checked to be a findings file of this format: the raw dict."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir}: no such directory; give the -o directory of `lockdown run`")
+    path = run_dir / "findings.json"
+    if not path.exists():
+        raise RunDirError(f"{run_dir} has no findings.json: not a lockdown run directory; give "
+                          f"the -o directory of a finished `lockdown run`")
+    data = read_json(path, REDO_RUN)
+    if data.get("format") != FINDINGS_FORMAT or not isinstance(data.get("findings"), list) \
+            or not all(isinstance(f, dict) for f in data["findings"]):
+        raise RunDirError(f"{path}: not a findings file of format {FINDINGS_FORMAT} (format is "
+                          f"{data.get('format')!r}, findings a {type(data.get('findings')).__name__}); "
+                          f"{REDO_RUN}")
+    return data
+
+
+def findings_of(data: dict, path: Path) -> list[Finding]:
+    """The Finding objects of a checked findings.json dict."""
+    try:
+        return [Finding.from_json(f) for f in data["findings"]]
+    except (KeyError, TypeError) as e:
+        raise RunDirError(f"{path}: damaged findings ({type(e).__name__}: {e}); {REDO_RUN}")
 
 
 @dataclass
@@ -39,30 +86,24 @@ class RunResults:
 
 def load_results(directory: Path) -> RunResults:
     directory = Path(directory)
-    if not directory.is_dir():
-        raise LockdownError(f"{directory}: no such run directory; give the -o directory of a `lockdown run`")
-    path = directory / "findings.json"
-    if not path.is_file():
-        raise LockdownError(f"{directory} has no findings.json: give the -o directory of a `lockdown run`")
-    data = read_json(path, "findings")
-    try:
-        findings = [Finding.from_json(f) for f in data["findings"]]
-        target = data["target"]
-    except (KeyError, TypeError) as e:
-        raise LockdownError(f"{path}: damaged findings ({type(e).__name__}: {e}); run `lockdown run` again")
-    bench = read_json(directory / "bench.json", "benchmark result") if (directory / "bench.json").is_file() else None
+    data = read_findings_file(directory)
+    findings = findings_of(data, directory / "findings.json")
+    if not isinstance(data.get("target"), str):
+        raise RunDirError(f"{directory / 'findings.json'}: no target name; {REDO_RUN}")
+    bench = read_json(directory / "bench.json", REDO_RUN, required=False)
     bundle = Path(data.get("bundle") or directory / "bundle")
-    manifest = read_json(bundle / "manifest.json", "bundle manifest") if (bundle / "manifest.json").is_file() else {}
+    manifest = read_json(bundle / "manifest.json", REDO_RUN, required=False) or {}
     verified = {}
     vdir = directory / "verify"
     if vdir.is_dir():
         for p in sorted(vdir.glob("*/verify.json")):
             if p.parent.name.startswith("."):
                 continue
-            v = read_json(p, "verification result")
+            redo = f"run `lockdown verify` for this finding again or remove {p.parent}"
+            v = read_json(p, redo)
             key = v.get("finding", {}).get("key")
             if not key or "bench" not in v or "reprofile" not in v:
-                raise LockdownError(f"{p}: damaged verification result (no finding key, bench or "
-                                    f"reprofile); run `lockdown verify` again")
+                raise RunDirError(f"{p}: damaged verification result (no finding key, bench or "
+                                  f"reprofile); {redo}")
             verified[key] = v
-    return RunResults(directory, target, findings, bench, manifest, bundle, verified)
+    return RunResults(directory, data["target"], findings, bench, manifest, bundle, verified)

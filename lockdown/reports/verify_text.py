@@ -1,9 +1,7 @@
 """`lockdown verify`'s result as the lines a terminal shows (and a write-up quotes)."""
 from __future__ import annotations
 
-
-def _pct(v) -> str:
-    return "n/a" if v is None else f"{v:+.1f}%"
+from .writeup import fmt_pct as _pct
 
 
 def effect_line(result: dict) -> str:

@@ -8,7 +8,7 @@ capture saw it. Shares of request time are estimated from Excimer (wall-clock sa
 default) and from statement durations."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -62,6 +62,11 @@ class Context:
         timed = {r.id for r in self.timed}
         us = sum(s.duration_us for s in self.statements if s.request in timed and chosen(s))
         return 100.0 * us / self.wall_us_total if self.wall_us_total else 0.0
+
+    def share_of(self, statements: Iterable[Statement]) -> float:
+        """`statement_share_pct` of exactly these statements (by request and sequence number)."""
+        chosen = {(s.request, s.seq) for s in statements}
+        return self.statement_share_pct(lambda s: (s.request, s.seq) in chosen)
 
     # -- xhprof ---------------------------------------------------------------------------
     @cached_property

@@ -326,6 +326,17 @@ def spread(values: list[int]) -> dict:
     return {"min": min(values), "median": number(statistics.median(values)), "max": max(values)}
 
 
+def spread_by_url(ctx: Context, items: list, urls: list[str], with_key: str, count_key: str) -> dict:
+    """Per URL: its requests, how many show the pattern (`items`, each with .url and
+    .executions) and the spread of executions per request among those."""
+    out = {}
+    for u in urls:
+        mine = [x for x in items if x.url == u]
+        out[u] = {"requests": len(ctx.by_url[u]), with_key: len(mine),
+                  count_key: spread([x.executions for x in mine])}
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # The detector
 # ---------------------------------------------------------------------------------------------
@@ -414,15 +425,10 @@ def detect(ctx: Context) -> list[Finding]:
                  if all(s.rows_sent == 0 for lp in ls for s in lp.statements if key_of(s) == k)}
         counts = [lp.executions for lp in ls]
         per_req = spread(counts)
-        chosen = {(lp.request, s.seq) for lp in ls for s in lp.statements}
-        share = ctx.statement_share_pct(lambda s: (s.request, s.seq) in chosen)
+        share = ctx.share_of(s for lp in ls for s in lp.statements)
         unique_share = static[fp]["unique_share"]
         examples = [normalize(s.sql) for s in ls[0].statements[:3]]
-        per_url = {}
-        for u in urls:
-            mine = [lp for lp in ls if lp.url == u]
-            per_url[u] = {"requests": len(ctx.by_url[u]), "with_lookups": len(mine),
-                          "queries_per_request": spread([lp.executions for lp in mine])}
+        per_url = spread_by_url(ctx, ls, urls, "with_lookups", "queries_per_request")
         source = f"statements.jsonl, {len(ls)} requests"
         summary = (
             f"{per_req['median']} single-key lookups per request (median; {per_req['min']}-{per_req['max']}) "

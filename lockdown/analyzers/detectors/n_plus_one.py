@@ -128,8 +128,7 @@ def detect(ctx: Context) -> list[Finding]:
         urls = sorted({lp.url for lp in ls})
         execs = spread([lp.executions for lp in ls])
         distinct = spread([lp.distinct for lp in ls])
-        chosen = {(lp.request, s.seq) for lp in ls for s in lp.statements}
-        share = ctx.statement_share_pct(lambda s: (s.request, s.seq) in chosen)
+        share = ctx.share_of(s for lp in ls for s in lp.statements)
         first = ls[0]
         lookup = point_lookup(first.statements[0].sql)
         all_lookups = [point_lookup(s.sql) for lp in ls for s in lp.statements]

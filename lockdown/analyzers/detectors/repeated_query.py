@@ -53,7 +53,7 @@ from ..query_digest import query_id
 from . import db_static_cache, n_plus_one
 from .context import Context
 from .db_static_cache import _ident, fp_of, identifiers, is_marker, is_table_select, is_write, \
-    normalize, spread, tokens
+    normalize, spread, spread_by_url, tokens
 
 ID = "repeated-query"
 
@@ -181,16 +181,10 @@ def detect(ctx: Context) -> list[Finding]:
         execs = spread([rep.executions for rep in reps])
         longest = spread([rep.longest for rep in reps])
         saved = spread([len(rep.saved) for rep in reps])
-        chosen = {(rep.request, s.seq) for rep in reps for s in rep.saved}
-        share = ctx.statement_share_pct(lambda s: (s.request, s.seq) in chosen)
-        all_chosen = {(rep.request, s.seq) for rep in reps for s in rep.statements}
-        total_share = ctx.statement_share_pct(lambda s: (s.request, s.seq) in all_chosen)
+        share = ctx.share_of(s for rep in reps for s in rep.saved)
+        total_share = ctx.share_of(s for rep in reps for s in rep.statements)
         tables = sorted(tables_read(text))
-        per_url = {}
-        for u in urls:
-            mine = [rep for rep in reps if rep.url == u]
-            per_url[u] = {"requests": len(ctx.by_url[u]), "with_repeats": len(mine),
-                          "executions_per_request": spread([rep.executions for rep in mine])}
+        per_url = spread_by_url(ctx, reps, urls, "with_repeats", "executions_per_request")
         source = f"statements.jsonl, {len(reps)} requests"
         short = text if len(text) <= 100 else text[:97] + "..."
         summary = (
