@@ -103,12 +103,14 @@ VERIFY_ARGS = ("--runs", "5", "--duration", "2", "--warmup-duration", "1", "--re
 
 @pytest.fixture(scope="session")
 def minicms_verified(home, minicms_run):
-    """`lockdown verify --finding db-static-cache` (a diff remediation) on the shared minicms
-    run: (verify's CompletedProcess, run directory, digest of the prepared app tree before)."""
+    """`lockdown verify --finding db-static-cache --json` (a diff remediation) on the shared
+    minicms run: (verify's CompletedProcess, run directory, digest of the prepared app tree
+    before). Its stdout is the verification document alone."""
     r, out = minicms_run
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     digest = tree_digest(prepared_root("minicms") / "app")
-    v = subprocess.run(lockdown_argv("verify", out, "--finding", "db-static-cache", *VERIFY_ARGS),
+    v = subprocess.run(lockdown_argv("verify", out, "--finding", "db-static-cache", *VERIFY_ARGS,
+                                     "--json"),
                        capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
     return v, out, digest
 

@@ -1,5 +1,6 @@
 """fs-scan and repeated-call on synthetic xhprof data: the directory-walk variants (opendir,
 scandir, glob, RecursiveDirectoryIterator), the boundaries, and exact evidence."""
+import pytest
 from contexts import context, request
 
 from lockdown.analyzers.detectors import fs_scan, repeated_call
@@ -102,6 +103,36 @@ def test_repeated_call_boundaries():
     assert repeated_call.detect(memo_context(memo_profile(per_call=5, calls=1000))) == []
     # recursive (xhprof saw it re-entered): a walk, not a repeat
     assert repeated_call.detect(memo_context(memo_profile(extra={"theme_settings==>theme_settings@1": {"ct": 5, "wt": 10}}))) == []
+
+
+def loader_context(under_fn):
+    """`module_load` called 60 times per request (each call: `module_path`, then an include),
+    profiled by xhprof in one request and sampled by Excimer in another; `under_fn` is the
+    Excimer frames right under it."""
+    profile = memo_profile(fn="module_load", callees=(("module_path", 1),), extra={
+        "module_path==>file_exists": {"ct": 60, "wt": 600}})
+    profile["module_load==>module_path"]["wt"] = 60 * 120
+    reqs = [request("r000000", "/", instrumented=True), request("r000001", "/")]
+    excimer = {"r000001": {f"/srv/app/index.php;page;module_load;{f}": n for f, n in under_fn.items()}
+               | {"/srv/app/index.php;page": 40}}
+    return context(reqs, xhprof={"r000000": profile}, excimer=excimer, php=PHP)
+
+
+def test_loaders_are_not_memoization_candidates():
+    """A function that spends its time in files it includes loads a different one on each call
+    (xhprof keeps no arguments and no includes; Excimer shows the included script frames)."""
+    loader = loader_context({"/srv/app/modules/m1/m1.module": 30, "module_path;file_exists": 10,
+                             "/srv/app/modules/m2/m2.module;m2_init": 5})
+    assert repeated_call.include_share_pct(loader, "module_load") == pytest.approx(100 * 35 / 45)
+    assert repeated_call.detect(loader) == []            # neither the loader nor its helper
+    # the same call shape with its time in functions is reported, with the Excimer share
+    [f] = repeated_call.detect(loader_context({"module_path;file_exists": 10, "json_decode": 35}))
+    assert f.details["function"] == "module_load" and repeated_call.include_share_pct(
+        loader_context({"json_decode": 1}), "module_load") == 0
+    # the limit is a threshold
+    loose = loader_context({"/srv/app/modules/m1/m1.module": 30, "module_path;file_exists": 10})
+    loose.thresholds["repeated-call"]["max_include_share_pct"] = 80.0
+    assert [f.details["function"] for f in repeated_call.detect(loose)] == ["module_load"]
 
 
 def test_walk_share_counts_recursion_once():

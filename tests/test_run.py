@@ -40,7 +40,6 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
     r, out = minicms_run
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     data = json.loads((out / "findings.json").read_text())
-    found = {f["key"]: f for f in data["findings"]}
     by_id = {}
     for f in data["findings"]:
         by_id.setdefault(f["id"], []).append(f)

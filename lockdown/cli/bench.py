@@ -1,7 +1,6 @@
 """`lockdown bench TARGET`: benchmark a target under production-like load."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
@@ -10,8 +9,10 @@ from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
 from ..harness.loadgen import TOOLS
 from ..reports.bench_table import format_bench
+from ..progress import for_command
 from ..reports.output import write_json_atomic
 from ..targets.registry import resolve
+from .json_output import check_destination, emit, json_option
 from .main import deadline, main
 from .stack_options import stack_options
 
@@ -46,8 +47,7 @@ d = BenchOptions()
 @click.option("--warmup-duration", type=click.FloatRange(0), default=d.warmup_duration,
               show_default=True, help="Seconds of concurrent warmup.")
 @stack_options("after-benchmark", "Shell command run after the runs.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the result as JSON to this file.")
+@json_option("the result (runs, summary, configuration)")
 def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_requests, warmup_duration,
               php_ini, port, mysql, exec_before_warmup, exec_after_warmup, exec_after_benchmark,
               run_dir, timeout, json_out):
@@ -60,19 +60,16 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
         port=port, mysql=mysql,
         hooks={"before-warmup": exec_before_warmup, "after-warmup": exec_after_warmup,
                "after-benchmark": exec_after_benchmark})
-    if json_out is not None and not json_out.resolve().parent.is_dir():
-        raise LockdownError(f"cannot write {json_out}: directory {json_out.resolve().parent} "
-                            f"does not exist")
+    check_destination(json_out)
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
     run_dir = (run_dir or paths.new_run_dir(t.name, "bench")).resolve()
     with deadline(timeout):
-        result = run_bench(t, run_dir, opts, say=click.echo)
+        result = run_bench(t, run_dir, opts, say=for_command(f"bench {t.name}", json_out is not None))
     write_json_atomic(run_dir / "bench.json", result)
+    if json_out is not None:
+        emit(json_out, result)
+        return
     click.echo("")
     click.echo(format_bench(result))
-    if json_out is not None:
-        write_json_atomic(json_out, result)
-        click.echo(f"result written to {json_out} (and {run_dir / 'bench.json'})")
-    else:
-        click.echo(f"result written to {run_dir / 'bench.json'}; logs in {run_dir / 'logs'}")
+    click.echo(f"result written to {run_dir / 'bench.json'}; logs in {run_dir / 'logs'}")

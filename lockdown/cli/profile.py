@@ -10,10 +10,12 @@ from ..collectors.settings import (COLLECTORS, CaptureSettings, parse_collect,
                                    parse_xhprof_flags, XHPROF_FLAGS)
 from ..errors import LockdownError
 from ..harness.profile import DEFAULT_REQUESTS, ProfileOptions, run_profile
+from ..progress import for_command
 from ..reports.bundle_summary import format_summary
 from ..bundle.store import open_bundle
 from ..targets.registry import resolve
 from .bench import parse_ini
+from .json_output import check_destination, emit, json_option
 from .main import deadline, main
 from .stack_options import stack_options
 
@@ -51,10 +53,11 @@ d = CaptureSettings()
 @click.option("--overhead-check/--no-overhead-check", default=True, show_default=True,
               help="Also drive half as many requests before and after, uncollected, to record the overhead.")
 @stack_options("after-capture", "Shell command run after the capture.")
+@json_option("the bundle's path and manifest")
 def profile_cmd(target, output, requests, duration, concurrency, workers, collect, perf_freq,
                 excimer_period, excimer_clock, xhprof_every, xhprof_flags, urls, warmup_requests,
                 overhead_check, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,
-                exec_after_capture, run_dir, timeout):
+                exec_after_capture, run_dir, timeout, json_out):
     """Capture TARGET per request: perf samples, Excimer stacks, xhprof call counts and SQL
     statements, tied to the request that caused them, into the bundle OUTPUT."""
     if requests is not None and duration is not None:
@@ -75,6 +78,7 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
                                  "after-capture": exec_after_capture})
     if workers is not None:
         opts.workers = workers
+    check_destination(json_out)
     output = output.resolve()
     if output.exists():
         raise LockdownError(f"{output} already exists; choose another -o or remove it")
@@ -82,7 +86,12 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
         run_dir.mkdir(parents=True, exist_ok=True)
     run_dir = (run_dir or paths.new_run_dir(t.name, "profile")).resolve()
     with deadline(timeout):
-        bundle = run_profile(t, run_dir, output, opts, say=click.echo)
+        bundle = run_profile(t, run_dir, output, opts,
+                             say=for_command(f"profile {t.name}", json_out is not None))
+    if json_out is not None:
+        emit(json_out, {"bundle": str(bundle), "run_dir": str(run_dir),
+                        "manifest": open_bundle(bundle).manifest})
+        return
     click.echo("")
     click.echo(format_summary(open_bundle(bundle)))
     click.echo(f"bundle written to {bundle}; logs in {run_dir / 'logs'}")

@@ -13,6 +13,7 @@ from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
 from ..harness.profile import ProfileOptions, run_profile
+from ..progress import for_command
 from ..remediation.propose import propose_all
 from ..reports.bench_table import format_bench
 from ..reports.findings_text import format_findings
@@ -21,6 +22,7 @@ from ..reports.run_results import FINDINGS_FORMAT
 from ..reports.writeup import finding_markdown
 from ..targets.registry import resolve
 from .bench import parse_ini
+from .json_output import check_destination, emit, json_option
 from .main import deadline, main
 
 
@@ -41,44 +43,55 @@ from .main import deadline, main
 @click.option("--no-bench", is_flag=True, help="Skip the benchmark (profile and detect only).")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
-def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php_ini, no_bench, timeout):
+@json_option("findings.json with the benchmark summary and the paths written")
+def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php_ini, no_bench, timeout,
+            json_out):
     """Benchmark TARGET, capture it per request, analyse the capture, detect known pathologies
     and propose checked patches; print the findings and write them to OUTPUT."""
     t = resolve(target)
     limits = load_thresholds(thresholds)
+    check_destination(json_out)
     out = out.resolve()
     if out.exists() and any(out.iterdir()):
         raise LockdownError(f"{out} is not empty; choose another -o or remove it")
     out.mkdir(parents=True, exist_ok=True)
     ini = parse_ini(php_ini)
+    say = for_command(f"run {t.name}", json_out is not None)
+    bench = None
     with deadline(timeout):
         if not no_bench:
-            click.echo(f"== bench {t.name}")
-            result = run_bench(t, out / "bench-run", BenchOptions(runs=runs, duration=duration, php_ini=ini),
-                               say=click.echo)
-            write_json_atomic(out / "bench.json", result)
-            click.echo(format_bench(result))
-        click.echo(f"== profile {t.name}")
+            say(f"== bench {t.name}")
+            bench = run_bench(t, out / "bench-run", BenchOptions(runs=runs, duration=duration, php_ini=ini),
+                              say=say)
+            write_json_atomic(out / "bench.json", bench)
+            say(format_bench(bench))
+        say(f"== profile {t.name}")
         settings = CaptureSettings(xhprof_every=xhprof_every)
         bundle_dir = run_profile(t, out / "profile-run", out / "bundle",
                                  ProfileOptions(requests=requests, capture=settings, php_ini=ini),
-                                 say=click.echo)
+                                 say=say)
         bundle = open_bundle(bundle_dir)
-        click.echo("== analyze")
+        say("== analyze")
         write_json_atomic(out / "analysis.json", analyze(bundle))
-        click.echo("== detect")
+        say("== detect")
         findings = detect(build_context(bundle, limits))
-        findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=click.echo)
-    write_json_atomic(out / "findings.json", {
+        findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=say)
+    document = {
         "format": FINDINGS_FORMAT, "target": t.name, "bundle": str(bundle_dir),
         # what `lockdown verify DIR` needs to serve and capture the target the same way again
         "run": {"target_dir": str(t.directory), "php_ini": ini, "requests": requests,
                 "xhprof_every": xhprof_every, "thresholds": limits},
-        "findings": [f.to_json() for f in findings]})
+        "findings": [f.to_json() for f in findings]}
+    write_json_atomic(out / "findings.json", document)
     (out / "findings").mkdir(exist_ok=True)
     for f in findings:
         write_text_atomic(out / "findings" / f"{f.key}.md",
                           finding_markdown(f, t.name, str(out), str(bundle_dir)))
+    if json_out is not None:
+        emit(json_out, {"directory": str(out), "findings_json": str(out / "findings.json"),
+                        "bench": bench and {"summary": bench["summary"], "runs": bench["runs"]},
+                        **document})
+        return
     click.echo("")
     click.echo(format_findings(findings))
     click.echo(f"\nfindings: {out / 'findings.json'}; write-ups: {out / 'findings'}/*.md; "

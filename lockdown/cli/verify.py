@@ -10,7 +10,9 @@ import click
 from ..harness.bench import DEFAULT_WORKERS, BenchOptions
 from ..harness.loadgen import TOOLS
 from ..remediation.verify import load_run, pick_finding, pick_remediations, verify
+from ..progress import for_command
 from ..reports.verify_text import format_verify
+from .json_output import check_destination, emit, json_option
 from .main import deadline, main
 
 CONFIRMED, NOT_CONFIRMED = 0, 3
@@ -36,8 +38,9 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
               help="Requests in the re-capture [default: as many as the run's capture].")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
+@json_option("verify.json (measured change, re-capture, paths)")
 def verify_cmd(directory, wanted, numbers, runs, duration, concurrency, workers, load,
-               warmup_duration, requests, timeout):
+               warmup_duration, requests, timeout, json_out):
     """Verify a finding of the `lockdown run` in DIRECTORY by measurement: the RPS change with
     its 95% confidence interval, and whether a new capture still shows the finding. Exit 0 when
     both confirm the fix, 3 when they do not."""
@@ -46,9 +49,15 @@ def verify_cmd(directory, wanted, numbers, runs, duration, concurrency, workers,
     rems = pick_remediations(finding, numbers)
     bench = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                          load=load, warmup_duration=warmup_duration)
+    check_destination(json_out)
+    say = for_command(f"verify {finding.key}", json_out is not None)
     with deadline(timeout):
-        result = verify(run, finding, rems, bench, requests, say=click.echo)
-    click.echo("")
-    click.echo(format_verify(result))
-    click.echo(f"\nresults: {run.directory / 'verify' / finding.key / 'verify.json'}")
+        result = verify(run, finding, rems, bench, requests, say=say)
+    written = run.directory / "verify" / finding.key / "verify.json"
+    if json_out is not None:
+        emit(json_out, {**result, "verify_json": str(written)})
+    else:
+        click.echo("")
+        click.echo(format_verify(result))
+        click.echo(f"\nresults: {written}")
     raise SystemExit(CONFIRMED if result["confirmed"] else NOT_CONFIRMED)

@@ -63,7 +63,8 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
         started = time.monotonic()
         for i, arm in enumerate(result["order"]):
             n = len(result[arm]["runs"]) + 1
-            run = measured_run(stacks[arm], opts, paths, run_dir / arm / "load", f"run-{n}")
+            run = measured_run(stacks[arm], opts, paths, run_dir / arm / "load", f"run-{n}", say,
+                               f"run {i + 1}/{len(result['order'])} ({arm})")
             result[arm]["runs"].append(run)
             say(f"[measure] {i + 1}/{len(result['order'])} {arm:6} run {n}: {run_line(run)}")
         result["measure_seconds"] = round(time.monotonic() - started, 1)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..analyzers.stats import summarize
 from ..errors import PhaseFailed
+from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu
 from .loadgen import LoadResult, run_load
@@ -148,7 +149,8 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
 
         def measure():
             for i in range(opts.runs):
-                result["runs"].append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}"))
+                result["runs"].append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}",
+                                                   say, f"measured run {i + 1}/{opts.runs}"))
                 say(f"[measure] run {i + 1}/{opts.runs}: {run_line(result['runs'][-1])}")
         phase("measure", measure)
         run_hook(stack, "after-benchmark", opts.hooks.get("after-benchmark"), say)
@@ -168,9 +170,11 @@ def summary_of(runs: list[dict]) -> dict:
 def warm_single(stack: Stack, opts: BenchOptions, paths: list[str], say) -> dict:
     """`warmup_requests` requests one at a time: caches filled, opcache compiled."""
     statuses: dict[str, int] = {}
-    for i in range(opts.warmup_requests):
-        status, _ = fetch(stack.base_url + paths[i % len(paths)])
-        statuses[str(status)] = statuses.get(str(status), 0) + 1
+    with as_reporter(say).counted("warmup, one at a time", opts.warmup_requests) as done:
+        for i in range(opts.warmup_requests):
+            status, _ = fetch(stack.base_url + paths[i % len(paths)])
+            statuses[str(status)] = statuses.get(str(status), 0) + 1
+            done(i + 1)
     say(f"[warmup-single] {opts.warmup_requests} requests, one at a time: {statuses}")
     return statuses
 
@@ -179,18 +183,21 @@ def warm_concurrent(stack: Stack, opts: BenchOptions, paths: list[str], load_dir
     """The load generator at full concurrency for `warmup_duration` s, not measured."""
     if opts.warmup_duration <= 0:
         return None
-    r = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
-                 opts.warmup_duration, load_dir, "warmup")
+    with as_reporter(say).timed(f"warmup at concurrency {opts.concurrency}", opts.warmup_duration):
+        r = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
+                     opts.warmup_duration, load_dir, "warmup")
     say(f"[warmup-concurrent] {opts.warmup_duration:g} s at concurrency "
         f"{opts.concurrency}: {r.rps:.1f} req/s")
     return r
 
 
-def measured_run(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: Path, label: str) -> dict:
+def measured_run(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: Path, label: str,
+                 say=print, title: str | None = None) -> dict:
     """One measured run of `duration` s at `concurrency`, with the host's CPU use during it."""
     before = cpu.snapshot()
-    r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
-                             opts.duration, load_dir, label)
+    with as_reporter(say).timed(title or label, opts.duration):
+        r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
+                                 opts.duration, load_dir, label)
     return {**r.to_json(), "host_cpu": cpu.usage(before, cpu.snapshot())}
 
 

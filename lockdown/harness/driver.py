@@ -12,6 +12,7 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass
@@ -54,9 +55,10 @@ def xhprof_selected(url_index: int, occurrence: int, every: int) -> bool:
 
 def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | None = None,
           duration: float | None = None, capture: bool = False, xhprof_every: int = 0,
-          id_prefix: str = "r", timeout: float = 120) -> DriveResult:
+          id_prefix: str = "r", timeout: float = 120,
+          progress: Callable[[int], None] | None = None) -> DriveResult:
     """Send `requests` requests (or for `duration` seconds) over `concurrency` connections,
-    cycling through `paths` in order."""
+    cycling through `paths` in order; `progress` hears how many were sent, a few times a second."""
     parts = urllib.parse.urlsplit(base_url)
     lock = threading.Lock()
     sent: list[SentRequest] = []
@@ -114,4 +116,6 @@ def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | 
     for t in threads:
         while t.is_alive():
             t.join(0.2)      # short joins keep Ctrl-C and --timeout responsive
+            if progress is not None:
+                progress(len(sent))
     return DriveResult(sent, time.monotonic() - started)

@@ -21,6 +21,7 @@ from ..collectors import assemble, request_log
 from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import SlowLogCapture
 from ..collectors.settings import CaptureSettings
+from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu
 from .bench import DEFAULT_WORKERS, first_line, run_hook, sanity_check, versions
@@ -57,6 +58,16 @@ class ProfileOptions:
 def _drive_summary(r: DriveResult) -> dict:
     return {"requests": len(r.requests), "seconds": round(r.seconds, 3), "rps": round(r.rps, 3),
             "status_counts": r.status_counts()}
+
+
+def shown_drive(say, label: str, *args, **kwargs) -> DriveResult:
+    """`drive`, with its progress shown: requests sent of `requests`, or seconds of `duration`."""
+    report = as_reporter(say)
+    if kwargs.get("duration") is not None:
+        with report.timed(label, kwargs["duration"]):
+            return drive(*args, **kwargs)
+    with report.counted(label, kwargs.get("requests")) as done:
+        return drive(*args, progress=done, **kwargs)
 
 
 def run_profile(target: Target, run_dir: Path, dest: Path, opts: ProfileOptions, say=print) -> Path:
@@ -107,7 +118,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
         hook_env = {"LOCKDOWN_CAPTURE_DIR": str(cap.out)}
         run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say, **hook_env)
-        warm = drive(stack.base_url, paths, 1, requests=opts.warmup_requests)
+        warm = shown_drive(say, "warmup, one at a time", stack.base_url, paths, 1,
+                           requests=opts.warmup_requests)
         say(f"[warmup] {opts.warmup_requests} requests, one at a time: {warm.status_counts()}")
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say, **hook_env)
         load = dict(concurrency=opts.concurrency, **size)
@@ -117,7 +129,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                 else {"duration": size["duration"] / 2})
         baseline: list[DriveResult] = []
         if opts.overhead_check:
-            baseline.append(drive(stack.base_url, paths, opts.concurrency, **half))
+            baseline.append(shown_drive(say, "uncollected baseline (1/2)", stack.base_url, paths,
+                                        opts.concurrency, **half))
             say(f"[baseline] {len(baseline[0].requests)} requests at concurrency "
                 f"{opts.concurrency}, nothing collected: {baseline[0].rps:.1f} req/s")
         workers = stack.fpm.worker_pids()
@@ -133,9 +146,9 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                 say(f"[capture] perf record at {settings.perf_freq} Hz on workers "
                     f"{', '.join(map(str, workers))}")
             before = cpu.snapshot()
-            captured = drive(stack.base_url, paths, capture=True,
-                             xhprof_every=settings.xhprof_every if "xhprof" in settings.collect else 0,
-                             **load)
+            captured = shown_drive(say, "capture", stack.base_url, paths, capture=True,
+                                   xhprof_every=settings.xhprof_every if "xhprof" in settings.collect else 0,
+                                   **load)
             manifest["host_cpu"] = cpu.usage(before, cpu.snapshot())
         manifest["driver"].update(_drive_summary(captured))
         say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
@@ -143,7 +156,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         if slow is not None:
             say("[capture] MariaDB settings restored")
         if opts.overhead_check:
-            baseline.append(drive(stack.base_url, paths, opts.concurrency, **half))
+            baseline.append(shown_drive(say, "uncollected baseline (2/2)", stack.base_url, paths,
+                                        opts.concurrency, **half))
             say(f"[baseline] {len(baseline[1].requests)} more requests, nothing collected: "
                 f"{baseline[1].rps:.1f} req/s")
             manifest["baseline"] = _drive_summary(DriveResult(
@@ -179,7 +193,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     if "perf" in settings.collect:
         say("[assemble] perf script (DWARF unwinding)")
         text = run_dir / "perf" / "script.txt"
-        script(stack.procs, perf.data, text)
+        with as_reporter(say).counted("perf script (DWARF unwinding)", None):
+            script(stack.procs, perf.data, text)
         collected["perf"] = assemble.perf(perf.data, text, build_ids(stack.procs, perf.data),
                                           records, writer)
     if "excimer" in settings.collect:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..targets.config import Target
+from ..progress import as_reporter
 from . import ports
 from .mariadb import DatabaseServer, PrivateMariaDB, copy_datadir, parse_dsn
 from .nginx import Nginx
@@ -68,7 +69,8 @@ class Stack:
 
     def __enter__(self) -> "Stack":
         try:
-            self._start()
+            with as_reporter(self.say).counted(f"starting {self.target.name}", None):
+                self._start()
         except BaseException:
             self.__exit__(None, None, None)
             raise

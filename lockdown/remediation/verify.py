@@ -146,7 +146,7 @@ def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOpt
     after_opts = StackOptions(php_ini=after_ini, remedy=patch)
     say(f"== A/B benchmark: {f.key} ({f.title})")
     ab = run_ab(t, work / "ab", before_opts, after_opts, bench, say=say)
-    say(f"== re-profile with the remediation applied")
+    say("== re-profile with the remediation applied")
     capture = CaptureSettings(xhprof_every=run.xhprof_every)
     bundle_dir = run_profile(t, work / "profile-run", work / "bundle",
                              ProfileOptions(requests=requests or run.requests, capture=capture,

@@ -67,7 +67,6 @@ def walker_of(ctx: Context, rid: str, ops: Counter) -> tuple[str | None, list[st
 def detect(ctx: Context) -> list:
     min_ops = ctx.threshold(ID, "min_dir_ops_per_request")
     min_share = ctx.threshold(ID, "min_repeat_share")
-    findings = []
     profiled_by_url: dict[str, list[str]] = {}
     for rid in sorted(ctx.xhprof):
         profiled_by_url.setdefault(ctx.url_of.get(rid, "?"), []).append(rid)

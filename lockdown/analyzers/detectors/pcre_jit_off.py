@@ -100,7 +100,7 @@ def detect(ctx: Context) -> list:
             checked=("pcre.jit off in the configuration lockdown ran the capture with (manifest php.ini)"
                      + ("; regex time seen in the profile" if source else "")
                      + "; JIT support of this PHP build and the speed-up were not verified"),
-            steps=[f"php -r 'var_dump(PCRE_JIT_SUPPORT);'   # must print bool(true)",
+            steps=["php -r 'var_dump(PCRE_JIT_SUPPORT);'   # must print bool(true)",
                    f"systemctl restart php{version}-fpm"],
             description="In php.ini or the FPM conf.d (or a pool's php_admin_value[pcre.jit] = 1).")],
         urls=sorted(ctx.by_url), requests=example_requests(ctx, is_regex) or rids[:5],

@@ -17,6 +17,10 @@ callbacks. Functions that run callbacks themselves or through their callees
 saw re-entered (`f@1`): their inclusive time counts nested calls twice (render_block), and a
 recursive walker belongs to fs-scan. Functions that send SQL themselves (wpdb::_do_query) are
 left to the query detectors, and so is any function each of whose calls ends in a query.
+Loaders are skipped too: when Excimer shows that at least `max_include_share_pct` of the time
+under a function is spent in script files it includes itself (`drupal_load` ->
+`modules/x/x.module`), each call loads a different file -- xhprof, which keeps neither
+arguments nor includes, cannot tell that from a repeat.
 
 Share of request time: the function's inclusive time minus what one call would cost, over
 the request's wall time (what memoization would save), median over the profiled requests.
@@ -85,6 +89,32 @@ def uniform_callees(edges: dict, fn: str, calls: int) -> tuple[bool, int]:
     return bool(out) and all(ct % calls == 0 for _, ct in out), len(out)
 
 
+def is_script_frame(frame: str) -> bool:
+    """An Excimer frame that is an included file, not a function (`/app/modules/x/x.module`)."""
+    return "/" in frame and not frame.startswith("{")
+
+
+def include_share_pct(ctx: Context, fn: str) -> float | None:
+    """Of the Excimer samples with `fn` on the stack, the % whose frame right under its
+    innermost occurrence is a script file: time spent in files `fn` includes itself.
+    None without samples of `fn`."""
+    on = included = 0.0
+    for stacks in ctx.excimer.values():
+        for stack, w in stacks.items():
+            frames = stack.split(";")
+            if fn not in frames:
+                continue
+            on += w
+            below = len(frames) - frames[::-1].index(fn)
+            if below < len(frames) and is_script_frame(frames[below]):
+                included += w
+    return 100.0 * included / on if on else None
+
+
+def _callers(ctx: Context, fn: str) -> set[str]:
+    return {p for edges in ctx.xhprof_edges.values() for (p, c) in edges if c == fn}
+
+
 def detect(ctx: Context) -> list:
     min_calls = ctx.threshold(ID, "min_calls_per_request")
     min_share = ctx.threshold(ID, "min_inclusive_share_pct")
@@ -113,6 +143,11 @@ def detect(ctx: Context) -> list:
                              "inclusive_us": t["inclusive_us"], "main_us": main,
                              "saved_pct": 100.0 * saved / main, "callees": ncallees,
                              "callers": [f"{p} ({ct})" for ct, p in callers[:3]]})
+    max_include = ctx.threshold(ID, "max_include_share_pct")
+    loaders = {fn for fn in hits if (include_share_pct(ctx, fn) or 0.0) >= max_include}
+    # a loader's helpers get its different argument on each call (drupal_get_filename)
+    helpers = {fn for fn in hits if _callers(ctx, fn) and _callers(ctx, fn) <= loaders}
+    hits = {fn: rows for fn, rows in hits.items() if fn not in loaders | helpers}
     inner = _nested(hits, ctx)
     findings = []
     for fn, rows in hits.items():
