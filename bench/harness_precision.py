@@ -25,6 +25,11 @@ def main() -> None:
     print(f"mean {s['rps_mean']:.2f} req/s  stddev {s['rps_stddev']:.2f}  "
           f"95% CI [{s['rps_ci95'][0]:.2f}, {s['rps_ci95'][1]:.2f}]")
     print(f"rps_cv {100 * s['rps_cv']:.2f}%  (min/max ratio {min(rps) / max(rps):.3f})")
+    speeds = [r.get("host_speed", {}).get("speed") for r in data["runs"]]
+    if s.get("rps_cv_speed_adjusted") is not None:
+        print("host speed per run: " + " ".join(f"{x:.1f}" for x in speeds))
+        print(f"host speed CV {100 * s['host_speed_cv']:.2f}%; rps_cv with the host's speed taken out "
+              f"{100 * s['rps_cv_speed_adjusted']:.2f}% (elasticity {s['speed_elasticity']:.2f})")
 
 
 if __name__ == "__main__":

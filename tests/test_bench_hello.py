@@ -19,10 +19,13 @@ def check_result_shape(data, runs):
         assert run["bytes"] > 0
         assert isinstance(run["errors"], int)
         assert 0 < run["host_cpu"]["busy_pct"] <= 100 and run["host_cpu"]["steal_pct"] >= 0
+        # the host-speed probe ran through the run (about 10 probes a second)
+        assert run["host_speed"]["speed"] > 0 and run["host_speed"]["samples"] >= 5 * data["config"]["duration"]
     s = data["summary"]
     assert s["rps_mean"] == pytest.approx(sum(r["rps"] for r in data["runs"]) / runs)
     lo, hi = s["rps_ci95"]
     assert lo <= s["rps_mean"] <= hi
+    assert s["host_speed_mean"] == pytest.approx(sum(r["host_speed"]["speed"] for r in data["runs"]) / runs)
     assert [p["name"] for p in data["phases"]] == ["start", "sanity", "warmup-single",
                                                     "warmup-concurrent", "measure", "stop"]
 

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from lockdown.analyzers.stats import summarize, t95
+from lockdown.analyzers.stats import compare_paired, compare_speed_adjusted, speed_adjusted, summarize, t95
 
 
 def test_summary_of_three_runs():
@@ -25,3 +25,47 @@ def test_t_quantiles_fall_towards_normal():
     assert t95(35) == 2.021          # next tabulated df above, conservative
     assert t95(1000) == 1.960
     assert t95(9) > t95(10) > t95(30)
+
+
+# -- host speed as a covariate --------------------------------------------------------------------
+
+def test_speed_adjusted_recovers_the_elasticity_and_removes_the_host_noise():
+    speeds = [64.4, 54.0, 52.1, 51.4, 57.4, 64.8, 65.2, 65.4, 62.1, 54.8]   # as measured here
+    noise = [1.01, 0.99, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0, 1.0]
+    rps = [800 * (s / 60) ** 1.8 * e for s, e in zip(speeds, noise)]
+    raw = summarize(rps)["cv"]
+    adj = speed_adjusted(rps, speeds)
+    assert raw > 0.1                                   # the host swamps a 1% noise ...
+    assert adj["elasticity"] == pytest.approx(1.8, abs=0.15)
+    assert adj["cv"] < 0.015 and adj["runs"] == 10     # ... and is taken out
+    # exactly proportional: no residual at all
+    exact = speed_adjusted([10 * s ** 1.5 for s in speeds], speeds)
+    assert exact["elasticity"] == pytest.approx(1.5) and exact["cv"] == pytest.approx(0, abs=1e-9)
+
+
+def test_speed_adjusted_needs_a_speed_for_every_run_and_some_variation():
+    assert speed_adjusted([100, 101, 99], [50, None, 51]) is None
+    assert speed_adjusted([100, 101], [50, 51]) is None
+    assert speed_adjusted([100, 101, 99], [50, 50, 50]) is None      # singular: speed never moved
+
+
+def test_compare_speed_adjusted_finds_a_small_gain_the_host_hides():
+    """A +3% fix measured while the host's speed swings by 25%: the paired ratios cannot see
+    it, the covariate model can (and gets its size right)."""
+    before_s = [64.0, 52.0, 60.0, 50.0, 63.0, 55.0]
+    after_s = [51.0, 62.0, 53.0, 61.0, 52.0, 64.0]
+    noise_b = [1.01, 0.99, 1.0, 1.005, 0.995, 1.0]
+    noise_a = [0.99, 1.01, 1.0, 0.995, 1.005, 1.0]
+    before = [500 * (s / 60) ** 1.7 * e for s, e in zip(before_s, noise_b)]
+    after = [515 * (s / 60) ** 1.7 * e for s, e in zip(after_s, noise_a)]
+    paired = compare_paired(before, after)
+    assert not paired["significant"]
+    c = compare_speed_adjusted(before, before_s, after, after_s)
+    assert c["significant"] and c["ci95_pct"][0] > 0
+    assert c["change_pct"] == pytest.approx(3.0, abs=1.0)
+    assert c["elasticity"] == pytest.approx(1.7, abs=0.2) and c["runs"] == 12
+    # no change: the interval straddles zero
+    same = compare_speed_adjusted(before, before_s, [500 * (s / 60) ** 1.7 * e for s, e in zip(after_s, noise_a)], after_s)
+    assert same["ci95_pct"][0] < 0 < same["ci95_pct"][1] and not same["significant"]
+    # a run without a speed: no adjusted estimate (the caller keeps the paired one)
+    assert compare_speed_adjusted(before, before_s[:-1] + [None], after, after_s) is None

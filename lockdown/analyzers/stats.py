@@ -61,3 +61,81 @@ def compare_paired(before: list[float], after: list[float]) -> dict:
         out["ci95_pct"] = [lo, hi]
         out["significant"] = lo > 0 or hi < 0
     return out
+
+
+# -- host speed as a covariate ------------------------------------------------------------------
+# On a shared VM the host's CPU speed drifts by tens of percent within a minute and throughput
+# follows it (harness/host_speed.py). Regressing log RPS on the log of the speed the probe saw
+# during each run takes that out (analysis of covariance, as A/B tests adjust for a covariate);
+# the elasticity is fitted from the same runs, as memory-bound PHP slows more than the probe.
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """Gauss-Jordan for a small square system; None when singular."""
+    n = len(b)
+    m = [row[:] + [v] for row, v in zip(a, b)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(m[r][col]))
+        if abs(m[pivot][col]) < 1e-12:
+            return None
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col])]
+    return [m[i][n] / m[i][i] for i in range(n)]
+
+
+def _ols(rows: list[list[float]], y: list[float]) -> tuple[list[float], float, list[list[float]]] | None:
+    """Least squares: (coefficients, residual variance, inverse of X'X); None if singular or
+    without residual degrees of freedom."""
+    p, n = len(rows[0]), len(rows)
+    if n <= p:
+        return None
+    xtx = [[sum(r[i] * r[j] for r in rows) for j in range(p)] for i in range(p)]
+    xty = [sum(r[i] * v for r, v in zip(rows, y)) for i in range(p)]
+    beta = _solve(xtx, xty)
+    if beta is None:
+        return None
+    inv = [_solve(xtx, [1.0 if i == j else 0.0 for i in range(p)]) for j in range(p)]
+    sse = sum((v - sum(b * x for b, x in zip(beta, r))) ** 2 for r, v in zip(rows, y))
+    return beta, sse / (n - p), inv
+
+
+def speed_adjusted(rps: list[float], speeds: list[float | None]) -> dict | None:
+    """The run-to-run spread of RPS once the host's speed is taken out:
+    `{"cv", "elasticity", "runs"}` (cv: residual deviation of log RPS after regressing it on log
+    speed, which is a CV for small values). None without a speed for every run, with fewer
+    than 3 runs, or when the speed did not vary."""
+    pts = [(r, s) for r, s in zip(rps, speeds) if r and s]
+    if len(pts) != len(rps) or len(pts) < 3:
+        return None
+    fit = _ols([[1.0, math.log(s)] for _, s in pts], [math.log(r) for r, _ in pts])
+    if fit is None:
+        return None
+    beta, var, _ = fit
+    return {"cv": math.sqrt(var), "elasticity": beta[1], "runs": len(pts)}
+
+
+def compare_speed_adjusted(before: list[float], before_speed: list[float | None],
+                           after: list[float], after_speed: list[float | None]) -> dict | None:
+    """The change from `before` to `after` with the host's speed as a covariate: log RPS =
+    a + b * after + k * log speed over all runs of both arms; the ratio is exp(b), its 95% CI
+    from Student's t with n - 3 degrees of freedom. Same keys as `compare_paired`, plus
+    `elasticity`. None when a run has no speed or the fit is singular."""
+    runs = [(0.0, r, s) for r, s in zip(before, before_speed)] + \
+           [(1.0, r, s) for r, s in zip(after, after_speed)]
+    if len(runs) < 4 or not all(r and s for _, r, s in runs):
+        return None
+    mean_ls = statistics.fmean(math.log(s) for _, _, s in runs)
+    fit = _ols([[1.0, arm, math.log(s) - mean_ls] for arm, _, s in runs],
+               [math.log(r) for _, r, _ in runs])
+    if fit is None:
+        return None
+    beta, var, inv = fit
+    half = t95(len(runs) - 3) * math.sqrt(var * inv[1][1])
+    lo, hi = 100.0 * (math.exp(beta[1] - half) - 1.0), 100.0 * (math.exp(beta[1] + half) - 1.0)
+    return {"runs": len(runs), "ratio": math.exp(beta[1]), "change_pct": 100.0 * (math.exp(beta[1]) - 1.0),
+            "ci95_pct": [lo, hi], "significant": lo > 0 or hi < 0, "elasticity": beta[2],
+            "method": "log RPS regressed on the arm and the log of the host speed measured during "
+                      "each run (covariate adjustment); 95% CI from Student's t on the arm's "
+                      "coefficient"}

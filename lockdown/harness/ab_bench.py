@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..analyzers.stats import compare_paired
+from ..analyzers.stats import compare_paired, compare_speed_adjusted
 from ..targets.config import Target
 from .bench import (BenchOptions, load_version, measured_run, run_line, sanity_check, summary_of,
                     versions, warm_concurrent, warm_single)
@@ -70,6 +70,23 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
         result["measure_seconds"] = round(time.monotonic() - started, 1)
     for arm in ARMS:
         result[arm]["summary"] = summary_of(result[arm]["runs"])
-    result["change"] = compare_paired([r["rps"] for r in result["before"]["runs"]],
-                                      [r["rps"] for r in result["after"]["runs"]])
+    result["change_paired"] = compare_paired(*(rps_of(result[arm]["runs"]) for arm in ARMS))
+    before, after = result["before"]["runs"], result["after"]["runs"]
+    adjusted = compare_speed_adjusted(rps_of(before), speeds_of(before), rps_of(after), speeds_of(after))
+    result["change"] = verdict_change(result["change_paired"], adjusted)
     return result
+
+
+def verdict_change(paired: dict, adjusted: dict | None) -> dict:
+    """The estimate the verdict uses: speed-adjusted when every run has a host speed."""
+    if adjusted is None:
+        return paired
+    return {**adjusted, "pairs": paired["pairs"]}
+
+
+def rps_of(runs: list[dict]) -> list[float]:
+    return [r["rps"] for r in runs]
+
+
+def speeds_of(runs: list[dict]) -> list[float | None]:
+    return [r.get("host_speed", {}).get("speed") for r in runs]

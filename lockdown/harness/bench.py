@@ -15,11 +15,12 @@ import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..analyzers.stats import summarize
+from ..analyzers.stats import speed_adjusted, summarize
 from ..errors import PhaseFailed
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu
+from .host_speed import SpeedProbe
 from .loadgen import LoadResult, run_load
 from .logs import evidence
 from .stack import Stack, StackOptions
@@ -161,10 +162,18 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
 
 
 def summary_of(runs: list[dict]) -> dict:
-    """The `summary` of a list of measured runs: RPS mean, deviation, CV and 95% CI."""
+    """The `summary` of a list of measured runs: RPS mean, deviation, CV and 95% CI; the
+    host's speed over the runs and the CV that is left once it is taken out (stats.speed_adjusted)."""
     s = summarize([r["rps"] for r in runs])
+    speeds = [r.get("host_speed", {}).get("speed") for r in runs]
+    adjusted = speed_adjusted([r["rps"] for r in runs], speeds)
+    known = [x for x in speeds if x]
+    speed = summarize(known) if len(known) == len(runs) else None
     return {"rps_mean": s["mean"], "rps_stddev": s["stddev"], "rps_cv": s["cv"],
-            "rps_ci95": s["ci95"], "runs": s["n"]}
+            "rps_ci95": s["ci95"], "runs": s["n"],
+            "host_speed_mean": speed and speed["mean"], "host_speed_cv": speed and speed["cv"],
+            "rps_cv_speed_adjusted": adjusted and adjusted["cv"],
+            "speed_elasticity": adjusted and adjusted["elasticity"]}
 
 
 def warm_single(stack: Stack, opts: BenchOptions, paths: list[str], say) -> dict:
@@ -195,10 +204,10 @@ def measured_run(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: P
                  say=print, title: str | None = None) -> dict:
     """One measured run of `duration` s at `concurrency`, with the host's CPU use during it."""
     before = cpu.snapshot()
-    with as_reporter(say).timed(title or label, opts.duration):
+    with as_reporter(say).timed(title or label, opts.duration), SpeedProbe() as speed:
         r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
                                  opts.duration, load_dir, label)
-    return {**r.to_json(), "host_cpu": cpu.usage(before, cpu.snapshot())}
+    return {**r.to_json(), "host_cpu": cpu.usage(before, cpu.snapshot()), "host_speed": speed.summary()}
 
 
 def run_line(run: dict) -> str:

@@ -11,7 +11,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..analyzers.detectors import build_context, detect, load_thresholds
+from ..analyzers.detectors import build_context, detect, with_defaults
 from ..analyzers.findings import Finding, Remediation
 from ..analyzers.stacks import stacks
 from ..bundle.store import open_bundle
@@ -53,7 +53,7 @@ def load_run(directory: Path) -> RunRecord:
         target = resolve(run.get("target_dir") or data["target"])
         return RunRecord(directory, target, findings, dict(run.get("php_ini", {})),
                          int(run.get("requests", 120)), int(run.get("xhprof_every", 10)),
-                         run.get("thresholds") or load_thresholds(),
+                         with_defaults(run.get("thresholds")),
                          Path(data.get("bundle") or directory / "bundle"))
     except (ValueError, KeyError, TypeError) as e:
         raise LockdownError(f"{path}: damaged ({type(e).__name__}: {e}); run `lockdown run` again")

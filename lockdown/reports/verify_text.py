@@ -10,9 +10,19 @@ def effect_line(result: dict) -> str:
     c = result["bench"]["change"]
     lo, hi = c["ci95_pct"]
     ci = f"95% CI {_pct(lo)} .. {_pct(hi)}" if lo is not None else "no CI (one pair)"
+    how = "host speed taken out" if "elasticity" in c else "paired ratios"
     return (f"{b['rps_mean']:.1f} -> {a['rps_mean']:.1f} req/s (mean of {b['runs']} runs each): "
-            f"{_pct(c['change_pct'])}, {ci}, {c['pairs']} interleaved pairs"
+            f"{_pct(c['change_pct'])}, {ci}, {c['pairs']} interleaved pairs, {how}"
             + ("" if c["significant"] else "; the interval includes zero"))
+
+
+def paired_line(result: dict) -> str | None:
+    """The plain paired estimate, when the verdict used the speed-adjusted one."""
+    c, p = result["bench"]["change"], result["bench"].get("change_paired")
+    if not p or "elasticity" not in c or p["ci95_pct"][0] is None:
+        return None
+    return (f"paired ratios alone: {_pct(p['change_pct'])}, 95% CI {_pct(p['ci95_pct'][0])} .. "
+            f"{_pct(p['ci95_pct'][1])}")
 
 
 def verdict_line(result: dict) -> str:
@@ -27,6 +37,7 @@ def format_verify(result: dict) -> str:
              + ("CONFIRMED" if result["confirmed"] else "NOT CONFIRMED"),
              f"  remediation: {', '.join(r['kind'] + (' ' + r['file'] if r.get('file') else '') for r in result['remediations'])}",
              f"  throughput: {effect_line(result)}",
+             *([f"  ({paired_line(result)})"] if paired_line(result) else []),
              f"  {verdict_line(result)}"]
     for kind, name in (result.get("diff_svg") or {}).items():
         if name:

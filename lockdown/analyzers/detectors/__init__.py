@@ -36,6 +36,16 @@ def load_thresholds(override: Path | None = None) -> dict:
     return merged
 
 
+def with_defaults(recorded: dict | None) -> dict:
+    """A run's recorded thresholds over today's defaults: a run written before a threshold
+    existed gets its default, not a KeyError."""
+    merged = load_thresholds()
+    for section, values in (recorded or {}).items():
+        if isinstance(values, dict):
+            merged.setdefault(section, {}).update(values)
+    return merged
+
+
 def modules():
     return [importlib.import_module(f"{__name__}.{name}") for name in DETECTORS]
 
