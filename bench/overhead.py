@@ -5,7 +5,10 @@ Each run is one `lockdown profile --duration D`: on the same running stack, the 
 requests without the capture header for D/2 seconds (baseline: the prepend returns at once,
 perf is not attached, the slow log is off), then for D seconds with capture on, then again
 D/2 seconds without. Collector sets are rotated
-from run to run so that drift of the machine spreads over all of them.
+from run to run so that drift of the machine spreads over all of them. The host's CPU speed
+swings by tens of percent within seconds on a shared VM (harness/host_speed.py), so each pass
+also records it, and the ratios are also given at equal host speed: log ratio regressed on the
+log of the passes' speed ratio, one elasticity for all sets (stats.ratios_speed_adjusted).
 
     python3 bench/overhead.py [--target wordpress] [--runs 5] [--duration 10] [--concurrency 1]
 """
@@ -18,7 +21,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from _run import lockdown_profile  # noqa: E402
-from lockdown.analyzers.stats import summarize  # noqa: E402
+from lockdown.analyzers.stats import ratios_speed_adjusted, summarize  # noqa: E402
 
 SETS = ["perf", "excimer", "xhprof", "queries", "perf,excimer,xhprof,queries"]
 
@@ -31,6 +34,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=1)
     args = ap.parse_args()
     ratios: dict = {s: [] for s in SETS}
+    speeds: dict = {s: [] for s in SETS}
     for run in range(args.runs):
         order = SETS[run % len(SETS):] + SETS[:run % len(SETS)]
         for collect in order:
@@ -39,6 +43,7 @@ def main() -> None:
                                  "--warmup-requests", "60")
             o = m["overhead"]
             ratios[collect].append(o["ratio"])
+            speeds[collect].append((o["ratio"], o.get("capture_host_speed"), o.get("baseline_host_speed")))
             print(f"run {run + 1} {collect:30s} baseline {o['baseline_rps']:7.2f} req/s  "
                   f"collected {o['capture_rps']:7.2f} req/s  ratio {o['ratio']:.3f}", flush=True)
     print(f"\n{args.target}, concurrency {args.concurrency}, {args.runs} runs of "
@@ -46,8 +51,18 @@ def main() -> None:
     for collect in SETS:
         s = summarize(ratios[collect])
         name = "default set" if collect == SETS[-1] else collect
-        print(f"  {name:12s} ratio {s['mean']:.3f}  (cost {100 * (1 - s['mean']):+.1f}%, 95% CI "
-              f"{s['ci95'][0]:.3f}..{s['ci95'][1]:.3f}, cv {100 * s['cv']:.1f}%)")
+        spread = (f", 95% CI {s['ci95'][0]:.3f}..{s['ci95'][1]:.3f}, cv {100 * s['cv']:.1f}%"
+                  if s["cv"] is not None else "")
+        print(f"  {name:12s} ratio {s['mean']:.3f}  (cost {100 * (1 - s['mean']):+.1f}%{spread})")
+    fit = ratios_speed_adjusted(speeds)
+    if fit is None:
+        return
+    print(f"at equal host speed (elasticity {fit['elasticity']:.2f}, fitted over all sets):")
+    for collect in SETS:
+        g = fit["groups"][collect]
+        name = "default set" if collect == SETS[-1] else collect
+        print(f"  {name:12s} ratio {g['ratio']:.3f}  (cost {100 * (1 - g['ratio']):+.1f}%, 95% CI "
+              f"{g['ci95'][0]:.3f}..{g['ci95'][1]:.3f})")
 
 
 if __name__ == "__main__":

@@ -89,9 +89,11 @@ def stacks(bundle) -> str:
     return "\n".join(st for p in bundle.excimer() for st in p.stacks)
 
 
-def test_clean_shares_minicms_files_except_its_config():
-    """minicms-clean is minicms's files through symlinks, plus its target.toml and config.php."""
-    dirty_dir, clean_dir = APPS / "minicms", APPS / "minicms-clean"
+@pytest.mark.parametrize("variant", ["minicms-clean", "minicms-queries"])
+def test_variant_shares_minicms_files_except_its_config(variant):
+    """minicms-clean and minicms-queries are minicms's files through symlinks, plus their own
+    target.toml and config.php."""
+    dirty_dir, clean_dir = APPS / "minicms", APPS / variant
     own = {"target.toml", "seed.sql", "app/config.php"}
     shared = sorted(str(p.relative_to(dirty_dir)) for p in dirty_dir.rglob("*") if p.is_file())
     for rel in shared:

@@ -91,6 +91,26 @@ def test_minicms_clean_has_no_defect(lockdown, tmp_path):
     assert [f["id"] for f in data["findings"]] == ["hot-builtins"]
 
 
+def test_minicms_queries_has_only_the_query_findings(lockdown, tmp_path):
+    """The variant with only the query pathologies on: exactly their findings, each with its
+    checked patch, at shares that a verification can measure. Run with --json: stdout is the
+    document alone, and it is findings.json plus the paths and the benchmark summary."""
+    out = tmp_path / "out"
+    r = lockdown("run", "minicms-queries", "-o", out, "--runs", "1", "--duration", "2",
+                 "--requests", "45", "--json", timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.loads(r.stdout)
+    data = json.loads((out / "findings.json").read_text())
+    assert {k: doc[k] for k in data} == data and doc["findings_json"] == str(out / "findings.json")
+    assert doc["bench"]["summary"]["rps_mean"] > 0
+    ids = sorted(f["id"] for f in data["findings"] if f["severity"] != "info")
+    assert ids == ["n-plus-one", "repeated-query", "repeated-query", "write-on-read"], ids
+    for f in data["findings"]:
+        if f["severity"] != "info":
+            assert f["remediations"] and f["remediations"][0]["checked"], f["key"]
+            assert f["share_pct"] > 1.0, (f["key"], f["share_pct"])     # a fast page: a real share
+
+
 def test_bad_thresholds_file_gets_one_line(lockdown, tmp_path):
     bad = tmp_path / "t.toml"
     bad.write_text("[fs-scan]\nnot_a_threshold = 3\n")

@@ -3,7 +3,8 @@ import math
 
 import pytest
 
-from lockdown.analyzers.stats import compare_paired, compare_speed_adjusted, speed_adjusted, summarize, t95
+from lockdown.analyzers.stats import (compare_paired, compare_speed_adjusted, ratios_speed_adjusted,
+                                      speed_adjusted, summarize, t95)
 
 
 def test_summary_of_three_runs():
@@ -69,3 +70,22 @@ def test_compare_speed_adjusted_finds_a_small_gain_the_host_hides():
     assert same["ci95_pct"][0] < 0 < same["ci95_pct"][1] and not same["significant"]
     # a run without a speed: no adjusted estimate (the caller keeps the paired one)
     assert compare_speed_adjusted(before, before_s[:-1] + [None], after, after_s) is None
+
+
+def test_ratios_speed_adjusted_share_one_elasticity_across_groups():
+    """Capture overhead per collector set, each pass at its own host speed: the ratio at equal
+    speed is recovered for every set."""
+    true = {"perf": 0.97, "all": 0.90}
+    speed_pairs = [(60, 50), (50, 62), (55, 55), (64, 51), (52, 60)]
+    noise = [1.005, 0.995, 1.0, 1.003, 0.997]
+    groups = {name: [(r * (top / bottom) ** 1.6 * e, top, bottom)
+                     for (top, bottom), e in zip(speed_pairs, noise)] for name, r in true.items()}
+    fit = ratios_speed_adjusted(groups)
+    assert fit["elasticity"] == pytest.approx(1.6, abs=0.1)
+    for name, r in true.items():
+        g = fit["groups"][name]
+        assert g["ratio"] == pytest.approx(r, abs=0.01) and g["ci95"][0] < r < g["ci95"][1] and g["n"] == 5
+    # the raw ratios swing with the host far more than the sets differ
+    raw = [x[0] for x in groups["perf"]]
+    assert max(raw) / min(raw) > 1.3
+    assert ratios_speed_adjusted({"perf": [(0.9, 60, None)]}) is None

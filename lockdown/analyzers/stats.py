@@ -139,3 +139,30 @@ def compare_speed_adjusted(before: list[float], before_speed: list[float | None]
             "method": "log RPS regressed on the arm and the log of the host speed measured during "
                       "each run (covariate adjustment); 95% CI from Student's t on the arm's "
                       "coefficient"}
+
+
+def ratios_speed_adjusted(groups: dict[str, list[tuple[float, float | None, float | None]]]) -> dict | None:
+    """Ratios measured in groups (e.g. capture overhead per collector set), each as (ratio,
+    host speed during the numerator's pass, host speed during the denominator's): log ratio =
+    a_group + k * log(speed ratio), one elasticity k for all groups. Returns `{"elasticity",
+    "groups": {name: {"ratio", "ci95": [lo, hi], "n"}}}`, each group's ratio at equal host
+    speed with a 95% CI from Student's t; None when a speed is missing or the fit is singular."""
+    names = list(groups)
+    rows, y = [], []
+    for i, name in enumerate(names):
+        for ratio, top, bottom in groups[name]:
+            if not (ratio and top and bottom):
+                return None
+            rows.append([1.0 if j == i else 0.0 for j in range(len(names))] + [math.log(top / bottom)])
+            y.append(math.log(ratio))
+    fit = _ols(rows, y) if rows else None
+    if fit is None:
+        return None
+    beta, var, inv = fit
+    half_t = t95(len(rows) - len(names) - 1)
+    out = {}
+    for i, name in enumerate(names):
+        half = half_t * math.sqrt(var * inv[i][i])
+        out[name] = {"ratio": math.exp(beta[i]), "ci95": [math.exp(beta[i] - half), math.exp(beta[i] + half)],
+                     "n": len(groups[name])}
+    return {"elasticity": beta[-1], "groups": out}

@@ -11,6 +11,7 @@ import contextlib
 import datetime
 import os
 import platform
+import statistics
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,6 +27,7 @@ from ..targets.config import Target
 from . import cpu
 from .bench import DEFAULT_WORKERS, first_line, run_hook, sanity_check, versions
 from .driver import DriveResult, drive
+from .host_speed import SpeedProbe
 from .phpfpm import php_facts
 from .stack import Stack, StackOptions
 from .toolchain import tool
@@ -60,14 +62,18 @@ def _drive_summary(r: DriveResult) -> dict:
             "status_counts": r.status_counts()}
 
 
-def shown_drive(say, label: str, *args, **kwargs) -> DriveResult:
-    """`drive`, with its progress shown: requests sent of `requests`, or seconds of `duration`."""
+def shown_drive(say, label: str, *args, probe: SpeedProbe | None = None, **kwargs) -> DriveResult:
+    """`drive`, with its progress shown (requests sent of `requests`, or seconds of
+    `duration`) and, given a `probe`, the host's speed sampled while it runs."""
     report = as_reporter(say)
-    if kwargs.get("duration") is not None:
-        with report.timed(label, kwargs["duration"]):
-            return drive(*args, **kwargs)
-    with report.counted(label, kwargs.get("requests")) as done:
-        return drive(*args, progress=done, **kwargs)
+    with contextlib.ExitStack() as running:
+        if probe is not None:
+            running.enter_context(probe)
+        if kwargs.get("duration") is not None:
+            with report.timed(label, kwargs["duration"]):
+                return drive(*args, **kwargs)
+        with report.counted(label, kwargs.get("requests")) as done:
+            return drive(*args, progress=done, **kwargs)
 
 
 def run_profile(target: Target, run_dir: Path, dest: Path, opts: ProfileOptions, say=print) -> Path:
@@ -128,9 +134,11 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         half = ({"requests": max(1, size["requests"] // 2)} if "requests" in size
                 else {"duration": size["duration"] / 2})
         baseline: list[DriveResult] = []
+        # the host's speed during the uncollected and the collected passes (harness/host_speed.py)
+        speeds = {"baseline": [SpeedProbe(), SpeedProbe()], "capture": SpeedProbe()}
         if opts.overhead_check:
             baseline.append(shown_drive(say, "uncollected baseline (1/2)", stack.base_url, paths,
-                                        opts.concurrency, **half))
+                                        opts.concurrency, probe=speeds["baseline"][0], **half))
             say(f"[baseline] {len(baseline[0].requests)} requests at concurrency "
                 f"{opts.concurrency}, nothing collected: {baseline[0].rps:.1f} req/s")
         workers = stack.fpm.worker_pids()
@@ -147,6 +155,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                     f"{', '.join(map(str, workers))}")
             before = cpu.snapshot()
             captured = shown_drive(say, "capture", stack.base_url, paths, capture=True,
+                                   probe=speeds["capture"],
                                    xhprof_every=settings.xhprof_every if "xhprof" in settings.collect else 0,
                                    **load)
             manifest["host_cpu"] = cpu.usage(before, cpu.snapshot())
@@ -157,7 +166,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             say("[capture] MariaDB settings restored")
         if opts.overhead_check:
             baseline.append(shown_drive(say, "uncollected baseline (2/2)", stack.base_url, paths,
-                                        opts.concurrency, **half))
+                                        opts.concurrency, probe=speeds["baseline"][1], **half))
             say(f"[baseline] {len(baseline[1].requests)} more requests, nothing collected: "
                 f"{baseline[1].rps:.1f} req/s")
             manifest["baseline"] = _drive_summary(DriveResult(
@@ -183,8 +192,12 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     say("[stop] everything stopped; assembling the bundle")
     if "baseline" in manifest and manifest["baseline"]["rps"] > 0:
         ratio = manifest["driver"]["rps"] / manifest["baseline"]["rps"]
+        base_speed = speeds["baseline"][0].samples + speeds["baseline"][1].samples
+        cap_speed = speeds["capture"].samples
         manifest["overhead"] = {"baseline_rps": manifest["baseline"]["rps"],
                                 "capture_rps": manifest["driver"]["rps"], "ratio": round(ratio, 4),
+                                "baseline_host_speed": round(statistics.fmean(base_speed), 3) if base_speed else None,
+                                "capture_host_speed": round(statistics.fmean(cap_speed), 3) if cap_speed else None,
                                 "note": "capture pass vs uncollected passes before and after it, on the same "
                                         "stack; bench/overhead.py repeats it"}
     records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", captured.requests,
