@@ -11,6 +11,7 @@ also records it, and the ratios are also given at equal host speed: log ratio re
 log of the passes' speed ratio, one elasticity for all sets (stats.ratios_speed_adjusted).
 
     python3 bench/overhead.py [--target wordpress] [--runs 5] [--duration 10] [--concurrency 1]
+                              [--collect SET ...]
 """
 from __future__ import annotations
 
@@ -32,11 +33,14 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--collect", action="append", choices=SETS, metavar="SET",
+                    help=f"collector set to measure (repeatable; default all of: {'; '.join(SETS)})")
     args = ap.parse_args()
-    ratios: dict = {s: [] for s in SETS}
-    speeds: dict = {s: [] for s in SETS}
+    sets = args.collect or SETS
+    ratios: dict = {s: [] for s in sets}
+    speeds: dict = {s: [] for s in sets}
     for run in range(args.runs):
-        order = SETS[run % len(SETS):] + SETS[:run % len(SETS)]
+        order = sets[run % len(sets):] + sets[:run % len(sets)]
         for collect in order:
             m = lockdown_profile(args.target, "--duration", str(args.duration), "-c",
                                  str(args.concurrency), "--collect", collect,
@@ -48,7 +52,7 @@ def main() -> None:
                   f"collected {o['capture_rps']:7.2f} req/s  ratio {o['ratio']:.3f}", flush=True)
     print(f"\n{args.target}, concurrency {args.concurrency}, {args.runs} runs of "
           f"{args.duration:g} s per set; ratio = collected / uncollected RPS")
-    for collect in SETS:
+    for collect in sets:
         s = summarize(ratios[collect])
         name = "default set" if collect == SETS[-1] else collect
         spread = (f", 95% CI {s['ci95'][0]:.3f}..{s['ci95'][1]:.3f}, cv {100 * s['cv']:.1f}%"
@@ -58,7 +62,7 @@ def main() -> None:
     if fit is None:
         return
     print(f"at equal host speed (elasticity {fit['elasticity']:.2f}, fitted over all sets):")
-    for collect in SETS:
+    for collect in sets:
         g = fit["groups"][collect]
         name = "default set" if collect == SETS[-1] else collect
         print(f"  {name:12s} ratio {g['ratio']:.3f}  (cost {100 * (1 - g['ratio']):+.1f}%, 95% CI "

@@ -56,9 +56,10 @@ def xhprof_selected(url_index: int, occurrence: int, every: int) -> bool:
 def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | None = None,
           duration: float | None = None, capture: bool = False, xhprof_every: int = 0,
           id_prefix: str = "r", timeout: float = 120,
-          progress: Callable[[int], None] | None = None) -> DriveResult:
+          progress: Callable[[int], None] | None = None, instrumented_pool: bool = False) -> DriveResult:
     """Send `requests` requests (or for `duration` seconds) over `concurrency` connections,
-    cycling through `paths` in order; `progress` hears how many were sent, a few times a second."""
+    cycling through `paths` in order; `progress` hears how many were sent, a few times a second.
+    `instrumented_pool` sends every request, uncaptured, to the xhprof pool (to warm it)."""
     parts = urllib.parse.urlsplit(base_url)
     lock = threading.Lock()
     sent: list[SentRequest] = []
@@ -88,6 +89,8 @@ def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | 
                 headers.update({"X-Lockdown-Capture": "1", "X-Lockdown-Request": r.id})
                 if r.xhprof:
                     headers["X-Lockdown-Xhprof"] = "1"
+            elif instrumented_pool:
+                headers["X-Lockdown-Xhprof"] = "1"
             r.client_start_ns = time.monotonic_ns()
             try:
                 if conn is None:
