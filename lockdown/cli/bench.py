@@ -1,15 +1,14 @@
 """`lockdown bench TARGET`: benchmark a target under production-like load."""
 from __future__ import annotations
 
-
 import click
 
 from .. import paths
 from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
 from ..harness.loadgen import TOOLS
-from ..reports.bench_table import format_bench
 from ..progress import for_command
+from ..reports.bench_table import format_bench
 from ..reports.output import write_json_atomic
 from ..targets.registry import resolve
 from .json_output import check_destination, emit, json_option

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from ..analyzers.stats import compare_paired, compare_speed_adjusted
 from ..targets.config import Target
-from .bench import (BenchOptions, load_version, measured_run, run_line, sanity_check, summary_of,
-                    versions, warm_concurrent, warm_single)
+from .bench import (BenchOptions, load_version, measured_run, rps_of, run_line, sanity_check,
+                    speeds_of, summary_of, versions, warm_concurrent, warm_single)
 from .stack import Stack, StackOptions
 
 ARMS = ("before", "after")
@@ -70,8 +70,8 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
         result["measure_seconds"] = round(time.monotonic() - started, 1)
     for arm in ARMS:
         result[arm]["summary"] = summary_of(result[arm]["runs"])
-    result["change_paired"] = compare_paired(*(rps_of(result[arm]["runs"]) for arm in ARMS))
     before, after = result["before"]["runs"], result["after"]["runs"]
+    result["change_paired"] = compare_paired(rps_of(before), rps_of(after))
     adjusted = compare_speed_adjusted(rps_of(before), speeds_of(before), rps_of(after), speeds_of(after))
     result["change"] = verdict_change(result["change_paired"], adjusted)
     return result
@@ -82,11 +82,3 @@ def verdict_change(paired: dict, adjusted: dict | None) -> dict:
     if adjusted is None:
         return paired
     return {**adjusted, "pairs": paired["pairs"]}
-
-
-def rps_of(runs: list[dict]) -> list[float]:
-    return [r["rps"] for r in runs]
-
-
-def speeds_of(runs: list[dict]) -> list[float | None]:
-    return [r.get("host_speed", {}).get("speed") for r in runs]

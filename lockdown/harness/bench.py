@@ -164,9 +164,9 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
 def summary_of(runs: list[dict]) -> dict:
     """The `summary` of a list of measured runs: RPS mean, deviation, CV and 95% CI; the
     host's speed over the runs and the CV that is left once it is taken out (stats.speed_adjusted)."""
-    s = summarize([r["rps"] for r in runs])
-    speeds = [r.get("host_speed", {}).get("speed") for r in runs]
-    adjusted = speed_adjusted([r["rps"] for r in runs], speeds)
+    s = summarize(rps_of(runs))
+    speeds = speeds_of(runs)
+    adjusted = speed_adjusted(rps_of(runs), speeds)
     known = [x for x in speeds if x]
     speed = summarize(known) if len(known) == len(runs) else None
     return {"rps_mean": s["mean"], "rps_stddev": s["stddev"], "rps_cv": s["cv"],
@@ -174,6 +174,15 @@ def summary_of(runs: list[dict]) -> dict:
             "host_speed_mean": speed and speed["mean"], "host_speed_cv": speed and speed["cv"],
             "rps_cv_speed_adjusted": adjusted and adjusted["cv"],
             "speed_elasticity": adjusted and adjusted["elasticity"]}
+
+
+def rps_of(runs: list[dict]) -> list[float]:
+    return [r["rps"] for r in runs]
+
+
+def speeds_of(runs: list[dict]) -> list[float | None]:
+    """Each run's host speed (None for runs recorded before the probe existed)."""
+    return [r.get("host_speed", {}).get("speed") for r in runs]
 
 
 def warm_single(stack: Stack, opts: BenchOptions, paths: list[str], say) -> dict:

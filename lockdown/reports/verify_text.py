@@ -33,11 +33,12 @@ def verdict_line(result: dict) -> str:
 
 
 def format_verify(result: dict) -> str:
+    paired = paired_line(result)
     lines = [f"verify {result['finding']['key']} on {result['target']}: "
              + ("CONFIRMED" if result["confirmed"] else "NOT CONFIRMED"),
              f"  remediation: {', '.join(r['kind'] + (' ' + r['file'] if r.get('file') else '') for r in result['remediations'])}",
              f"  throughput: {effect_line(result)}",
-             *([f"  ({paired_line(result)})"] if paired_line(result) else []),
+             *([f"  ({paired})"] if paired else []),
              f"  {verdict_line(result)}"]
     for kind, name in (result.get("diff_svg") or {}).items():
         if name:

@@ -146,7 +146,8 @@ def detect(ctx: Context) -> list:
     max_include = ctx.threshold(ID, "max_include_share_pct")
     loaders = {fn for fn in hits if (include_share_pct(ctx, fn) or 0.0) >= max_include}
     # a loader's helpers get its different argument on each call (drupal_get_filename)
-    helpers = {fn for fn in hits if _callers(ctx, fn) and _callers(ctx, fn) <= loaders}
+    callers_of = {fn: _callers(ctx, fn) for fn in hits}
+    helpers = {fn for fn in hits if callers_of[fn] and callers_of[fn] <= loaders}
     hits = {fn: rows for fn, rows in hits.items() if fn not in loaders | helpers}
     inner = _nested(hits, ctx)
     findings = []
