@@ -5,7 +5,7 @@ import pytest
 from lockdown.bundle.model import RequestRecord
 from lockdown.collectors.attribution import attribute_samples, attribute_statements
 from lockdown.formats import perf_script, slowlog
-from lockdown.harness.driver import xhprof_selected
+from lockdown.harness.driver import instrumented_paths, xhprof_selected
 
 PERF_TEXT = """\
 php-fpm8.2 4242/4242  2418.477823457:   10101010 cpu-clock:pppH:
@@ -140,3 +140,13 @@ def test_xhprof_selection_is_one_in_k_for_every_url():
     assert {u for u, _ in chosen} == {0, 1, 2}
     assert {n for u, n in chosen if u == 1} == {1, 11, 21, 31, 41, 51, 61, 71, 81, 91}
     assert not any(xhprof_selected(u, n, 0) for u in range(3) for n in range(10))
+
+
+def test_instrumented_paths_follow_the_selection_over_the_url_cycle():
+    paths = ["/a", "/b", "/c", "/a"]      # weighted: /a twice per cycle, counted per entry
+    picked = instrumented_paths(paths, 40, 5)
+    # 10 occurrences of each of the 4 entries, 1 in 5 of each: 2 per entry
+    assert sorted(picked) == ["/a"] * 4 + ["/b"] * 2 + ["/c"] * 2
+    # staggered: entry u is picked at its occurrence u, so 3 cycles already cover 3 URLs
+    assert instrumented_paths(paths, 12, 5) == ["/a", "/b", "/c"]
+    assert instrumented_paths(paths, 40, 0) == []

@@ -48,6 +48,13 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     # xhprof: the standard array for each instrumented request, and only for those
     instrumented = [q["id"] for q in requests if q["instrumented"]]
     assert instrumented and sorted(p.stem for p in (b1 / "xhprof").glob("*.json")) == sorted(instrumented)
+    # ... sent after the timed ones, one at a time, and not counted in the timed pass's rps
+    timed = [q for q in requests if not q["instrumented"]]
+    assert max(q["end_ns"] for q in timed) < min(ids[i]["start_ns"] for i in instrumented)
+    assert manifest["driver"]["requests"] == len(timed)
+    assert manifest["driver"]["instrumented"]["requests"] == len(instrumented)
+    # the bookkeeping ran after the response (the marker query before it)
+    assert all(q["capture_us"] >= q["capture_blocking_us"] > 0 for q in requests)
     profile = json.loads((b1 / "xhprof" / f"{instrumented[0]}.json").read_text())
     assert "main()" in profile and any("==>" in k for k in profile)
     assert all({"ct", "wt"} <= set(v) for v in profile.values())
@@ -160,7 +167,10 @@ def test_lost_capture_never_breaks_requests(lockdown, tmp_path, sabotage):
     assert r.returncode == 0, r.stderr[-2000:]
     assert "30 of 30 requests were not logged" in r.stdout
     manifest = json.loads((b / "manifest.json").read_text())
-    assert manifest["driver"]["status_counts"] == {"200": 30}
+    # 1 in 2 instrumented: those follow the timed pass, which has the other half
+    assert manifest["driver"]["status_counts"] == {"200": 15}
+    assert manifest["driver"]["instrumented"]["status_counts"] == {"200": 15}
+    assert manifest["requests"]["sent"] == 30 and manifest["requests"]["client_errors"] == 0
     assert manifest["requests"]["lost"] == 30 and manifest["requests"]["logged"] == 0
     v = lockdown("validate", b)
     assert v.returncode == 1

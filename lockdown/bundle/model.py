@@ -39,6 +39,7 @@ class RequestRecord(_Record):
     client_status: int | None = None
     db_threads: list | None = None
     capture_us: int | None = None   # time the prepend spent after the request, writing the capture
+    capture_blocking_us: int | None = None  # the part of it before the response was released
 
 
 @dataclass

@@ -36,7 +36,7 @@ from .main import deadline, main
 @click.option("--requests", type=click.IntRange(10), default=120, show_default=True,
               help="Requests in the profile capture.")
 @click.option("--xhprof-every", type=click.IntRange(1), default=10, show_default=True,
-              help="Call counts (xhprof) for every K-th request of each URL.")
+              help="Call counts (xhprof) for 1 in K requests of each URL (sent after the timed ones).")
 @click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="TOML file overriding detector thresholds (docs/detectors.md).")
 @click.option("--php-ini", multiple=True, metavar="KEY=VALUE", help="php.ini override (repeatable).")

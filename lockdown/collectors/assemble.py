@@ -34,7 +34,8 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
             wall_us=d["wall_us"], cpu_us=d["cpu_us"], peak_memory=d["peak_memory"],
             instrumented=bool(d.get("xhprof")), seq=s.seq, url=s.url,
             client_start_ns=s.client_start_ns, client_end_ns=s.client_end_ns,
-            client_status=s.status, db_threads=d.get("db_threads"), capture_us=d.get("capture_us")))
+            client_status=s.status, db_threads=d.get("db_threads"), capture_us=d.get("capture_us"),
+            capture_blocking_us=d.get("capture_blocking_us")))
     records.sort(key=lambda r: r.seq)
     writer.write_jsonl("requests.jsonl", records)
     lost = [s.id for s in sent if s.id not in seen]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -80,3 +81,27 @@ def read_jsonl(path: Path) -> Iterator[dict]:
                 continue
             if isinstance(record, dict):
                 yield record
+
+
+def settle(cap: CaptureDir, expected: int, timeout: float = 10.0, quiet: float = 0.5) -> int:
+    """Wait until the request log holds `expected` lines, or has stopped growing for `quiet`
+    seconds (lost lines never come), at most `timeout` s: the prepend writes a request's
+    capture after its response has gone (see prepend.php), so the last ones may still be
+    writing when the driver is done. Returns the lines seen."""
+    path = cap.out / "requests.jsonl"
+    deadline = time.monotonic() + timeout
+    seen, changed = -1, time.monotonic()
+    while True:
+        lines = 0
+        if path.is_file():      # not /dev/full or a directory put in its place
+            try:
+                with open(path, "rb") as f:
+                    lines = sum(1 for _ in f)
+            except OSError:
+                pass
+        now = time.monotonic()
+        if lines != seen:
+            seen, changed = lines, now
+        if seen >= expected or now - changed >= quiet or now >= deadline:
+            return seen
+        time.sleep(0.02)

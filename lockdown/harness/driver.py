@@ -53,17 +53,30 @@ def xhprof_selected(url_index: int, occurrence: int, every: int) -> bool:
     return every > 0 and occurrence % every == url_index % every
 
 
+def instrumented_paths(paths: list[str], n: int, every: int) -> list[str]:
+    """The URLs of the requests `xhprof_selected` picks among `n` requests cycling through
+    `paths`: what the capture's instrumented pass sends (one per K, several URLs early on)."""
+    occurrences = [0] * len(paths)
+    picked = []
+    for seq in range(n):
+        u = seq % len(paths)
+        if xhprof_selected(u, occurrences[u], every):
+            picked.append(paths[u])
+        occurrences[u] += 1
+    return picked
+
+
 def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | None = None,
-          duration: float | None = None, capture: bool = False, xhprof_every: int = 0,
-          id_prefix: str = "r", timeout: float = 120,
-          progress: Callable[[int], None] | None = None, instrumented_pool: bool = False) -> DriveResult:
+          duration: float | None = None, capture: bool = False, xhprof: bool = False,
+          id_prefix: str = "r", first_seq: int = 0, timeout: float = 120,
+          progress: Callable[[int], None] | None = None) -> DriveResult:
     """Send `requests` requests (or for `duration` seconds) over `concurrency` connections,
     cycling through `paths` in order; `progress` hears how many were sent, a few times a second.
-    `instrumented_pool` sends every request, uncaptured, to the xhprof pool (to warm it)."""
+    `xhprof` sends every request to the instrumented (xhprof) pool: captured and profiled with
+    `capture`, or only to warm that pool without. Request ids count from `first_seq`."""
     parts = urllib.parse.urlsplit(base_url)
     lock = threading.Lock()
     sent: list[SentRequest] = []
-    occurrences = [0] * len(paths)
     deadline = None if duration is None else time.monotonic() + duration
 
     def next_request() -> SentRequest | None:
@@ -73,11 +86,9 @@ def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | 
                 return None
             if deadline is not None and time.monotonic() >= deadline:
                 return None
-            u = seq % len(paths)
-            n = occurrences[u]
-            occurrences[u] += 1
-            r = SentRequest(seq, f"{id_prefix}{seq:06d}", paths[u],
-                            capture and xhprof_selected(u, n, xhprof_every))
+            number = first_seq + seq
+            r = SentRequest(number, f"{id_prefix}{number:06d}", paths[seq % len(paths)],
+                            capture and xhprof)
             sent.append(r)
             return r
 
@@ -87,9 +98,7 @@ def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | 
             headers = {"Host": parts.netloc, "User-Agent": "lockdown-driver"}
             if capture:
                 headers.update({"X-Lockdown-Capture": "1", "X-Lockdown-Request": r.id})
-                if r.xhprof:
-                    headers["X-Lockdown-Xhprof"] = "1"
-            elif instrumented_pool:
+            if xhprof:
                 headers["X-Lockdown-Xhprof"] = "1"
             r.client_start_ns = time.monotonic_ns()
             try:

@@ -2,8 +2,13 @@
 the collectors run, and write a bundle (docs/bundle-format.md).
 
 Phases: start -> sanity -> warmup -> baseline (half the requests, nothing collected) ->
-capture -> baseline (the other half) -> stop -> assemble. The two baseline halves give the
-overhead recorded in the manifest.
+capture (timed pass, then the xhprof-instrumented requests) -> baseline (the other half) ->
+stop -> assemble. The two baseline halves give the overhead recorded in the manifest.
+
+The instrumented requests run 2x to 6x slower (../shared/pathologies.md section 7). Sent inside
+the timed pass they took a core from the requests being timed and cost most of the capture's
+measured throughput, so they follow it: the same URLs, captured the same way, on their own
+one-worker pool, while nothing else runs.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu
 from .bench import DEFAULT_WORKERS, first_line, run_hook, sanity_check, versions
-from .driver import DriveResult, drive
+from .driver import DriveResult, drive, instrumented_paths
 from .host_speed import SpeedProbe
 from .phpfpm import php_facts
 from .stack import Stack, StackOptions
@@ -133,10 +138,14 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             # capture's measured cost on WordPress.
             distinct = list(dict.fromkeys(paths))
             warm_x = shown_drive(say, "warmup of the xhprof pool", stack.base_url, distinct, 1,
-                                 requests=2 * len(distinct), instrumented_pool=True)
+                                 requests=2 * len(distinct), xhprof=True)
             say(f"[warmup] xhprof pool: {len(warm_x.requests)} requests: {warm_x.status_counts()}")
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say, **hook_env)
-        load = dict(concurrency=opts.concurrency, **size)
+        every = settings.xhprof_every if "xhprof" in settings.collect else 0
+        instrumented = instrumented_paths(paths, size["requests"], every) if "requests" in size else []
+        timed_size = ({"requests": max(1, size["requests"] - len(instrumented))} if "requests" in size
+                      else size)
+        load = dict(concurrency=opts.concurrency, **timed_size)
         # The uncollected baseline is split around the capture (half before, half after), so
         # that drift - a database still warming up, a noisy neighbour - does not bias the ratio.
         half = ({"requests": max(1, size["requests"] // 2)} if "requests" in size
@@ -163,13 +172,24 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                     f"{', '.join(map(str, workers))}")
             before = cpu.snapshot()
             captured = shown_drive(say, "capture", stack.base_url, paths, capture=True,
-                                   probe=speeds["capture"],
-                                   xhprof_every=settings.xhprof_every if "xhprof" in settings.collect else 0,
-                                   **load)
+                                   probe=speeds["capture"], **load)
             manifest["host_cpu"] = cpu.usage(before, cpu.snapshot())
+            say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
+                f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
+            if every and "duration" in size:
+                instrumented = instrumented_paths(paths, len(captured.requests), every)
+            profiled = None
+            if instrumented:
+                profiled = shown_drive(say, "xhprof-instrumented requests", stack.base_url,
+                                       instrumented, 1, requests=len(instrumented), capture=True,
+                                       xhprof=True, first_seq=len(captured.requests))
+                say(f"[capture] {len(instrumented)} xhprof-instrumented requests (1 in {every} of "
+                    f"each URL), one at a time after the timed ones: {profiled.status_counts()}")
+        request_log.settle(cap, len(captured.requests) + (len(profiled.requests) if profiled else 0))
         manifest["driver"].update(_drive_summary(captured))
-        say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
-            f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
+        if profiled is not None:
+            manifest["driver"]["instrumented"] = {**_drive_summary(profiled),
+                                                  "note": "sent after the timed pass; not in its rps"}
         if slow is not None:
             say("[capture] MariaDB settings restored")
         if opts.overhead_check:
@@ -208,8 +228,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                                 "capture_host_speed": round(statistics.fmean(cap_speed), 3) if cap_speed else None,
                                 "note": "capture pass vs uncollected passes before and after it, on the same "
                                         "stack; bench/overhead.py repeats it"}
-    records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", captured.requests,
-                                                      writer)
+    sent = captured.requests + (profiled.requests if profiled is not None else [])
+    records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", sent, writer)
     collected = {}
     if "perf" in settings.collect:
         say("[assemble] perf script (DWARF unwinding)")

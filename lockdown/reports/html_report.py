@@ -213,8 +213,8 @@ def _methodology(run: dict) -> dict:
     capture_rows = [
         ("collectors", ", ".join(cap.get("collect") or [])),
         ("sampling", f"perf {cap.get('perf_freq', '?')} Hz; Excimer every {cap.get('excimer_period_ms', '?')} "
-                     f"ms ({cap.get('excimer_clock', '?')} clock); xhprof on every "
-                     f"{cap.get('xhprof_every', '?')}th request of each URL"),
+                     f"ms ({cap.get('excimer_clock', '?')} clock); xhprof on 1 in "
+                     f"{cap.get('xhprof_every', '?')} requests of each URL, sent after the timed ones"),
         ("requests", f"{reqs.get('sent', drv.get('requests'))} sent at concurrency {drv.get('concurrency')} "
                      f"after {drv.get('warmup_requests')} warmup requests; {reqs.get('logged')} logged, "
                      f"{reqs.get('lost', 0)} lost, {reqs.get('instrumented', 0)} xhprof-instrumented "

@@ -66,13 +66,21 @@ final class Capture
         \register_shutdown_function([self::class, 'finish']);
     }
 
+    /**
+     * Ends the request's measurement, places the marker, then releases the response before the
+     * bookkeeping (folding Excimer stacks, encoding, writing), so the client does not wait for
+     * the profiler: at one request at a time that bookkeeping was 1-2% of WordPress's latency.
+     * The marker stays before the release: the next request must not start before it.
+     */
     public static function finish(): void
     {
         $endNs = \hrtime(true);
         $ru = \getrusage();
         try {
             $xhprof = self::$xhprof ? \tideways_xhprof_disable() : null;
-            $stacks = self::$excimer ? self::stacks() : null;
+            if (self::$excimer) {
+                self::$excimer->stop();
+            }
             $cfg = self::$cfg;
             $cpu = ($ru['ru_utime.tv_sec'] - self::$rusage['ru_utime.tv_sec']) * 1000000
                 + ($ru['ru_utime.tv_usec'] - self::$rusage['ru_utime.tv_usec'])
@@ -96,6 +104,11 @@ final class Capture
             if (isset($cfg['db'])) {
                 $record += self::dbThreads($cfg['db']);
             }
+            $record['capture_blocking_us'] = \intdiv(\hrtime(true) - $endNs, 1000);
+            if (\function_exists('fastcgi_finish_request')) {
+                @\fastcgi_finish_request();
+            }
+            $stacks = self::$excimer ? self::stacks() : null;
             $out = __DIR__ . '/out';
             $lost = [];
             if ($xhprof !== null && @\file_put_contents("$out/xhprof/" . self::$id . '.json',
@@ -128,7 +141,6 @@ final class Capture
     private static function stacks(): array
     {
         $p = self::$excimer;
-        $p->stop();
         $index = [];
         $samples = [];
         foreach ($p->getLog() as $entry) {
