@@ -194,6 +194,7 @@ def inject(run):
     f["remediations"].append({"kind": "diff", "content": f"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-{SCRIPT}\n+{IMG}\n",
                               "checked": IMG, "file": SCRIPT, "steps": [["php", IMG]], "description": SCRIPT})
     key = f["key"]
+    data["dismissed"] = [{"id": "repeated-call", "function": FUNC, "defined_at": URL, "reason": SQL}]
     fpath.write_text(json.dumps(data))
     apath = run / "analysis.json"
     a = json.loads(apath.read_text())

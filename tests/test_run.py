@@ -71,6 +71,13 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
     rc = by_id["repeated-call"][0]
     assert rc["details"]["function"] == "theme_settings"
     assert home["theme"]["calls"] in {row["calls"] for row in rc["details"]["rows"]}
+    # ... and the argument probe saw every call of a home page pass the same theme
+    probe = rc["details"]["probe"]
+    assert probe["located"] == "includes/theme.php:42"
+    home_rows = [row for row in probe["rows"] if row["uri"] == "/"]
+    assert home_rows and all((row["calls"], row["distinct"]) == (home["theme"]["calls"], 1)
+                             for row in home_rows)
+    assert rc["title"].startswith("theme_settings runs") and "already had" in rc["title"]
     # every defect has a checked patch; write-ups on disk; a summary on the terminal
     for f in data["findings"]:
         if f["severity"] != "info":
@@ -89,6 +96,28 @@ def test_minicms_clean_has_no_defect(lockdown, tmp_path):
     defects = [f["key"] for f in data["findings"] if f["severity"] != "info"]
     assert defects == []
     assert [f["id"] for f in data["findings"]] == ["hot-builtins"]
+
+
+def test_probe_dismisses_candidates_called_on_different_data(lockdown, tmp_path):
+    """With the cost thresholds off, cheap helpers called on different data each time (msg()
+    with another message key, e() with another string) pass xhprof's "same child calls" test on
+    minicms-clean; the argument probe sees the arguments differ and dismisses them."""
+    limits = tmp_path / "limits.toml"
+    limits.write_text("[repeated-call]\nmin_inclusive_share_pct = 0.0\nmin_us_per_call = 0\n")
+    out = tmp_path / "out"
+    r = lockdown("run", "minicms-clean", "-o", out, "--no-bench", "--requests", "30",
+                 "--thresholds", limits, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads((out / "findings.json").read_text())
+    dismissed = {d["function"]: d for d in data["dismissed"]}
+    assert "msg" in dismissed, sorted(dismissed)
+    msg = dismissed["msg"]
+    assert msg["defined_at"] == "includes/l10n.php:102"
+    assert msg["probe"]["repeat_pct"] < 50 and msg["probe"]["calls"] >= 3 * 50
+    assert "dismissed" in r.stdout and "msg (includes/l10n.php:102)" in r.stdout
+    for f in data["findings"]:
+        if f["id"] == "repeated-call":
+            assert f["details"]["probe"]["repeat_pct"] >= 50, f["title"]
 
 
 def test_minicms_queries_has_only_the_query_findings(lockdown, tmp_path):

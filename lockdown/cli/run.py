@@ -7,16 +7,18 @@ from pathlib import Path
 import click
 
 from ..analyzers.analysis import analyze
-from ..analyzers.detectors import build_context, detect, load_thresholds
+from ..analyzers.detectors import build_context, detect, load_thresholds, rank
+from ..analyzers.detectors import repeated_call
 from ..bundle.store import open_bundle
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
+from ..harness.probe import probe_arguments
 from ..harness.profile import ProfileOptions, run_profile
 from ..progress import for_command
 from ..remediation.propose import propose_all
 from ..reports.bench_table import format_bench
-from ..reports.findings_text import format_findings
+from ..reports.findings_text import format_dismissed, format_findings
 from ..reports.output import write_json_atomic, write_text_atomic
 from ..reports.run_results import FINDINGS_FORMAT
 from ..reports.writeup import finding_markdown
@@ -41,11 +43,13 @@ from .main import deadline, main
               help="TOML file overriding detector thresholds (docs/detectors.md).")
 @click.option("--php-ini", multiple=True, metavar="KEY=VALUE", help="php.ini override (repeatable).")
 @click.option("--no-bench", is_flag=True, help="Skip the benchmark (profile and detect only).")
+@click.option("--no-probe", is_flag=True,
+              help="Skip the argument probe that checks repeated-call candidates (docs/detectors.md).")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("findings.json with the benchmark summary and the paths written")
-def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php_ini, no_bench, timeout,
-            json_out):
+def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php_ini, no_bench, no_probe,
+            timeout, json_out):
     """Benchmark TARGET, capture it per request, analyse the capture, detect known pathologies
     and propose checked patches; print the findings and write them to OUTPUT."""
     t = resolve(target)
@@ -75,13 +79,22 @@ def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php
         write_json_atomic(out / "analysis.json", analyze(bundle))
         say("== detect")
         findings = detect(build_context(bundle, limits))
+        dismissed: list[dict] = []
+        to_probe = repeated_call.candidates(findings)
+        if to_probe and not no_probe:
+            say(f"== probe arguments of {', '.join(to_probe)}")
+            urls = sorted({u for us in to_probe.values() for u in us})
+            probe = probe_arguments(t, out / "probe-run", sorted(to_probe), urls, php_ini=ini, say=say)
+            findings, dismissed = repeated_call.apply_probe(findings, probe.located, probe.rows, limits)
+            findings = rank(findings)
         findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=say)
     document = {
         "format": FINDINGS_FORMAT, "target": t.name, "bundle": str(bundle_dir),
         # what `lockdown verify DIR` needs to serve and capture the target the same way again
         "run": {"target_dir": str(t.directory), "php_ini": ini, "requests": requests,
                 "xhprof_every": xhprof_every, "thresholds": limits},
-        "findings": [f.to_json() for f in findings]}
+        "findings": [f.to_json() for f in findings],
+        "dismissed": dismissed}
     write_json_atomic(out / "findings.json", document)
     (out / "findings").mkdir(exist_ok=True)
     for f in findings:
@@ -94,5 +107,7 @@ def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php
         return
     click.echo("")
     click.echo(format_findings(findings))
+    if dismissed:
+        click.echo("\n" + format_dismissed(dismissed))
     click.echo(f"\nfindings: {out / 'findings.json'}; write-ups: {out / 'findings'}/*.md; "
                f"bundle: {bundle_dir}; flame graphs: lockdown flamegraph {bundle_dir} -o php.svg")

@@ -31,7 +31,7 @@ class CaptureDir:
         return self.root / "out"
 
 
-def _php_string(value: str) -> str:
+def php_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -42,7 +42,7 @@ def install(root: Path, chain_prepend: str | None = None) -> CaptureDir:
     (cap.out / "xhprof").mkdir(parents=True, exist_ok=True)
     source = PREPEND_SOURCE.read_text()
     if chain_prepend:   # the target's own auto_prepend_file still runs, after ours
-        source += f"\ninclude {_php_string(chain_prepend)};\n"
+        source += f"\ninclude {php_string(chain_prepend)};\n"
     cap.prepend.write_text(source)
     return cap
 

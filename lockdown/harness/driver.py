@@ -69,11 +69,12 @@ def instrumented_paths(paths: list[str], n: int, every: int) -> list[str]:
 def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | None = None,
           duration: float | None = None, capture: bool = False, xhprof: bool = False,
           id_prefix: str = "r", first_seq: int = 0, timeout: float = 120,
-          progress: Callable[[int], None] | None = None) -> DriveResult:
+          progress: Callable[[int], None] | None = None, headers: dict | None = None) -> DriveResult:
     """Send `requests` requests (or for `duration` seconds) over `concurrency` connections,
     cycling through `paths` in order; `progress` hears how many were sent, a few times a second.
     `xhprof` sends every request to the instrumented (xhprof) pool: captured and profiled with
-    `capture`, or only to warm that pool without. Request ids count from `first_seq`."""
+    `capture`, or only to warm that pool without. Request ids count from `first_seq`;
+    `headers` go with every request."""
     parts = urllib.parse.urlsplit(base_url)
     lock = threading.Lock()
     sent: list[SentRequest] = []
@@ -95,16 +96,16 @@ def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | 
     def worker():
         conn = None
         while (r := next_request()) is not None:
-            headers = {"Host": parts.netloc, "User-Agent": "lockdown-driver"}
+            sent_headers = {"Host": parts.netloc, "User-Agent": "lockdown-driver", **(headers or {})}
             if capture:
-                headers.update({"X-Lockdown-Capture": "1", "X-Lockdown-Request": r.id})
+                sent_headers.update({"X-Lockdown-Capture": "1", "X-Lockdown-Request": r.id})
             if xhprof:
-                headers["X-Lockdown-Xhprof"] = "1"
+                sent_headers["X-Lockdown-Xhprof"] = "1"
             r.client_start_ns = time.monotonic_ns()
             try:
                 if conn is None:
                     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
-                conn.request("GET", r.url, headers=headers)
+                conn.request("GET", r.url, headers=sent_headers)
                 resp = conn.getresponse()
                 body = resp.read()
                 r.status, r.bytes = resp.status, len(body)

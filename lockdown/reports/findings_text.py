@@ -19,3 +19,12 @@ def format_findings(findings: list[Finding]) -> str:
             for s in r.steps:
                 lines.append(f"     then: {' '.join(s)}")
     return "\n".join(lines)
+
+
+def format_dismissed(dismissed: list[dict]) -> str:
+    """Candidates a check ruled out (the argument probe), with why: a reader sees what was
+    looked at, not only what was kept."""
+    lines = [f"{len(dismissed)} candidate(s) dismissed:"]
+    for d in dismissed:
+        lines.append(f"- {d['id']}: {d['function']} ({d['defined_at']}): {d['reason']}")
+    return "\n".join(lines)

@@ -497,6 +497,8 @@ def build_model(run: dict) -> dict:
     return {**model, "target": run["findings"].get("target") or "?", "dir": str(run["dir"]),
             "bundle": str(run["bundle"].root),
             "method": method, "bench": bench, "findings": findings, "orphans": orphans,
+            "dismissed": [{k: str(d.get(k, "")) for k in ("id", "function", "defined_at", "reason")}
+                          for d in run["findings"].get("dismissed") or [] if isinstance(d, dict)],
             "severities": severities, "flames": flames}
 
 

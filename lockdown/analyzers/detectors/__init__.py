@@ -55,6 +55,11 @@ def detect(ctx: Context) -> list[Finding]:
     found: list[Finding] = []
     for mod in modules():
         found.extend(mod.detect(ctx))
+    return rank(found)
+
+
+def rank(found: list[Finding]) -> list[Finding]:
+    """Defects first by share of request time, then informational; keys id, id-2, id-3..."""
     order = {"high": 0, "medium": 1, "low": 2, "info": 3}
     found.sort(key=lambda f: (order[f.severity], -(f.share_pct or 0), f.id))
     seen: dict[str, int] = {}

@@ -210,3 +210,106 @@ def _nested(hits: dict[str, list[dict]], ctx: Context) -> dict[str, str]:
             outer = out[outer]
         out[fn] = outer
     return out
+
+
+def candidates(findings: list[Finding]) -> dict[str, list[str]]:
+    """function -> URLs, for the repeated-call findings the argument probe should check: each
+    finding's function and the flagged functions nested in it (wp_get_global_settings gets a
+    different path on most calls; the get_merged_data under it, none)."""
+    out: dict[str, list[str]] = {}
+    for f in findings:
+        if f.id == ID and f.details.get("function"):
+            for fn in [f.details["function"], *f.details.get("nested", [])]:
+                out[fn] = sorted({*out.get(fn, []), *f.urls})
+    return out
+
+
+def _probe_summary(fn: str, located: dict, rows: dict) -> dict | None:
+    probed = rows.get(fn) or []
+    if fn not in located or not probed:
+        return None
+    calls = sum(r["calls"] for r in probed)
+    repeats = sum(r["calls"] - r["distinct"] for r in probed)
+    return {"function": fn, "located": located[fn], "requests": len(probed), "calls": calls,
+            "repeats": repeats, "repeat_pct": round(100.0 * repeats / calls, 1), "rows": probed}
+
+
+def apply_probe(findings: list[Finding], located: dict[str, str], rows: dict[str, list[dict]],
+                thresholds: dict) -> tuple[list[Finding], list[dict]]:
+    """The repeated-call findings checked against the argument probe (collectors/arg_probe.py):
+    (findings kept, candidates dismissed with the reason).
+
+    A call is a repeat when its (object, arguments) pair already came earlier in the same
+    request: what a per-request cache keyed on them would answer. The share is rescaled from
+    "every call but one" to the repeats measured. Kept when repeats are at least
+    `min_repeat_pct` of the calls and the rescaled share is still `min_inclusive_share_pct`;
+    dismissed otherwise (different data on most calls, or too little left to save). A function
+    the probe could not locate or saw no call of keeps its finding, marked so."""
+    min_repeat = thresholds[ID]["min_repeat_pct"]
+    min_share = thresholds[ID]["min_inclusive_share_pct"]
+    kept, dismissed = [], []
+    for f in findings:
+        fn = f.details.get("function") if f.id == ID else None
+        if fn is None:
+            kept.append(f)
+            continue
+        outer = _probe_summary(fn, located, rows)
+        if outer is None:
+            why = ("its definition was not found in the app's files" if fn not in located
+                   else "the probed requests did not call it")
+            f.evidence.insert(1, Evidence("arguments", f"not probed: {why}", "argument probe"))
+            f.details["probe"] = {"function": fn, "located": located.get(fn), "requests": 0}
+            kept.append(f)
+            continue
+        # the cache belongs on the outer function if its own calls repeat, else on a nested one
+        nested = [p for p in (_probe_summary(n, located, rows) for n in f.details.get("nested", []))
+                  if p is not None and p["repeat_pct"] >= min_repeat]
+        probe = outer if outer["repeat_pct"] >= min_repeat or not nested else \
+            max(nested, key=lambda p: p["repeat_pct"])
+        calls, repeats, probed = probe["calls"], probe["repeats"], probe["rows"]
+        # the detector's share assumed every call but one per request would be saved
+        assumed = calls - len(probed)
+        saved = (None if f.share_pct is None else
+                 round(f.share_pct * repeats / assumed, 2) if assumed > 0 else 0.0)
+        reason = None
+        if probe["repeat_pct"] < min_repeat:
+            reason = (f"{outer['repeat_pct']:.0f}% of its {outer['calls']} probed calls repeated an "
+                      f"earlier (object, arguments) pair in their request (below {min_repeat:g}%): "
+                      f"different data each call, not a cache candidate")
+        elif saved is not None and saved < min_share:
+            reason = (f"{probe['repeat_pct']:.0f}% of the {calls} probed calls of {probe['function']} "
+                      f"repeated an earlier (object, arguments) pair: a cache would save about "
+                      f"{saved:.1f}% of the request (below {min_share:g}%)")
+        if reason:
+            dismissed.append({"id": ID, "function": fn, "defined_at": outer["located"],
+                              "reason": reason, "probe": probe, "saved_pct": saved})
+            continue
+        if saved is not None:
+            f.share_pct = saved
+            f.severity = severity_for(f.share_pct, high=10, medium=3)
+        per_request = sorted({r["distinct"] for r in probed})
+        distinct = per_request[0] if len(per_request) == 1 else f"{per_request[0]}..{per_request[-1]}"
+        source = (f"argument probe: {len(probed)} request(s) of "
+                  f"{', '.join(sorted({r['uri'] for r in probed})[:3])}")
+        where = probe["function"]
+        f.title = (f"{where} runs {round(calls / len(probed))} times per request, "
+                   f"{probe['repeat_pct']:.0f}% of them with an (object, arguments) pair it already had")
+        f.summary += (f" The argument probe confirmed it: {repeats} of {calls} calls of {where} "
+                      f"repeated an earlier (object, arguments) pair of their request ({distinct} "
+                      f"distinct per request)"
+                      + (f"; {fn} itself gets different arguments on {100 - outer['repeat_pct']:.0f}% "
+                         f"of its calls, so the cache belongs on {where}, which it calls." if where != fn
+                         else "."))
+        f.evidence[1:1] = [
+            Evidence(f"calls of {where} that repeat an earlier (object, arguments) pair",
+                     f"{repeats} of {calls} ({probe['repeat_pct']:.0f}%)", source),
+            Evidence("distinct (object, arguments) pairs per request", distinct, source),
+            Evidence("defined at", probe["located"], "the target's files (PHP tokenizer)")]
+        if where != fn:
+            f.evidence.insert(4, Evidence(f"calls of {fn} that repeat an earlier pair",
+                                          f"{outer['repeats']} of {outer['calls']} ({outer['repeat_pct']:.0f}%)",
+                                          source))
+        f.details["probe"] = probe
+        f.details["cache_at"] = where
+        kept.append(f)
+    return kept, dismissed

@@ -1,0 +1,119 @@
+"""The argument probe: are a function's many calls per request repeats of the same arguments?
+
+xhprof counts calls but keeps no arguments, so the repeated-call detector can only see that
+each call does the same child calls. The probe answers the question a reader would ask next:
+in a copy of the application (never the original), each candidate function gets one line at
+the top of its body that reports its arguments (and its object) to php/argprobe.php, which
+counts distinct (object, arguments) pairs per request. Functions are found with PHP's own
+tokenizer (php/locate.php); the inserted call stays on the line of the opening brace, so line
+numbers in errors and profiles do not move.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..harness.toolchain import tool
+from .request_log import php_string, read_jsonl
+
+PHP_DIR = Path(__file__).with_name("php")
+SOURCE_SUFFIXES = (".php", ".inc", ".module", ".install", ".theme", ".engine", ".profile")
+HEADER = "X-Lockdown-Probe"
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a probe call goes: `offset` is the byte after the body's opening brace."""
+    function: str
+    file: Path
+    offset: int
+    line: int
+
+
+def source_files(root: Path, functions: list[str]) -> list[Path]:
+    """Files under `root` that define a function of one of these names (a quick text match,
+    confirmed by the tokenizer later)."""
+    names = sorted({f.rpartition("::")[2].rpartition("\\")[2] for f in functions})
+    if not names:
+        return []
+    pattern = re.compile(rb"function\s+&?\s*(?:" + b"|".join(re.escape(n.encode()) for n in names)
+                         + rb")\s*\(", re.I)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        for name in filenames:
+            if name.endswith(SOURCE_SUFFIXES):
+                path = Path(dirpath) / name
+                try:
+                    if pattern.search(path.read_bytes()):
+                        out.append(path)
+                except OSError:
+                    continue
+    return sorted(out)
+
+
+def locate(root: Path, functions: list[str], timeout: float = 300) -> dict[str, Site]:
+    """Definitions of `functions` (xhprof names: `Ns\\Class::method`, `Ns\\func`) under `root`.
+    A function not found (defined in eval'd code, or a name xhprof made up) is absent."""
+    files = source_files(root, functions)
+    if not files:
+        return {}
+    run = subprocess.run([tool("php"), "-n", "-d", "extension=tokenizer", "-d", "memory_limit=1G",
+                          str(PHP_DIR / "locate.php")],
+                         input=json.dumps({"files": [str(f) for f in files], "functions": functions}),
+                         capture_output=True, text=True, timeout=timeout)
+    if run.returncode != 0:
+        return {}
+    found = json.loads(run.stdout or "{}")
+    wanted = {f.lower(): f for f in functions}
+    return {wanted[name.lower()]: Site(wanted[name.lower()], Path(d["file"]), d["offset"], d["line"])
+            for name, d in found.items() if name.lower() in wanted}
+
+
+def instrument(sites: list[Site]) -> dict[int, str]:
+    """Insert the probe call into each site's file; returns probe number -> function. Each file
+    is written anew and renamed into place, so a hard link to the original is never written
+    through."""
+    numbers = {}
+    by_file: dict[Path, list[tuple[int, Site]]] = {}
+    for n, site in enumerate(sites):
+        numbers[n] = site.function
+        by_file.setdefault(site.file, []).append((n, site))
+    for path, entries in by_file.items():
+        code = path.read_bytes()
+        for n, site in sorted(entries, key=lambda e: e[1].offset, reverse=True):
+            call = f" \\LockdownArgProbe::hit({n}, \\func_get_args(), isset($this) ? $this : null);".encode()
+            code = code[:site.offset] + call + code[site.offset:]
+        tmp = path.with_name(path.name + ".lockdown-probe")
+        tmp.write_bytes(code)
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        tmp.replace(path)
+    return numbers
+
+
+def install(root: Path, chain_prepend: str | None = None) -> Path:
+    """The probe's prepend file in `root` (results go to root/out/probe.jsonl)."""
+    (root / "out").mkdir(parents=True, exist_ok=True)
+    source = (PHP_DIR / "argprobe.php").read_text()
+    if chain_prepend:   # the target's own auto_prepend_file still runs, after the probe's
+        source += f"\ninclude {php_string(chain_prepend)};\n"
+    prepend = root / "argprobe.php"
+    prepend.write_text(source)
+    return prepend
+
+
+def results(root: Path, numbers: dict[int, str]) -> dict[str, list[dict]]:
+    """function -> one row per probed request that called it:
+    {request, uri, calls, distinct, distinct_arguments}."""
+    out: dict[str, list[dict]] = {}
+    for line in read_jsonl(root / "out" / "probe.jsonl"):
+        for n, v in (line.get("functions") or {}).items():
+            fn = numbers.get(int(n))
+            if fn is not None:
+                out.setdefault(fn, []).append({"request": line.get("request"), "uri": line.get("uri"),
+                                               **{k: v[k] for k in ("calls", "distinct", "distinct_arguments")}})
+    return out

@@ -1,0 +1,59 @@
+"""An argument-probe pass (collectors/arg_probe.py): serve a copy of the target with a probe
+call at the top of each candidate function, request the URLs where the candidates were seen,
+and count the distinct (object, arguments) pairs of their calls per request.
+
+It starts its own stack (a private copy of the app tree, never the prepared one or the user's)
+and stops it again, like `profile`. Nothing it measures is timing: the probe call costs time,
+so only the counts are used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..collectors import arg_probe
+from ..progress import as_reporter
+from ..targets.config import Target
+from .bench import sanity_check
+from .driver import drive
+from .stack import Stack, StackOptions
+
+
+@dataclass
+class ProbeResult:
+    located: dict[str, str] = field(default_factory=dict)        # function -> "file:line" in the app
+    rows: dict[str, list[dict]] = field(default_factory=dict)    # function -> per-request counts
+    requests: int = 0                                            # probed requests sent
+
+
+def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: list[str], *,
+                    php_ini: dict | None = None, repeat: int = 3, say=print) -> ProbeResult:
+    """Probe `functions` on `urls` (each requested once to warm up, then `repeat` times)."""
+    report = as_reporter(say)
+    result = ProbeResult()
+    numbers: dict[int, str] = {}
+    overrides = {**target.php_ini, **(php_ini or {})}
+    prepend = arg_probe.install(run_dir / "probe", overrides.get("auto_prepend_file"))
+
+    def instrument(stack: Stack) -> None:
+        sites = arg_probe.locate(stack.app_dir, functions)
+        numbers.update(arg_probe.instrument(list(sites.values())))
+        for fn, site in sites.items():
+            result.located[fn] = f"{site.file.relative_to(stack.app_dir)}:{site.line}"
+
+    opts = StackOptions(workers=2, php_ini=dict(php_ini or {}),
+                        pool_ini={"auto_prepend_file": str(prepend)}, remedy=instrument)
+    with Stack(target, run_dir, opts, say=say) as stack:
+        missing = sorted(set(functions) - set(result.located))
+        say(f"[probe] {len(result.located)} of {len(functions)} function(s) located"
+            + (f"; not found in the app's files: {', '.join(missing)}" if missing else ""))
+        if not numbers:
+            return result
+        sanity_check(stack)
+        drive(stack.base_url, urls, 1, requests=len(urls))
+        with report.counted("argument probe", repeat * len(urls)) as done:
+            sent = drive(stack.base_url, urls, 1, requests=repeat * len(urls), capture=True,
+                         id_prefix="p", headers={arg_probe.HEADER: "1"}, progress=done)
+        result.requests = len(sent.requests)
+    result.rows = arg_probe.results(run_dir / "probe", numbers)
+    return result
