@@ -70,9 +70,8 @@ def test_locate_finds_bodies_not_comments_abstracts_or_anonymous_classes(tmp_pat
         assert site.file == app / "lib.php"
         assert LIB.encode()[site.offset - 1:site.offset] == b"{"
         name = fn.rpartition("::")[2].rpartition("\\")[2]
-        # the definition's line (settings' brace is on the next line)
-        assert f"function {name}(" in lines[site.line - 1] or f"function &{name}(" in lines[site.line - 1] \
-            or f"function {name}(" in lines[site.line - 2]
+        # the line of the definition (for settings, the brace is on the next one)
+        assert f"function {name}(" in lines[site.line - 1] or f"function &{name}(" in lines[site.line - 1]
 
 
 def test_probe_counts_distinct_object_and_argument_pairs_in_real_php(tmp_path):

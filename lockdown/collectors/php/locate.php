@@ -5,7 +5,7 @@
  *
  * stdin: {"files": [path, ...], "functions": ["Ns\\Class::method", "Ns\\function", ...]}
  * stdout: {"Ns\\Class::method": {"file": path, "offset": bytes, "line": n}, ...}
- * `offset` is the byte right after the body's "{". Abstract and interface methods (no body),
+ * `offset` is the byte right after the body's "{"; `line` is the line of its `function`. Abstract and interface methods (no body),
  * closures and anonymous classes are never matched. PHP's own tokenizer, so strings, comments
  * and heredocs cannot fool it.
  */
@@ -28,16 +28,12 @@ foreach ($in['files'] as $file) {
     $classes = [];                         // [name, depth at which its body opened]
     $pendingClass = null;
     $offset = 0;
-    $line = 1;
     $n = count($tokens);
     $prev = null;                          // previous significant token id or char
     for ($i = 0; $i < $n; $i++) {
         $t = $tokens[$i];
         $text = is_array($t) ? $t[1] : $t;
         $id = is_array($t) ? $t[0] : $t;
-        if (is_array($t)) {
-            $line = $t[2];
-        }
         if ($id === T_NAMESPACE && $prev !== T_DOUBLE_COLON) {
             $name = '';
             for ($j = $i + 1; $j < $n; $j++) {
@@ -74,7 +70,6 @@ foreach ($in['files'] as $file) {
                     // the body's brace: the first "{" or ";" after the parameter list's ")"
                     $paren = 0;
                     $pos = $offset;
-                    $ln = $line;
                     for ($k = $i; $k < $n; $k++) {
                         $u = $tokens[$k];
                         $s = is_array($u) ? $u[1] : $u;
@@ -84,12 +79,11 @@ foreach ($in['files'] as $file) {
                             $paren--;
                         } elseif ($paren === 0 && ($u === ';' || $u === '{')) {
                             if ($u === '{') {
-                                $found[$qualified] = ['file' => $file, 'offset' => $pos + 1, 'line' => $ln];
+                                $found[$qualified] = ['file' => $file, 'offset' => $pos + 1, 'line' => $t[2]];
                             }
                             break;
                         }
                         $pos += strlen($s);
-                        $ln += substr_count($s, "\n");
                     }
                 }
             }
