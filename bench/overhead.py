@@ -1,17 +1,20 @@
 """What capture costs: RPS with collectors on / RPS with nothing collected, per collector
 alone and for the default set.
 
-Each run is one `lockdown profile --duration D`: on the same running stack, the driver sends
-requests without the capture header for D/2 seconds (baseline: the prepend returns at once,
-perf is not attached, the slow log is off), then for D seconds with capture on, then again
-D/2 seconds without. Collector sets are rotated
-from run to run so that drift of the machine spreads over all of them. The host's CPU speed
-swings by tens of percent within seconds on a shared VM (harness/host_speed.py), so each pass
-also records it, and the ratios are also given at equal host speed: log ratio regressed on the
-log of the passes' speed ratio, one elasticity for all sets (stats.ratios_speed_adjusted).
+Each run is one `lockdown profile --duration D --overhead-slices K`: on the same running
+stack, the driver alternates uncollected slices (no capture header: the prepend returns at
+once; perf paused; the slow log off) and K capture slices of D/K seconds each, starting and
+ending uncollected; each capture slice is compared with its two neighbours and the run's ratio
+is the geometric mean. The host's CPU speed swings by tens of percent within a minute on a
+shared VM (harness/host_speed.py): with one long capture pass between two baseline halves
+(K=1) that drift made single ratios range from 0.75 to 1.17 on WordPress; slices of a few
+seconds cancel most of it. Collector sets are rotated from run to run. Each slice also
+records the host's speed, and the ratios are also given at equal host speed: log ratio
+regressed on the log of the passes' speed ratio, one elasticity for all sets
+(stats.ratios_speed_adjusted).
 
     python3 bench/overhead.py [--target wordpress] [--runs 5] [--duration 10] [--concurrency 1]
-                              [--collect SET ...]
+                              [--slices 4] [--collect SET ...]
 """
 from __future__ import annotations
 
@@ -33,6 +36,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--concurrency", type=int, default=1)
+    ap.add_argument("--slices", type=int, default=4,
+                    help="capture slices per run, between uncollected ones (lockdown profile "
+                         "--overhead-slices); 1 = one capture pass between two half baselines")
     ap.add_argument("--collect", action="append", choices=SETS, metavar="SET",
                     help=f"collector set to measure (repeatable; default all of: {'; '.join(SETS)})")
     args = ap.parse_args()
@@ -44,14 +50,18 @@ def main() -> None:
         for collect in order:
             m = lockdown_profile(args.target, "--duration", str(args.duration), "-c",
                                  str(args.concurrency), "--collect", collect,
-                                 "--warmup-requests", "60")
+                                 "--warmup-requests", "60", "--overhead-slices", str(args.slices))
             o = m["overhead"]
             ratios[collect].append(o["ratio"])
-            speeds[collect].append((o["ratio"], o.get("capture_host_speed"), o.get("baseline_host_speed")))
+            # the speed fit takes every slice: the host's speed moves within a run too
+            speeds[collect].extend(
+                [(p["ratio"], p.get("capture_host_speed"), p.get("baseline_host_speed")) for p in o["slices"]]
+                if o.get("slices") else
+                [(o["ratio"], o.get("capture_host_speed"), o.get("baseline_host_speed"))])
             print(f"run {run + 1} {collect:30s} baseline {o['baseline_rps']:7.2f} req/s  "
                   f"collected {o['capture_rps']:7.2f} req/s  ratio {o['ratio']:.3f}", flush=True)
     print(f"\n{args.target}, concurrency {args.concurrency}, {args.runs} runs of "
-          f"{args.duration:g} s per set; ratio = collected / uncollected RPS")
+          f"{args.duration:g} s per set in {args.slices} slice(s); ratio = collected / uncollected RPS")
     for collect in sets:
         s = summarize(ratios[collect])
         name = "default set" if collect == SETS[-1] else collect
@@ -61,7 +71,8 @@ def main() -> None:
     fit = ratios_speed_adjusted(speeds)
     if fit is None:
         return
-    print(f"at equal host speed (elasticity {fit['elasticity']:.2f}, fitted over all sets):")
+    print(f"at equal host speed (elasticity {fit['elasticity']:.2f}, fitted over all sets, one point "
+          f"per capture slice and its neighbours):")
     for collect in sets:
         g = fit["groups"][collect]
         name = "default set" if collect == SETS[-1] else collect

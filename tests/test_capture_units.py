@@ -5,6 +5,7 @@ import pytest
 from lockdown.bundle.model import RequestRecord
 from lockdown.collectors.attribution import attribute_samples, attribute_statements
 from lockdown.formats import perf_script, slowlog
+from lockdown.collectors.settings import auto_excimer_period
 from lockdown.harness.driver import instrumented_paths, xhprof_selected
 
 PERF_TEXT = """\
@@ -150,3 +151,10 @@ def test_instrumented_paths_follow_the_selection_over_the_url_cycle():
     # staggered: entry u is picked at its occurrence u, so 3 cycles already cover 3 URLs
     assert instrumented_paths(paths, 12, 5) == ["/a", "/b", "/c"]
     assert instrumented_paths(paths, 40, 0) == []
+
+
+def test_auto_excimer_period_aims_at_ten_samples_per_median_request():
+    assert auto_excimer_period([100.0, 115.0, 300.0]) == 11.5       # WordPress: the median / 10
+    assert auto_excimer_period([4.0, 3.5, 5.0]) == 2.0              # floor: short pages
+    assert auto_excimer_period([900.0, 1000.0, 1200.0]) == 20.0     # ceiling: slow pages
+    assert auto_excimer_period([31.0]) == 3.0 and auto_excimer_period([]) == 2.0

@@ -38,8 +38,9 @@ d = CaptureSettings()
               help=f"Collectors: any of {','.join(COLLECTORS)}, or none (request log only).")
 @click.option("--perf-freq", type=click.IntRange(1, 20000), default=d.perf_freq, show_default=True,
               help="perf sampling frequency (Hz).")
-@click.option("--excimer-period", type=click.FloatRange(0.01), default=d.excimer_period_ms,
-              show_default=True, help="Excimer sampling period (ms).")
+@click.option("--excimer-period", type=click.FloatRange(0.01), default=None,
+              help="Excimer sampling period (ms). Default: about 10 samples per request of the "
+                   "warmup's median latency, between 2 and 20 ms (each sample costs a thread start).")
 @click.option("--excimer-clock", type=click.Choice(["cpu", "wall"]), default=d.excimer_clock,
               show_default=True, help="Excimer timer: CPU time or wall time.")
 @click.option("--xhprof-every", type=click.IntRange(0), default=d.xhprof_every, show_default=True,
@@ -52,11 +53,15 @@ d = CaptureSettings()
               help="Requests before the capture, one at a time, nothing collected.")
 @click.option("--overhead-check/--no-overhead-check", default=True, show_default=True,
               help="Also drive half as many requests before and after, uncollected, to record the overhead.")
+@click.option("--overhead-slices", type=click.IntRange(1, 50), default=1, show_default=True, metavar="K",
+              help="Cut the capture into K slices with uncollected slices of the same size between and "
+                   "around them (perf and the slow log paused): each capture slice is compared with its "
+                   "neighbours, so drift of the host's speed cancels out.")
 @stack_options("after-capture", "Shell command run after the capture.")
 @json_option("the bundle's path and manifest")
 def profile_cmd(target, output, requests, duration, concurrency, workers, collect, perf_freq,
                 excimer_period, excimer_clock, xhprof_every, xhprof_flags, urls, warmup_requests,
-                overhead_check, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,
+                overhead_check, overhead_slices, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,
                 exec_after_capture, run_dir, timeout, json_out):
     """Capture TARGET per request: perf samples, Excimer stacks, xhprof call counts and SQL
     statements, tied to the request that caused them, into the bundle OUTPUT."""
@@ -71,7 +76,7 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
                                xhprof_every=xhprof_every, xhprof_flags=parse_xhprof_flags(xhprof_flags))
     opts = ProfileOptions(requests=requests, duration=duration, concurrency=concurrency,
                           capture=settings, warmup_requests=warmup_requests,
-                          overhead_check=overhead_check, urls=urls, php_ini=parse_ini(php_ini),
+                          overhead_check=overhead_check, overhead_slices=overhead_slices, urls=urls, php_ini=parse_ini(php_ini),
                           port=port, mysql=mysql,
                           hooks={"before-warmup": exec_before_warmup,
                                  "after-warmup": exec_after_warmup,

@@ -7,6 +7,7 @@ the script text for FlameGraph-style tools, build ids for matching binaries.
 """
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -27,11 +28,22 @@ class PerfRecorder:
         self.data = out_dir / "perf.data"
         self.log = procs.run_dir / "logs" / "perf-record.out"
         self.child: Child | None = None
+        self._ack: int | None = None          # read end of the ack FIFO (controlled mode)
 
-    def start(self, pids: list[int], timeout: float = 20) -> None:
+    def start(self, pids: list[int], timeout: float = 20, controlled: bool = False) -> None:
+        """Attach to `pids`. `controlled`: perf also listens on a FIFO so that `pause` and
+        `resume` can switch sampling off and on (an interleaved overhead check)."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
         argv = [tool("perf"), "record", "-F", str(self.freq), "--call-graph", "dwarf",
                 "-k", "CLOCK_MONOTONIC", "-p", ",".join(map(str, pids)), "-o", str(self.data)]
+        if controlled:
+            ctl, ack = self.out_dir / "control.fifo", self.out_dir / "ack.fifo"
+            for fifo in (ctl, ack):
+                fifo.unlink(missing_ok=True)
+                os.mkfifo(fifo, 0o600)
+            # perf opens the ack FIFO for writing, which blocks until a reader has it open
+            self._ack = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)
+            argv += ["--control", f"fifo:{ctl},{ack}"]
         self.child = self.procs.spawn("perf-record", argv, log=self.log)
         # perf writes the header (and the workers' synthesized mmaps) once it is attached.
         deadline = time.monotonic() + timeout
@@ -43,6 +55,38 @@ class PerfRecorder:
                 return
             time.sleep(0.05)
         raise PhaseFailed(f"perf record did not attach within {timeout:g} s", tail(self.log, 10))
+
+    def _command(self, word: str, timeout: float = 10) -> None:
+        ctl = self.out_dir / "control.fifo"
+        deadline = time.monotonic() + timeout
+        fd = None
+        while fd is None:
+            try:
+                fd = os.open(ctl, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:          # perf has not opened its end yet
+                if time.monotonic() > deadline:
+                    raise PhaseFailed(f"perf record does not read its control FIFO {ctl}",
+                                      tail(self.log, 10))
+                time.sleep(0.01)
+        try:
+            os.write(fd, f"{word}\n".encode())
+        finally:
+            os.close(fd)
+        got = b""
+        while b"ack" not in got:
+            if time.monotonic() > deadline:
+                raise PhaseFailed(f"perf record did not acknowledge {word!r}", tail(self.log, 10))
+            try:
+                got += os.read(self._ack, 64)
+            except BlockingIOError:
+                pass
+            time.sleep(0.005)
+
+    def pause(self) -> None:
+        self._command("disable")
+
+    def resume(self) -> None:
+        self._command("enable")
 
     def stop(self) -> None:
         """SIGINT, as Ctrl-C in a terminal: perf finishes writing perf.data."""
@@ -56,6 +100,9 @@ class PerfRecorder:
             except subprocess.TimeoutExpired:
                 pass
         self.procs.stop(child)
+        if self._ack is not None:
+            os.close(self._ack)
+            self._ack = None
         if child.popen.returncode not in (0, -signal.SIGINT, 130):
             raise PhaseFailed(f"perf record failed (exit {child.popen.returncode})", tail(self.log, 10))
 

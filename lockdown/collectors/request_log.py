@@ -52,7 +52,7 @@ def write_config(cap: CaptureDir, settings: CaptureSettings, db: dict | None) ->
     ({host, port, socket, user, password, resolve_ports})."""
     config: dict = {}
     if "excimer" in settings.collect:
-        config["excimer"] = {"period_s": settings.excimer_period_ms / 1000.0,
+        config["excimer"] = {"period_s": (settings.excimer_period_ms or 2.0) / 1000.0,
                              "clock": settings.excimer_clock}
     if "xhprof" in settings.collect:
         config["xhprof"] = {"flags": settings.xhprof_flag_value}

@@ -23,7 +23,8 @@ INSTRUMENTED_EXTENSION = "tideways_xhprof"
 class CaptureSettings:
     collect: frozenset = frozenset(DEFAULT_COLLECT)
     perf_freq: int = 99                 # Hz; DWARF call graphs; a few percent at 99 Hz
-    excimer_period_ms: float = 2.0      # enough samples for a 20 ms request, within noise
+    # None: chosen from the warmup's latency (auto_excimer_period), see below
+    excimer_period_ms: float | None = None
     excimer_clock: str = "wall"         # wall shows waits on MySQL too; cpu matches perf
     xhprof_every: int = 50              # 1 in K requests instrumented (2x slower each)
     xhprof_flags: tuple = ()
@@ -46,6 +47,26 @@ class CaptureSettings:
                 "excimer_period_ms": self.excimer_period_ms, "excimer_clock": self.excimer_clock,
                 "xhprof_every": self.xhprof_every, "xhprof_flags": list(self.xhprof_flags),
                 "xhprof_flag_value": self.xhprof_flag_value}
+
+
+# Excimer 1.0 (Debian's) arms a POSIX timer with SIGEV_THREAD: glibc starts a new thread for
+# every sample (strace: 41 clone3 for 40 samples), about 150 us of CPU each on the 2-core test
+# machine. At a fixed 2 ms period that was 5% of WordPress's throughput (bench/overhead.py);
+# the cost follows the number of samples, so the period is set for about this many samples
+# per typical request, within these bounds.
+EXCIMER_SAMPLES_PER_REQUEST = 10
+EXCIMER_PERIOD_BOUNDS_MS = (2.0, 20.0)
+
+
+def auto_excimer_period(latencies_ms: list[float]) -> float:
+    """The Excimer period for requests of these latencies (ms): the median over
+    EXCIMER_SAMPLES_PER_REQUEST, within EXCIMER_PERIOD_BOUNDS_MS, to 0.5 ms."""
+    low, high = EXCIMER_PERIOD_BOUNDS_MS
+    if not latencies_ms:
+        return low
+    ordered = sorted(latencies_ms)
+    median = ordered[len(ordered) // 2]
+    return min(high, max(low, round(2 * median / EXCIMER_SAMPLES_PER_REQUEST) / 2))
 
 
 def parse_collect(text: str) -> frozenset:

@@ -3,7 +3,8 @@ the collectors run, and write a bundle (docs/bundle-format.md).
 
 Phases: start -> sanity -> warmup -> baseline (half the requests, nothing collected) ->
 capture (timed pass, then the xhprof-instrumented requests) -> baseline (the other half) ->
-stop -> assemble. The two baseline halves give the overhead recorded in the manifest.
+stop -> assemble. The two baseline halves give the overhead recorded in the manifest; with
+`overhead_slices` K the timed pass is cut into K slices with uncollected slices between them.
 
 The instrumented requests run 2x to 6x slower (../shared/pathologies.md section 7). Sent inside
 the timed pass they took a core from the requests being timed and cost most of the capture's
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 import os
 import platform
 import statistics
@@ -26,7 +28,7 @@ from ..bundle.store import BundleWriter
 from ..collectors import assemble, request_log
 from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import SlowLogCapture
-from ..collectors.settings import CaptureSettings
+from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu
@@ -49,6 +51,7 @@ class ProfileOptions:
     capture: CaptureSettings = field(default_factory=CaptureSettings)
     warmup_requests: int = 20
     overhead_check: bool = True
+    overhead_slices: int = 1         # capture cut into K slices between uncollected ones
     urls: tuple = ()                 # paths to drive instead of the target's list
     php_ini: dict = field(default_factory=dict)
     port: int | None = None
@@ -79,6 +82,51 @@ def shown_drive(say, label: str, *args, probe: SpeedProbe | None = None, **kwarg
                 return drive(*args, **kwargs)
         with report.counted(label, kwargs.get("requests")) as done:
             return drive(*args, progress=done, **kwargs)
+
+
+def _split(size: dict, k: int) -> list[dict]:
+    """`size` ({"requests": n} or {"duration": s}) in `k` near-equal parts."""
+    if "requests" in size:
+        n = size["requests"]
+        return [{"requests": max(1, n // k + (1 if i < n % k else 0))} for i in range(k)]
+    return [{"duration": size["duration"] / k} for _ in range(k)]
+
+
+def _half(size: dict) -> dict:
+    return ({"requests": max(1, size["requests"] // 2)} if "requests" in size
+            else {"duration": size["duration"] / 2})
+
+
+def _mean(values: list) -> float | None:
+    return round(statistics.fmean(values), 3) if values else None
+
+
+def _overhead(chunks: list[DriveResult], baseline: list[DriveResult], speeds: dict) -> dict:
+    """Throughput with collection over throughput without. Each capture slice is compared with
+    the uncollected slices just before and after it; the ratio is their geometric mean."""
+    pairs = []
+    for i, c in enumerate(chunks):
+        around = DriveResult(baseline[i].requests + baseline[i + 1].requests,
+                             baseline[i].seconds + baseline[i + 1].seconds)
+        if around.rps > 0 and c.rps > 0:
+            base_probes = speeds["baseline"][i].samples + speeds["baseline"][i + 1].samples
+            pairs.append({"capture_rps": round(c.rps, 3), "baseline_rps": round(around.rps, 3),
+                          "ratio": round(c.rps / around.rps, 4),
+                          "capture_host_speed": _mean(speeds["capture"][i].samples),
+                          "baseline_host_speed": _mean(base_probes)})
+    ratio = math.exp(statistics.fmean(math.log(p["ratio"]) for p in pairs)) if pairs else 0.0
+    base_speed = [x for p in speeds["baseline"] for x in p.samples]
+    cap_speed = [x for p in speeds["capture"] for x in p.samples]
+    per_slice = {"baseline": [_mean(p.samples) for p in speeds["baseline"]],
+                 "capture": [_mean(p.samples) for p in speeds["capture"]]}
+    captured = DriveResult([r for c in chunks for r in c.requests], sum(c.seconds for c in chunks))
+    base = DriveResult([r for b in baseline for r in b.requests], sum(b.seconds for b in baseline))
+    return {"baseline_rps": round(base.rps, 3), "capture_rps": round(captured.rps, 3),
+            "ratio": round(ratio, 4), "slices": pairs,
+            "baseline_slices_rps": [round(b.rps, 3) for b in baseline], "slice_host_speed": per_slice,
+            "baseline_host_speed": _mean(base_speed), "capture_host_speed": _mean(cap_speed),
+            "note": "each capture slice vs the uncollected slices just before and after it, on the "
+                    "same stack (geometric mean over slices); bench/overhead.py repeats it"}
 
 
 def run_profile(target: Target, run_dir: Path, dest: Path, opts: ProfileOptions, say=print) -> Path:
@@ -132,6 +180,15 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         warm = shown_drive(say, "warmup, one at a time", stack.base_url, paths, 1,
                            requests=opts.warmup_requests)
         say(f"[warmup] {opts.warmup_requests} requests, one at a time: {warm.status_counts()}")
+        if "excimer" in settings.collect and settings.excimer_period_ms is None:
+            latencies = [(r.client_end_ns - r.client_start_ns) / 1e6 for r in warm.requests
+                         if r.error is None]
+            settings = replace(settings, excimer_period_ms=auto_excimer_period(latencies))
+            request_log.write_config(cap, settings, db_cfg)
+            manifest["capture"].update(excimer_period_ms=settings.excimer_period_ms,
+                                       excimer_period_auto=True)
+            say(f"[warmup] Excimer period {settings.excimer_period_ms:g} ms: about "
+                f"{EXCIMER_SAMPLES_PER_REQUEST} samples per request of the warmup's median latency")
         if stack_opts.instrumented_extension and settings.xhprof_every > 0:
             # The xhprof pool is its own php-fpm master with its own opcode cache: unwarmed,
             # its first requests compile every file, and that (not xhprof) was most of the
@@ -145,35 +202,63 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         instrumented = instrumented_paths(paths, size["requests"], every) if "requests" in size else []
         timed_size = ({"requests": max(1, size["requests"] - len(instrumented))} if "requests" in size
                       else size)
-        load = dict(concurrency=opts.concurrency, **timed_size)
-        # The uncollected baseline is split around the capture (half before, half after), so
-        # that drift - a database still warming up, a noisy neighbour - does not bias the ratio.
-        half = ({"requests": max(1, size["requests"] // 2)} if "requests" in size
-                else {"duration": size["duration"] / 2})
+        # The uncollected baseline runs before and after the capture, so that drift - a
+        # database still warming up, a noisy neighbour - does not bias the ratio. With
+        # `overhead_slices` K > 1 the capture is cut into K slices with uncollected slices of
+        # the same size between them (perf and the slow log paused), and each capture slice is
+        # compared with its two neighbours: the host's speed, which swings by tens of percent
+        # within a minute on a shared VM, then cancels out.
+        k = max(1, opts.overhead_slices) if opts.overhead_check else 1
+        parts = _split(timed_size, k)
+        base_part = _half(parts[0]) if k == 1 else parts[0]
         baseline: list[DriveResult] = []
         # the host's speed during the uncollected and the collected passes (harness/host_speed.py)
-        speeds = {"baseline": [SpeedProbe(), SpeedProbe()], "capture": SpeedProbe()}
+        speeds: dict = {"baseline": [], "capture": []}
+
+        def run_baseline() -> None:
+            probe = SpeedProbe()
+            speeds["baseline"].append(probe)
+            n = len(baseline) + 1
+            r = shown_drive(say, f"uncollected baseline ({n}/{k + 1})", stack.base_url, paths,
+                            opts.concurrency, probe=probe, **base_part)
+            baseline.append(r)
+            say(f"[baseline] {len(r.requests)} requests at concurrency {opts.concurrency}, nothing "
+                f"collected ({n}/{k + 1}): {r.rps:.1f} req/s")
+
         if opts.overhead_check:
-            baseline.append(shown_drive(say, "uncollected baseline (1/2)", stack.base_url, paths,
-                                        opts.concurrency, probe=speeds["baseline"][0], **half))
-            say(f"[baseline] {len(baseline[0].requests)} requests at concurrency "
-                f"{opts.concurrency}, nothing collected: {baseline[0].rps:.1f} req/s")
+            run_baseline()
         workers = stack.fpm.worker_pids()
         perf = PerfRecorder(stack.procs, run_dir / "perf", settings.perf_freq)
         slow = None
+        chunks: list[DriveResult] = []
         with contextlib.ExitStack() as during:
             if "queries" in settings.collect:
                 slow = during.enter_context(SlowLogCapture(stack.db, run_dir, private=not opts.mysql))
                 say(f"[capture] slow log on at {stack.db.where()} (settings restored afterwards)")
             if "perf" in settings.collect:
-                perf.start(workers)
+                perf.start(workers, controlled=k > 1)
                 during.callback(perf.stop)
                 say(f"[capture] perf record at {settings.perf_freq} Hz on workers "
                     f"{', '.join(map(str, workers))}")
+            collectors = ([slow] if slow is not None else []) + \
+                ([perf] if "perf" in settings.collect else [])
             before = cpu.snapshot()
-            captured = shown_drive(say, "capture", stack.base_url, paths, capture=True,
-                                   probe=speeds["capture"], **load)
+            for i, part in enumerate(parts):
+                if i:
+                    for c in collectors:
+                        c.resume()
+                probe = SpeedProbe()
+                speeds["capture"].append(probe)
+                chunks.append(shown_drive(say, "capture" if k == 1 else f"capture ({i + 1}/{k})",
+                                          stack.base_url, paths, opts.concurrency, capture=True,
+                                          probe=probe, first_seq=sum(len(c.requests) for c in chunks),
+                                          **part))
+                if i < k - 1:
+                    for c in collectors:
+                        c.pause()
+                    run_baseline()
             manifest["host_cpu"] = cpu.usage(before, cpu.snapshot())
+            captured = DriveResult([r for c in chunks for r in c.requests], sum(c.seconds for c in chunks))
             say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
                 f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
             if every and "duration" in size:
@@ -193,13 +278,9 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         if slow is not None:
             say("[capture] MariaDB settings restored")
         if opts.overhead_check:
-            baseline.append(shown_drive(say, "uncollected baseline (2/2)", stack.base_url, paths,
-                                        opts.concurrency, probe=speeds["baseline"][1], **half))
-            say(f"[baseline] {len(baseline[1].requests)} more requests, nothing collected: "
-                f"{baseline[1].rps:.1f} req/s")
+            run_baseline()
             manifest["baseline"] = _drive_summary(DriveResult(
-                baseline[0].requests + baseline[1].requests,
-                baseline[0].seconds + baseline[1].seconds))
+                [r for b in baseline for r in b.requests], sum(b.seconds for b in baseline)))
         run_hook(stack, "after-capture", opts.hooks.get("after-capture"), say, **hook_env)
         facts = php_facts(stack.php)
         manifest["versions"] = {**versions(), "mariadb": stack.db.version if stack.db else None,
@@ -219,15 +300,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                                  "private": not opts.mysql} if stack.db else None)
     say("[stop] everything stopped; assembling the bundle")
     if "baseline" in manifest and manifest["baseline"]["rps"] > 0:
-        ratio = manifest["driver"]["rps"] / manifest["baseline"]["rps"]
-        base_speed = speeds["baseline"][0].samples + speeds["baseline"][1].samples
-        cap_speed = speeds["capture"].samples
-        manifest["overhead"] = {"baseline_rps": manifest["baseline"]["rps"],
-                                "capture_rps": manifest["driver"]["rps"], "ratio": round(ratio, 4),
-                                "baseline_host_speed": round(statistics.fmean(base_speed), 3) if base_speed else None,
-                                "capture_host_speed": round(statistics.fmean(cap_speed), 3) if cap_speed else None,
-                                "note": "capture pass vs uncollected passes before and after it, on the same "
-                                        "stack; bench/overhead.py repeats it"}
+        manifest["overhead"] = _overhead(chunks, baseline, speeds)
     sent = captured.requests + (profiled.requests if profiled is not None else [])
     records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", sent, writer)
     collected = {}
