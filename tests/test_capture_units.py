@@ -3,7 +3,7 @@ statements to requests, and the driver's choice of instrumented requests."""
 import pytest
 
 from lockdown.bundle.model import RequestRecord
-from lockdown.collectors.attribution import attribute_samples, attribute_statements
+from lockdown.collectors.attribution import MARKER, attribute_samples, attribute_statements
 from lockdown.formats import perf_script, slowlog
 from lockdown.collectors.settings import auto_excimer_period
 from lockdown.harness.driver import instrumented_paths, xhprof_selected
@@ -94,7 +94,15 @@ def entry(thread, sql, ts=100):
 
 
 def marker(thread, rid):
-    return entry(thread, f"SELECT /*lockdown-capture {rid}*/ 1 FROM DUAL WHERE 0")
+    # the prepend's marker; older bundles have a SELECT on information_schema instead
+    return entry(thread, f"SHOW /*lockdown-capture {rid}*/ PROCESSLIST")
+
+
+def test_both_marker_forms_are_read():
+    for sql in ("SHOW /*lockdown-capture r000007*/ PROCESSLIST",
+                "SELECT /*lockdown-capture r000007*/ ID FROM information_schema.PROCESSLIST WHERE 0"):
+        assert MARKER.match(sql).group(1) == "r000007"
+    assert not MARKER.match("SELECT 1 /*lockdown-capture r000007*/")
 
 
 def test_statements_by_connection_persistent_and_order():

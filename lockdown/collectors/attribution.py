@@ -12,7 +12,9 @@ from ..bundle.model import PerfSample, RequestRecord, Statement
 from ..formats.perf_script import Sample
 from ..formats.slowlog import SlowLogEntry
 
-MARKER = re.compile(r"^SELECT /\*lockdown-capture ([A-Za-z0-9._-]+)\*/")
+# the prepend's marker: SHOW ... PROCESSLIST (SELECT ... FROM information_schema before 0.1.0's
+# twelfth stop; both are read)
+MARKER = re.compile(r"^(?:SELECT|SHOW) /\*lockdown-capture ([A-Za-z0-9._-]+)\*/")
 ADMIN_TAG = "/*lockdown-admin*/"
 
 

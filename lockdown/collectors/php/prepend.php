@@ -204,18 +204,29 @@ final class Capture
             }
             $m = self::$marker;
             $threads = [];
+            // SHOW PROCESSLIST, filtered here: a fifth of the server time of a SELECT on
+            // information_schema.PROCESSLIST (44 against 199 us idle; 0.6-0.8 ms under load).
             // Overlapping requests: this worker's connections, by client port. One request at a
             // time: every connection to the application's database still open is this request's.
-            $where = !empty($db['resolve_ports'])
-                ? ($ports ? 'SUBSTRING_INDEX(HOST, \':\', -1) IN (' . \implode(',', $ports) . ')' : '0')
-                : 'DB = \'' . $m->real_escape_string((string) ($db['app_db'] ?? '')) . '\'';
-            $res = @$m->query('SELECT /*lockdown-capture ' . self::$id . '*/ ID FROM information_schema.PROCESSLIST'
-                . ' WHERE ID <> CONNECTION_ID() AND ' . $where);
+            $res = @$m->query('SHOW /*lockdown-capture ' . self::$id . '*/ PROCESSLIST');
             if ($res === false) {
                 throw new \RuntimeException('marker query: ' . $m->error);
             }
-            foreach ($res->fetch_all() as $row) {
-                $threads[] = (int) $row[0];
+            $byPort = !empty($db['resolve_ports']);
+            $wanted = \array_flip($ports);
+            foreach ($res->fetch_all(\MYSQLI_ASSOC) as $row) {
+                $id = (int) $row['Id'];
+                if ($id === $m->thread_id) {
+                    continue;
+                }
+                if ($byPort) {
+                    $colon = \strrchr((string) $row['Host'], ':');
+                    if ($colon !== false && isset($wanted[(int) \substr($colon, 1)])) {
+                        $threads[] = $id;
+                    }
+                } elseif ((string) $row['db'] === (string) ($db['app_db'] ?? '')) {
+                    $threads[] = $id;
+                }
             }
             return ['db_ports' => $ports, 'db_threads' => $threads, 'marker_thread' => $m->thread_id];
         } catch (\Throwable $e) {
