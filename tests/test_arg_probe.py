@@ -130,6 +130,7 @@ def test_apply_probe_keeps_repeats_rescaled_and_dismisses_different_data():
     # 148 repeats of the 198 the detector assumed (every call but one per request)
     assert kept[0].share_pct == round(8.0 * 148 / 198, 2)
     assert kept[0].details["probe"]["repeat_pct"] == 74.0
+    assert kept[0].summary.endswith(f"a cache would save about {kept[0].share_pct:.1f}% of the request.")
     values = {e.what: e.value for e in kept[0].evidence}
     assert values["calls of theme_settings that repeat an earlier (object, arguments) pair"] == "148 of 200 (74%)"
     assert values["distinct (object, arguments) pairs per request"] == "1..51"
