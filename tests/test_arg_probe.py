@@ -6,7 +6,7 @@ import os
 import subprocess
 
 from lockdown.analyzers.detectors import load_thresholds
-from lockdown.analyzers.detectors.repeated_call import apply_probe, candidates
+from lockdown.analyzers.detectors.repeated_call import apply_probe, candidates, mark_unprobed
 from lockdown.analyzers.findings import Evidence, Finding
 from lockdown.collectors import arg_probe
 from lockdown.harness.toolchain import tool
@@ -171,3 +171,11 @@ def test_apply_probe_moves_the_cache_to_a_nested_function_that_repeats():
     rows["Resolver::get_merged_data"][0]["distinct"] = 54
     kept2, (d,) = apply_probe([f2], located, rows, limits)
     assert kept2 == [] and d["function"] == "wp_get_global_settings"
+
+
+def test_a_failed_probe_keeps_the_findings_and_says_so():
+    f, other = _finding("theme_settings"), Finding("fs-scan", "t", "high", 30.0, "s")
+    (kept, same) = mark_unprobed([f, other], "the probe failed: port in use")
+    assert same is other and same.evidence == []
+    assert {e.what: e.value for e in kept.evidence}["arguments"] == "not probed: the probe failed: port in use"
+    assert kept.share_pct == 8.0 and kept.details["probe"]["requests"] == 0

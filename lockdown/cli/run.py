@@ -84,9 +84,15 @@ def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php
         if to_probe and not no_probe:
             say(f"== probe arguments of {', '.join(to_probe)}")
             urls = sorted({u for us in to_probe.values() for u in us})
-            probe = probe_arguments(t, out / "probe-run", sorted(to_probe), urls, php_ini=ini, say=say)
-            findings, dismissed = repeated_call.apply_probe(findings, probe.located, probe.rows, limits)
-            findings = rank(findings)
+            try:
+                probe = probe_arguments(t, out / "probe-run", sorted(to_probe), urls, php_ini=ini, say=say)
+            except LockdownError as e:
+                # a check of the findings, not a finding: the run keeps what it found, unchecked
+                say(f"[probe] failed, repeated-call findings kept unprobed: {e}")
+                findings = repeated_call.mark_unprobed(findings, f"the probe failed: {e}")
+            else:
+                findings, dismissed = repeated_call.apply_probe(findings, probe.located, probe.rows, limits)
+                findings = rank(findings)
         findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=say)
     document = {
         "format": FINDINGS_FORMAT, "target": t.name, "bundle": str(bundle_dir),

@@ -224,6 +224,15 @@ def candidates(findings: list[Finding]) -> dict[str, list[str]]:
     return out
 
 
+def mark_unprobed(findings: list[Finding], why: str) -> list[Finding]:
+    """The repeated-call findings, each saying its arguments were not checked, and why."""
+    for f in findings:
+        if f.id == ID and f.details.get("function"):
+            f.evidence.insert(1, Evidence("arguments", f"not probed: {why}", "argument probe"))
+            f.details["probe"] = {"function": f.details["function"], "located": None, "requests": 0}
+    return findings
+
+
 def _probe_summary(fn: str, located: dict, rows: dict) -> dict | None:
     probed = rows.get(fn) or []
     if fn not in located or not probed:
@@ -257,8 +266,8 @@ def apply_probe(findings: list[Finding], located: dict[str, str], rows: dict[str
         if outer is None:
             why = ("its definition was not found in the app's files" if fn not in located
                    else "the probed requests did not call it")
-            f.evidence.insert(1, Evidence("arguments", f"not probed: {why}", "argument probe"))
-            f.details["probe"] = {"function": fn, "located": located.get(fn), "requests": 0}
+            mark_unprobed([f], why)
+            f.details["probe"]["located"] = located.get(fn)
             kept.append(f)
             continue
         # the cache belongs on the outer function if its own calls repeat, else on a nested one
