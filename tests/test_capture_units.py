@@ -6,7 +6,7 @@ from lockdown.bundle.model import RequestRecord
 from lockdown.collectors.attribution import MARKER, attribute_samples, attribute_statements
 from lockdown.formats import perf_script, slowlog
 from lockdown.collectors.settings import auto_excimer_period
-from lockdown.harness.driver import instrumented_paths, xhprof_selected
+from lockdown.harness.driver import DriveResult, SentRequest, instrumented_paths, xhprof_selected
 
 PERF_TEXT = """\
 php-fpm8.2 4242/4242  2418.477823457:   10101010 cpu-clock:pppH:
@@ -166,3 +166,11 @@ def test_auto_excimer_period_aims_at_ten_samples_per_median_request():
     assert auto_excimer_period([4.0, 3.5, 5.0]) == 2.0              # floor: short pages
     assert auto_excimer_period([900.0, 1000.0, 1200.0]) == 20.0     # ceiling: slow pages
     assert auto_excimer_period([31.0]) == 3.0 and auto_excimer_period([]) == 2.0
+
+
+def test_drive_results_join_in_order():
+    a = DriveResult([SentRequest(0, "r000000", "/", False)], 1.5)
+    b = DriveResult([SentRequest(1, "r000001", "/b", False, error="x")], 0.5)
+    j = DriveResult.joined([a, b])
+    assert [r.id for r in j.requests] == ["r000000", "r000001"] and j.seconds == 2.0
+    assert j.rps == 0.5 and j.status_counts() == {"0": 1, "error": 1}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .settings import CaptureSettings
+from .settings import CaptureSettings, auto_excimer_period
 
 PREPEND_SOURCE = Path(__file__).with_name("php") / "prepend.php"
 
@@ -52,7 +52,9 @@ def write_config(cap: CaptureDir, settings: CaptureSettings, db: dict | None) ->
     ({host, port, socket, user, password, resolve_ports})."""
     config: dict = {}
     if "excimer" in settings.collect:
-        config["excimer"] = {"period_s": (settings.excimer_period_ms or 2.0) / 1000.0,
+        # before the warmup has chosen the period (auto_excimer_period), its floor
+        period_ms = settings.excimer_period_ms or auto_excimer_period([])
+        config["excimer"] = {"period_s": period_ms / 1000.0,
                              "clock": settings.excimer_clock}
     if "xhprof" in settings.collect:
         config["xhprof"] = {"flags": settings.xhprof_flag_value}

@@ -39,6 +39,11 @@ class DriveResult:
         ok = sum(1 for r in self.requests if r.error is None)
         return ok / self.seconds if self.seconds > 0 else 0.0
 
+    @classmethod
+    def joined(cls, results: list["DriveResult"]) -> "DriveResult":
+        """Several passes as one: their requests in order, their seconds added."""
+        return cls([r for x in results for r in x.requests], sum(x.seconds for x in results))
+
     def status_counts(self) -> dict:
         counts: dict = {}
         for r in self.requests:

@@ -23,7 +23,6 @@ from .stack import Stack, StackOptions
 class ProbeResult:
     located: dict[str, str] = field(default_factory=dict)        # function -> "file:line" in the app
     rows: dict[str, list[dict]] = field(default_factory=dict)    # function -> per-request counts
-    requests: int = 0                                            # probed requests sent
 
 
 def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: list[str], *,
@@ -52,8 +51,7 @@ def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: l
         sanity_check(stack)
         drive(stack.base_url, urls, 1, requests=len(urls))
         with report.counted("argument probe", repeat * len(urls)) as done:
-            sent = drive(stack.base_url, urls, 1, requests=repeat * len(urls), capture=True,
-                         id_prefix="p", headers={arg_probe.HEADER: "1"}, progress=done)
-        result.requests = len(sent.requests)
+            drive(stack.base_url, urls, 1, requests=repeat * len(urls), capture=True,
+                  id_prefix="p", headers={arg_probe.HEADER: "1"}, progress=done)
     result.rows = arg_probe.results(run_dir / "probe", numbers)
     return result

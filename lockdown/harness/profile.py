@@ -106,8 +106,7 @@ def _overhead(chunks: list[DriveResult], baseline: list[DriveResult], speeds: di
     the uncollected slices just before and after it; the ratio is their geometric mean."""
     pairs = []
     for i, c in enumerate(chunks):
-        around = DriveResult(baseline[i].requests + baseline[i + 1].requests,
-                             baseline[i].seconds + baseline[i + 1].seconds)
+        around = DriveResult.joined(baseline[i:i + 2])
         if around.rps > 0 and c.rps > 0:
             base_probes = speeds["baseline"][i].samples + speeds["baseline"][i + 1].samples
             pairs.append({"capture_rps": round(c.rps, 3), "baseline_rps": round(around.rps, 3),
@@ -119,8 +118,7 @@ def _overhead(chunks: list[DriveResult], baseline: list[DriveResult], speeds: di
     cap_speed = [x for p in speeds["capture"] for x in p.samples]
     per_slice = {"baseline": [_mean(p.samples) for p in speeds["baseline"]],
                  "capture": [_mean(p.samples) for p in speeds["capture"]]}
-    captured = DriveResult([r for c in chunks for r in c.requests], sum(c.seconds for c in chunks))
-    base = DriveResult([r for b in baseline for r in b.requests], sum(b.seconds for b in baseline))
+    captured, base = DriveResult.joined(chunks), DriveResult.joined(baseline)
     return {"baseline_rps": round(base.rps, 3), "capture_rps": round(captured.rps, 3),
             "ratio": round(ratio, 4), "slices": pairs,
             "baseline_slices_rps": [round(b.rps, 3) for b in baseline], "slice_host_speed": per_slice,
@@ -258,7 +256,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                         c.pause()
                     run_baseline()
             manifest["host_cpu"] = cpu.usage(before, cpu.snapshot())
-            captured = DriveResult([r for c in chunks for r in c.requests], sum(c.seconds for c in chunks))
+            captured = DriveResult.joined(chunks)
             say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
                 f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
             if every and "duration" in size:
@@ -279,8 +277,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             say("[capture] MariaDB settings restored")
         if opts.overhead_check:
             run_baseline()
-            manifest["baseline"] = _drive_summary(DriveResult(
-                [r for b in baseline for r in b.requests], sum(b.seconds for b in baseline)))
+            manifest["baseline"] = _drive_summary(DriveResult.joined(baseline))
         run_hook(stack, "after-capture", opts.hooks.get("after-capture"), say, **hook_env)
         facts = php_facts(stack.php)
         manifest["versions"] = {**versions(), "mariadb": stack.db.version if stack.db else None,
