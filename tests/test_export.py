@@ -210,8 +210,11 @@ def test_default_export_is_repaired_for_xhprof_html(lockdown, bundle, tmp_path):
     at_wall = 0
     for rid, profile in read.items():
         raw, q = profiles[rid], requests[rid]
-        assert [k for k in raw if "==>" not in k] != ["main()"]      # the quirk this repairs
-        assert raw["main()"]["wt"] < q["wall_us"] / 10
+        assert [k for k in raw if "==>" not in k] != ["main()"]      # the quirk this repairs:
+        # main() closed with the prepend file, so the application's calls are roots beside it
+        # (checked by structure: its wt, 1-3 us against a 200 us request, once measured 66 us
+        # of 278 in CI when the host stalled)
+        assert "htmlspecialchars" in raw and not any(k.startswith("main()==>htmlspecialchars") for k in raw)
         below = check_repaired(profile, raw, q, internal)
         main = profile["main()"]
         at_wall += main["wt"] == q["wall_us"]
