@@ -106,6 +106,49 @@ def test_db_static_cache_localisation_lookups():
     assert f.urls == ["/"] and f.requests == ["r000000", "r000001", "r000002"]
     assert f.summary and "l10n_cache" in f.summary
     assert examples(f) == [L10N.format(f"key-{k}") for k in range(3)]
+    assert ev(f, "time in these statements, % of timed requests' wall time (server side only") == 5.0
+
+
+def instrumented_with_client_calls(rid, call, statements=10, calls=10, client_us=3000, server_us=100):
+    """An instrumented request whose xhprof shows `calls` client calls taking `client_us` in all,
+    as tideways 5 records a builtin: once under its caller, once more as a self-edge `f@1`."""
+    stmts = [statement(rid, f"SELECT v FROM other WHERE id = {i}", duration_us=server_us)
+             for i in range(statements)]
+    profile = {"main()": {"ct": 1, "wt": 90_000},
+               f"main()==>{call}": {"ct": calls, "wt": client_us},
+               f"{call}==>{call}@1": {"ct": calls, "wt": client_us - 10},
+               "main()==>mysqli_fetch_assoc": {"ct": calls, "wt": 5_000}}
+    return request(rid, "/other", instrumented=True), stmts, {rid: profile}
+
+
+@pytest.mark.parametrize("call", ["mysqli::query", "mysqli_query", "PDOStatement::execute", "PDO::query"])
+def test_statement_shares_add_the_round_trip_measured_on_instrumented_requests(call):
+    reqs, stmts = l10n_requests()
+    r, extra, xhprof = instrumented_with_client_calls("r000100", call)
+    ctx = context(reqs + [r], stmts + extra, xhprof=xhprof)
+    # (3000 us in the client - 10 x 100 us in the server) / 10 calls; fetches are not round trips
+    rt = ctx.round_trip
+    assert (rt.requests, rt.calls, rt.client_us, rt.server_us, rt.per_call_us) == (1, 10, 3000, 1000, 200.0)
+    [f] = db_static_cache.detect(ctx)
+    # 3 requests x 25 lookups x (200 us server + 200 us round trip) over 3 x 100 ms; the
+    # instrumented request is not timed, so it is in neither sum
+    assert f.share_pct == 10.0 and f.severity == "high"
+    assert ev(f, "time in these statements, % of timed requests' wall time (server time + one round trip") == 10.0
+    assert ev(f, "time in these statements, server side only") == 5.0
+    assert ev(f, "round trip per statement beyond its server time") == "200 us"
+    assert "10 client calls in 1 instrumented requests" in [e.source for e in f.evidence
+                                                            if e.what.startswith("round trip")][0]
+
+
+def test_round_trip_is_never_negative_and_absent_without_client_calls():
+    reqs, stmts = l10n_requests()
+    r, extra, xhprof = instrumented_with_client_calls("r000100", "mysqli::query", client_us=500)
+    assert context(reqs + [r], stmts + extra, xhprof=xhprof).round_trip.per_call_us == 0.0
+    r, extra, xhprof = instrumented_with_client_calls("r000100", "my_own_query_wrapper")
+    ctx = context(reqs + [r], stmts + extra, xhprof=xhprof)
+    assert ctx.round_trip is None
+    [f] = db_static_cache.detect(ctx)
+    assert f.share_pct == 5.0
 
 
 def test_db_static_cache_other_names_one_key_column_two_urls():

@@ -16,6 +16,7 @@ from ...bundle.model import PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
 from ..builtins import entries, function_totals
 from ..query_digest import by_request
+from ..round_trip import RoundTrip, measure
 from ..symbolize import symbolize, tables_for
 
 
@@ -57,16 +58,26 @@ class Context:
         got = by_request(self.statements)
         return {r.id: got.get(r.id, []) for r in self.requests}
 
-    def statement_share_pct(self, chosen: Callable[[Statement], bool]) -> float:
-        """Summed duration of the chosen statements of timed requests, as % of their wall time."""
+    @cached_property
+    def round_trip(self) -> RoundTrip | None:
+        """The mean client-side time a statement costs beyond its server time, measured on
+        the instrumented requests (`round_trip.measure`); None without client calls in xhprof."""
+        return measure(self.xhprof_profiles, self.statements_of)
+
+    def server_share_of(self, statements: Iterable[Statement]) -> float:
+        """Server-side duration of these statements of timed requests, as % of their wall time."""
         timed = {r.id for r in self.timed}
-        us = sum(s.duration_us for s in self.statements if s.request in timed and chosen(s))
+        us = sum(s.duration_us for s in statements if s.request in timed)
         return 100.0 * us / self.wall_us_total if self.wall_us_total else 0.0
 
     def share_of(self, statements: Iterable[Statement]) -> float:
-        """`statement_share_pct` of exactly these statements (by request and sequence number)."""
-        chosen = {(s.request, s.seq) for s in statements}
-        return self.statement_share_pct(lambda s: (s.request, s.seq) in chosen)
+        """What these statements of timed requests cost the requests, as % of their wall time:
+        server time plus one measured round trip each (server time only when none was measured)."""
+        timed = {r.id for r in self.timed}
+        mine = [s for s in statements if s.request in timed]
+        extra = self.round_trip.per_call_us if self.round_trip else 0.0
+        us = sum(s.duration_us for s in mine) + extra * len(mine)
+        return 100.0 * us / self.wall_us_total if self.wall_us_total else 0.0
 
     # -- xhprof ---------------------------------------------------------------------------
     @cached_property

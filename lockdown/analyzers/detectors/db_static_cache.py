@@ -50,9 +50,9 @@ Limits
     anywhere (as a table or a column) counts as a write to it.
 
 Share of request time
-    `share_pct` is the summed server-side duration of the reported lookups in timed requests,
-    as % of those requests' wall time (`Context.statement_share_pct`). It is a lower bound: the
-    round trip, the driver and the unserialize in PHP come on top (MediaWiki: 104 lookups took
+    `share_pct` is what the reported lookups cost timed requests -- server time plus one
+    measured round trip each (`Context.share_of`) -- as % of their wall time. Still a lower
+    bound: the unserialize of each value in PHP comes on top (MediaWiki: 104 lookups took
     76.8 ms of a ~95 ms page when instrumented in PHP, far more than their server time).
     Severity follows `findings.severity_for(share_pct)`.
 
@@ -85,6 +85,7 @@ from ...bundle.model import Statement
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import fingerprint, query_id
 from .context import Context
+from .statement_time import statement_time
 
 ID = "db-static-cache"
 MARKER = "lockdown-capture"
@@ -425,7 +426,8 @@ def detect(ctx: Context) -> list[Finding]:
                  if all(s.rows_sent == 0 for lp in ls for s in lp.statements if key_of(s) == k)}
         counts = [lp.executions for lp in ls]
         per_req = spread(counts)
-        share = ctx.share_of(s for lp in ls for s in lp.statements)
+        share, time_evidence = statement_time(ctx, (s for lp in ls for s in lp.statements),
+                                              "time in these statements")
         unique_share = static[fp]["unique_share"]
         examples = [normalize(s.sql) for s in ls[0].statements[:3]]
         per_url = spread_by_url(ctx, ls, urls, "with_lookups", "queries_per_request")
@@ -454,8 +456,7 @@ def detect(ctx: Context) -> list[Finding]:
                 Evidence("a request's keys that no other request looked up (median share)",
                          f"{100 * unique_share:.0f}%", source),
                 Evidence("writes to the table in the capture", 0, "statements.jsonl (all clients)"),
-                Evidence("time in these statements, % of timed requests' wall time (server side only)",
-                         round(share, 2), "statements.jsonl duration_us, requests.jsonl wall_us"),
+                *time_evidence,
                 Evidence("table", table, "statement text"),
                 *[Evidence("example", e, f"request {ls[0].request}") for e in examples],
             ],

@@ -39,9 +39,9 @@ Not flagged
     - lockdown's own statements (`lockdown-capture` markers).
 
 Share of request time
-    `share_pct`: summed server-side duration of the loop's executions in timed requests, as % of
-    their wall time (`Context.statement_share_pct`); a lower bound (round trips come on top),
-    and the batched query that replaces them costs something too. Severity follows
+    `share_pct`: what the loop's executions cost timed requests -- server time plus one measured
+    round trip each (`Context.share_of`) -- as % of their wall time; the batched query that
+    replaces them costs something too. Severity follows
     `findings.severity_for(share_pct)`.
 
 Details
@@ -60,6 +60,7 @@ from collections import Counter, defaultdict
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import query_id
 from .context import Context
+from .statement_time import statement_time
 from .db_static_cache import Loop, fp_of, loops, normalize, one_line, point_lookup, spread, \
     static_fingerprints
 
@@ -128,7 +129,8 @@ def detect(ctx: Context) -> list[Finding]:
         urls = sorted({lp.url for lp in ls})
         execs = spread([lp.executions for lp in ls])
         distinct = spread([lp.distinct for lp in ls])
-        share = ctx.share_of(s for lp in ls for s in lp.statements)
+        share, time_evidence = statement_time(ctx, (s for lp in ls for s in lp.statements),
+                                              "time in these statements")
         first = ls[0]
         lookup = point_lookup(first.statements[0].sql)
         all_lookups = [point_lookup(s.sql) for lp in ls for s in lp.statements]
@@ -168,8 +170,7 @@ def detect(ctx: Context) -> list[Finding]:
                      f"{distinct['min']}/{distinct['median']}/{distinct['max']}", source),
             Evidence("requests with the loop", f"{len(ls)} of {sum(len(ctx.by_url[u]) for u in urls)}",
                      "requests.jsonl, statements.jsonl"),
-            Evidence("time in these statements, % of timed requests' wall time (server side only)",
-                     round(share, 2), "statements.jsonl duration_us, requests.jsonl wall_us"),
+            *time_evidence,
         ]
         if parent:
             evidence.append(Evidence("parent query (returned the rows the loop walks)",

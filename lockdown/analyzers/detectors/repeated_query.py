@@ -31,9 +31,9 @@ Ignored, and why
     - lockdown's own statements (`lockdown-capture` markers).
 
 Share of request time
-    `share_pct`: summed server-side duration of the executions a per-request memo would save --
-    every execution after the first of each write-free run -- in timed requests, as % of their
-    wall time (`Context.statement_share_pct`); a lower bound, round trips come on top. Severity
+    `share_pct`: what the executions a per-request memo would save cost timed requests -- every
+    execution after the first of each write-free run; server time plus one measured round trip
+    each (`Context.share_of`) -- as % of their wall time. Severity
     follows `findings.severity_for(share_pct)`.
 
 Details
@@ -52,6 +52,7 @@ from ..findings import Evidence, Finding, severity_for
 from ..query_digest import query_id
 from . import db_static_cache, n_plus_one
 from .context import Context
+from .statement_time import SHARE_SOURCE, statement_time
 from .db_static_cache import _ident, fp_of, identifiers, is_marker, is_table_select, is_write, \
     normalize, spread, spread_by_url, tokens
 
@@ -181,7 +182,8 @@ def detect(ctx: Context) -> list[Finding]:
         execs = spread([rep.executions for rep in reps])
         longest = spread([rep.longest for rep in reps])
         saved = spread([len(rep.saved) for rep in reps])
-        share = ctx.share_of(s for rep in reps for s in rep.saved)
+        share, saved_evidence = statement_time(ctx, (s for rep in reps for s in rep.saved),
+                                               "time in the saved executions")
         total_share = ctx.share_of(s for rep in reps for s in rep.statements)
         tables = sorted(tables_read(text))
         per_url = spread_by_url(ctx, reps, urls, "with_repeats", "executions_per_request")
@@ -205,10 +207,9 @@ def detect(ctx: Context) -> list[Finding]:
                          f"{saved['min']}/{saved['median']}/{saved['max']}", source),
                 Evidence("requests with the repeats", f"{len(reps)} of {sum(len(ctx.by_url[u]) for u in urls)}",
                          "requests.jsonl, statements.jsonl"),
-                Evidence("time in the saved executions, % of timed requests' wall time (server side only)",
-                         round(share, 2), "statements.jsonl duration_us, requests.jsonl wall_us"),
+                *saved_evidence,
                 Evidence("time in all its executions, % of timed requests' wall time",
-                         round(total_share, 2), "statements.jsonl duration_us, requests.jsonl wall_us"),
+                         round(total_share, 2), SHARE_SOURCE),
             ],
             urls=urls, requests=[rep.request for rep in reps][:5],
             details={"statement": text, "fingerprint": fp, "query_id": query_id(fp), "tables": tables,

@@ -10,6 +10,7 @@ from collections import defaultdict
 from ..findings import Evidence, Finding
 from ..query_digest import fingerprint, query_id
 from .context import Context
+from .statement_time import statement_time
 
 ID = "write-on-read"
 _WRITE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(UPDATE|INSERT|REPLACE|DELETE)\b", re.I | re.S)
@@ -42,8 +43,9 @@ def detect(ctx: Context) -> list:
         rids = sorted(set().union(*(per_url[u] for u in urls)))
         reads = [r for u in urls for r in ctx.by_url[u] if r.method.upper() in methods]
         count = sum(1 for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp)
-        share = ctx.statement_share_pct(lambda s, fp=fp: s.request in set(rids) and is_write(s.sql)
-                                        and fingerprint(s.sql) == fp)
+        share, time_evidence = statement_time(
+            ctx, (s for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp),
+            "time in these writes")
         verb = _WRITE.match(examples[fp]).group(1).upper()
         findings.append(Finding(
             id=ID, title=f"Every page view writes: {verb} on {len(urls)} read-only URL(s)",
@@ -54,6 +56,7 @@ def detect(ctx: Context) -> list:
             evidence=[Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
                       Evidence("GET requests that sent it", f"{len(rids)} of {len(reads)}", "statements.jsonl"),
                       Evidence("executions", count, "statements.jsonl"),
+                      *time_evidence,
                       Evidence("example", examples[fp], "statements.jsonl")],
             urls=urls, requests=rids[:5],
             details={"fingerprint": fp, "query_id": query_id(fp), "verb": verb, "example": examples[fp]}))
