@@ -1,7 +1,8 @@
 """What each fix buys: `lockdown run TARGET`, then `lockdown verify` on each finding (or the
 ones named), printing per fix the RPS before and after, the after/before ratio with its 95%
-CI (interleaved pairs, both arms measured in the same session), and whether the re-capture
-still shows the finding.
+CI (interleaved pairs, both arms measured in the same session), whether the re-capture
+still shows the finding, and the ratio the finding's `share_pct` predicted (removing a share s
+of the request time multiplies RPS by 1 / (1 - s)): a calibration check of the shares.
 
     python3 bench/verify_gain.py [--target minicms] [--finding fs-scan ...] [--runs 5] [--duration 10]
 """
@@ -22,6 +23,13 @@ def lockdown(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True)
 
 
+def predicted(share_pct: float | None) -> str:
+    """The RPS ratio a fix removing `share_pct` of the request time would give."""
+    if share_pct is None or share_pct >= 100:
+        return "-"
+    return f"{1 / (1 - share_pct / 100):5.2f}x ({share_pct:.1f}%)"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="minicms")
@@ -36,7 +44,8 @@ def main() -> None:
         sys.exit(f"lockdown run failed:\n{r.stderr[-2000:]}")
     findings = json.loads((out / "findings.json").read_text())["findings"]
     keys = args.finding or [f["key"] for f in findings if f["severity"] != "info" and f["remediations"]]
-    print(f"{'finding':22} {'before':>9} {'after':>9} {'ratio':>7}  {'95% CI of the change':>22}  gone")
+    shares = {f["key"]: f["share_pct"] for f in findings}
+    print(f"{'finding':22} {'before':>9} {'after':>9} {'ratio':>7}  {'95% CI of the change':>22}  gone  predicted")
     for key in keys:
         v = lockdown("verify", str(out), "--finding", key, "--runs", str(args.runs),
                      "--duration", str(args.duration))
@@ -49,7 +58,7 @@ def main() -> None:
         lo, hi = b["change"]["ci95_pct"]
         print(f"{key:22} {b['before']['summary']['rps_mean']:9.1f} {b['after']['summary']['rps_mean']:9.1f} "
               f"{b['change']['ratio']:6.2f}x  {lo:+9.1f}% .. {hi:+7.1f}%  "
-              f"{'yes' if res['reprofile']['gone'] else 'no'}", flush=True)
+              f"{'yes' if res['reprofile']['gone'] else 'no ':4}  {predicted(shares.get(key))}", flush=True)
     print(f"run directory: {out}")
 
 

@@ -5,10 +5,13 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from lockdown.analyzers.detectors import load_thresholds
 from lockdown.analyzers.detectors.repeated_call import apply_probe, candidates, mark_unprobed
 from lockdown.analyzers.findings import Evidence, Finding
 from lockdown.collectors import arg_probe
+from lockdown.errors import LockdownError
 from lockdown.harness.toolchain import tool
 
 LIB = r"""<?php
@@ -72,6 +75,17 @@ def test_locate_finds_bodies_not_comments_abstracts_or_anonymous_classes(tmp_pat
         name = fn.rpartition("::")[2].rpartition("\\")[2]
         # the line of the definition (for settings, the brace is on the next one)
         assert f"function {name}(" in lines[site.line - 1] or f"function &{name}(" in lines[site.line - 1]
+
+
+def test_a_locator_that_cannot_finish_raises_instead_of_finding_nothing(tmp_path):
+    """An empty answer would read as "not defined here" and drop every finding unprobed
+    without a reason; a failed locator must say what went wrong."""
+    app = _app(tmp_path)
+    # a file name that is not UTF-8 is left out, not a reason to fail
+    (app / os.fsdecode(b"caf\xe9.php")).write_text("<?php function settings() { return 1; }\n")
+    assert arg_probe.locate(app, FUNCTIONS)["Shop\\Models\\settings"].file == app / "lib.php"
+    with pytest.raises(LockdownError, match=r"locating the probed functions took over 0 s \(1 files\)"):
+        arg_probe.locate(app, FUNCTIONS, timeout=0.0001)
 
 
 def test_probe_counts_distinct_object_and_argument_pairs_in_real_php(tmp_path):

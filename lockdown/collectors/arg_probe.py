@@ -17,6 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import LockdownError
 from ..harness.toolchain import tool
 from .request_log import php_string, read_jsonl
 
@@ -48,6 +49,8 @@ def source_files(root: Path, functions: list[str]) -> list[Path]:
         for name in filenames:
             if name.endswith(SOURCE_SUFFIXES):
                 path = Path(dirpath) / name
+                if not _utf8(str(path)):
+                    continue        # the locator reads its file list as JSON: UTF-8 only
                 try:
                     if pattern.search(path.read_bytes()):
                         out.append(path)
@@ -56,19 +59,37 @@ def source_files(root: Path, functions: list[str]) -> list[Path]:
     return sorted(out)
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:      # a file name that is not UTF-8 (surrogate-escaped bytes)
+        return False
+    return True
+
+
 def locate(root: Path, functions: list[str], timeout: float = 300) -> dict[str, Site]:
     """Definitions of `functions` (xhprof names: `Ns\\Class::method`, `Ns\\func`) under `root`.
-    A function not found (defined in eval'd code, or a name xhprof made up) is absent."""
+    A function not found (defined in eval'd code, or a name xhprof made up) is absent; a
+    locator that fails (PHP error, timeout) raises LockdownError with its first error line, so
+    the run can say why its findings went unprobed."""
     files = source_files(root, functions)
     if not files:
         return {}
-    run = subprocess.run([tool("php"), "-n", "-d", "extension=tokenizer", "-d", "memory_limit=1G",
-                          str(PHP_DIR / "locate.php")],
-                         input=json.dumps({"files": [str(f) for f in files], "functions": functions}),
-                         capture_output=True, text=True, timeout=timeout)
-    if run.returncode != 0:
-        return {}
-    found = json.loads(run.stdout or "{}")
+    try:
+        run = subprocess.run([tool("php"), "-n", "-d", "extension=tokenizer", "-d", "memory_limit=1G",
+                              str(PHP_DIR / "locate.php")],
+                             input=json.dumps({"files": [str(f) for f in files], "functions": functions}),
+                             capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LockdownError(f"locating the probed functions took over {timeout:.0f} s "
+                            f"({len(files)} files)") from None
+    try:
+        found = json.loads(run.stdout) if run.returncode == 0 else None
+    except ValueError:
+        found = None
+    if not isinstance(found, dict):
+        why = next((ln.strip() for ln in (run.stderr + run.stdout).splitlines() if ln.strip()), "no output")
+        raise LockdownError(f"locating the probed functions failed (php exit {run.returncode}): {why[:300]}")
     wanted = {f.lower(): f for f in functions}
     return {wanted[name.lower()]: Site(wanted[name.lower()], Path(d["file"]), d["offset"], d["line"])
             for name, d in found.items() if name.lower() in wanted}
