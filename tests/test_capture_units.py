@@ -174,3 +174,16 @@ def test_drive_results_join_in_order():
     j = DriveResult.joined([a, b])
     assert [r.id for r in j.requests] == ["r000000", "r000001"] and j.seconds == 2.0
     assert j.rps == 0.5 and j.status_counts() == {"0": 1, "error": 1}
+
+
+def test_host_cpu_of_several_slices_sums_their_jiffies_only():
+    """With --overhead-slices the capture's host CPU covers the capture slices, not the
+    uncollected slices between them."""
+    from lockdown.harness import cpu
+    idle_between = cpu.delta([0] * 8, [0, 0, 0, 1000, 0, 0, 0, 0])
+    s1 = cpu.delta([100, 0, 0, 100, 0, 0, 0, 0], [190, 0, 0, 110, 0, 0, 0, 0])   # 90 busy of 100
+    s2 = cpu.delta([0] * 8, [50, 0, 20, 20, 5, 0, 0, 5])                          # 70 busy of 100
+    assert cpu.summarize(cpu.summed([s1, s2])) == {"busy_pct": 80.0, "steal_pct": 2.5, "iowait_pct": 2.5}
+    assert cpu.summarize(cpu.summed([s1, idle_between, s2]))["busy_pct"] < 20
+    assert cpu.summed([[], s1]) == s1 and cpu.summarize(cpu.summed([[]])) == {}
+    assert cpu.usage([100, 0, 0, 100, 0, 0, 0, 0], [190, 0, 0, 110, 0, 0, 0, 0])["busy_pct"] == 90.0

@@ -13,11 +13,21 @@ def snapshot() -> list[int]:
     return [int(x) for x in fields]
 
 
-def usage(before: list[int], after: list[int]) -> dict:
-    """`{"busy_pct", "steal_pct", "iowait_pct"}` between two snapshots (empty if unknown)."""
+def delta(before: list[int], after: list[int]) -> list[int]:
+    """Jiffies per /proc/stat field between two snapshots (empty if either is unknown)."""
     if not before or not after:
-        return {}
-    d = [b - a for a, b in zip(before, after)]
+        return []
+    return [b - a for a, b in zip(before, after)]
+
+
+def summed(deltas: list[list[int]]) -> list[int]:
+    """Several intervals as one (e.g. the capture slices, without the uncollected ones between)."""
+    known = [d for d in deltas if d]
+    return [sum(col) for col in zip(*known)] if known else []
+
+
+def summarize(d: list[int]) -> dict:
+    """`{"busy_pct", "steal_pct", "iowait_pct"}` of an interval's jiffies (empty if unknown)."""
     total = sum(d[:8])  # user nice system idle iowait irq softirq steal (guest is inside user)
     if total <= 0:
         return {}
@@ -25,3 +35,8 @@ def usage(before: list[int], after: list[int]) -> dict:
     return {"busy_pct": round(100.0 * (total - idle - iowait - steal) / total, 1),
             "steal_pct": round(100.0 * steal / total, 1),
             "iowait_pct": round(100.0 * iowait / total, 1)}
+
+
+def usage(before: list[int], after: list[int]) -> dict:
+    """`summarize` of the interval between two snapshots."""
+    return summarize(delta(before, after))

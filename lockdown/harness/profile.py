@@ -240,22 +240,24 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                     f"{', '.join(map(str, workers))}")
             collectors = ([slow] if slow is not None else []) + \
                 ([perf] if "perf" in settings.collect else [])
-            before = cpu.snapshot()
+            busy: list[list[int]] = []      # /proc/stat per capture slice, not the ones between
             for i, part in enumerate(parts):
                 if i:
                     for c in collectors:
                         c.resume()
                 probe = SpeedProbe()
                 speeds["capture"].append(probe)
+                before = cpu.snapshot()
                 chunks.append(shown_drive(say, "capture" if k == 1 else f"capture ({i + 1}/{k})",
                                           stack.base_url, paths, opts.concurrency, capture=True,
                                           probe=probe, first_seq=sum(len(c.requests) for c in chunks),
                                           **part))
+                busy.append(cpu.delta(before, cpu.snapshot()))
                 if i < k - 1:
                     for c in collectors:
                         c.pause()
                     run_baseline()
-            manifest["host_cpu"] = cpu.usage(before, cpu.snapshot())
+            manifest["host_cpu"] = cpu.summarize(cpu.summed(busy))
             captured = DriveResult.joined(chunks)
             say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
                 f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
