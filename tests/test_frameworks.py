@@ -86,3 +86,50 @@ def test_bad_dsn_is_one_line(lockdown):
     assert r.returncode == 2
     assert r.stderr.startswith("lockdown: error: cannot connect to the --mysql server 127.0.0.1:1")
     assert r.stderr.strip().count("\n") == 0
+
+
+def run_findings(lockdown, tmp_path, target):
+    """`lockdown run TARGET` without the benchmark or the argument probe: the findings by id."""
+    out = tmp_path / target
+    r = lockdown("run", target, "-o", out, "--no-bench", "--no-probe", "--requests", "40", timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    by_id: dict = {}
+    for f in json.loads((out / "findings.json").read_text())["findings"]:
+        by_id.setdefault(f["id"], []).append(f)
+    assert processes_mentioning(str(out)) == []
+    return out, by_id
+
+
+QUERY_DEFECTS = {"db-static-cache", "n-plus-one", "repeated-query", "write-on-read"}
+
+
+def test_mediawiki_localisation_cache_read_from_the_database(lockdown, tmp_path):
+    """Upstream MediaWiki's installer leaves $wgCacheDirectory unset, and the localisation cache
+    is then read from l10n_cache one message at a time: about a hundred lookups per page view.
+    The finding proposes the LocalSettings.php change and the rebuild step, checked on a copy."""
+    out, by_id = run_findings(lockdown, tmp_path, "mediawiki-dbcache")
+    [f] = by_id["db-static-cache"]
+    d = f["details"]
+    assert d["table"] == "l10n_cache" and d["varying_columns"] == ["lc_key"]
+    assert 60 <= d["queries_per_request"]["median"] <= 250, d["queries_per_request"]
+    assert d["constant_columns"] == {"lc_lang": "en"}
+    # one lookup per message: most keys the pages read are messages:<name>
+    assert d["distinct_keys"] >= 60 and "deps" in d["keys_sample"]
+    # the round trip was measured on this capture's instrumented requests and counted
+    what = {e["what"]: e["value"] for e in f["evidence"]}
+    assert what["time in these statements, server side only"] < f["share_pct"]
+    assert what["round trip per statement beyond its server time (mean)"].endswith(" us")
+    [diff] = [x for x in f["remediations"] if x["kind"] == "diff"]
+    assert diff["file"] == "LocalSettings.php" and diff["checked"]
+    assert '+$wgCacheDirectory = "$IP/cache";' in diff["content"]
+    assert any("rebuildLocalisationCache.php" in " ".join(step) for step in diff["steps"])
+    assert not (QUERY_DEFECTS - {"db-static-cache"}) & set(by_id), sorted(by_id)
+
+
+def test_mediawiki_as_debian_configures_it_reads_no_static_data_from_the_database(lockdown, tmp_path):
+    """Debian's PlatformSettings.php sets $wgCacheDirectory, so the stock wiki keeps its
+    localisation cache in CDB files: no query finding, and no l10n_cache statement at all."""
+    out, by_id = run_findings(lockdown, tmp_path, "mediawiki")
+    assert not QUERY_DEFECTS & set(by_id), sorted(by_id)
+    statements = (out / "bundle" / "statements.jsonl").read_text()
+    assert statements.count("\n") > 100 and "l10n_cache" not in statements
