@@ -133,3 +133,22 @@ def test_mediawiki_as_debian_configures_it_reads_no_static_data_from_the_databas
     assert not QUERY_DEFECTS & set(by_id), sorted(by_id)
     statements = (out / "bundle" / "statements.jsonl").read_text()
     assert statements.count("\n") > 100 and "l10n_cache" not in statements
+
+
+def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
+    """WordPress 6.1 resolves its global styles and settings on every call
+    (wp_get_global_settings, ../shared/pathologies.md section 6): the argument probe confirms
+    that most calls repeat an earlier argument list, and names the definition."""
+    out = tmp_path / "wp"
+    r = lockdown("run", "wordpress", "-o", out, "--no-bench", "--requests", "40", timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads((out / "findings.json").read_text())
+    calls = {f["details"].get("function"): f for f in data["findings"] if f["id"] == "repeated-call"}
+    f = calls["wp_get_global_settings"]
+    probe = f["details"]["probe"]
+    assert probe["located"] == "wp-includes/global-styles-and-settings.php:26"
+    assert probe["repeats"] >= 0.5 * probe["calls"] > 0, probe
+    # the probe's own count of distinct argument lists per request: a handful, never all calls
+    assert all(row["distinct"] < row["calls"] for row in probe["rows"]), probe["rows"]
+    assert not QUERY_DEFECTS & {x["id"] for x in data["findings"]}
+    assert processes_mentioning(str(out)) == []
