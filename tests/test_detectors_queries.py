@@ -140,6 +140,33 @@ def test_statement_shares_add_the_round_trip_measured_on_instrumented_requests(c
                                                             if e.what.startswith("round trip")][0]
 
 
+def test_statements_that_name_their_sender_count_what_php_spends_under_it():
+    """MediaWiki names the sending method in each statement (`/* LCStoreDB::get */`): Excimer's
+    share of samples under it covers the framework's database layer too, and counts when larger."""
+    template = "SELECT /* LCStoreDB::get */ lc_value FROM l10n_cache WHERE lc_lang = 'en' AND lc_key = '{}'"
+    reqs, stmts = l10n_requests(template=template)
+    # one more statement from the same sender in each request, of another shape: 25 of its 26
+    # statements per request are the finding's
+    stmts += [statement(r.id, "SELECT /* LCStoreDB::get */ lc_value FROM l10n_cache WHERE lc_lang = 'de'")
+              for r in reqs]
+    stacks = {"main;MessageCache::get;LCStoreDB::get;Database::selectField": 40,
+              "main;Parser::parse": 50, "main;LCStoreDB::getLCStoreDBFake": 10}
+    excimer = {r.id: dict(stacks) for r in reqs}
+    [f] = db_static_cache.detect(context(reqs, stmts, excimer=excimer))
+    sender = ev(f, "time in these statements, % of timed requests' wall time, as PHP spends it in their sender LCStoreDB::get")
+    assert sender == pytest.approx(40 * 25 / 26, abs=0.01)          # 40% of samples x 25/26
+    assert f.share_pct == pytest.approx(40 * 25 / 26, abs=0.01) and f.severity == "high"
+    assert "96% of the statements it sent" in [e.source for e in f.evidence if "sender" in e.what][0]
+    # a sender that is no Excimer frame (or statements that name none) leaves the SQL estimate
+    other = {r.id: {"main;Parser::parse": 100} for r in reqs}
+    [g] = db_static_cache.detect(context(reqs, stmts, excimer=other))
+    assert g.share_pct == 5.0 and not [e for e in g.evidence if "sender" in e.what]
+    # and a smaller sampled share never lowers it
+    few = {r.id: {"main;LCStoreDB::get": 1, "main;Parser::parse": 99} for r in reqs}
+    [h] = db_static_cache.detect(context(reqs, stmts, excimer=few))
+    assert h.share_pct == 5.0 and ev(h, "time in these statements, % of timed requests' wall time, as PHP") < 1
+
+
 def test_round_trip_is_never_negative_and_absent_without_client_calls():
     reqs, stmts = l10n_requests()
     r, extra, xhprof = instrumented_with_client_calls("r000100", "mysqli::query", client_us=500)

@@ -129,6 +129,11 @@ class Context:
         timed = {r.id for r in self.timed}
         return float(sum(w for rid, st in self.excimer.items() if rid in timed for w in st.values()))
 
+    @cached_property
+    def excimer_frames(self) -> set[str]:
+        """Every function name on any Excimer stack."""
+        return {f for stacks in self.excimer.values() for stack in stacks for f in stack.split(";")}
+
     def php_share_pct(self, frame_matches: Callable[[str], bool]) -> float:
         """% of timed requests' PHP samples with a matching frame anywhere on the stack."""
         if not self.excimer_total:

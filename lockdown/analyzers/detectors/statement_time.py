@@ -1,15 +1,26 @@
 """The share of request time a set of statements explains, and the evidence lines that show how
-it was reckoned: server time from the slow log plus one measured round trip per statement
-(`Context.round_trip`), with the server-only figure beside it. Shared by the query detectors."""
+it was reckoned. Two estimates, the larger one counts:
+
+- server time from the slow log plus one measured round trip per statement
+  (`Context.round_trip`), with the server-only figure beside it;
+- when the statements name the PHP function that sent them (`sql_caller`, MediaWiki's
+  `/* LCStoreDB::get */`), Excimer's share of timed requests' samples under that function,
+  times the part of its statements that are these: what the framework's own database layer
+  and the code around each lookup cost as well.
+
+Shared by the query detectors."""
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from ...bundle.model import Statement
 from ..findings import Evidence
+from ..sql_caller import caller_of
 from .context import Context
 
 SHARE_SOURCE = "statements.jsonl duration_us, requests.jsonl wall_us"
+MIN_NAMED = 0.9     # of the statements naming one function, for its samples to count
 
 
 def statement_time(ctx: Context, statements: Iterable[Statement], what: str) -> tuple[float, list[Evidence]]:
@@ -18,13 +29,40 @@ def statement_time(ctx: Context, statements: Iterable[Statement], what: str) -> 
     share = ctx.share_of(mine)
     rt = ctx.round_trip
     if rt is None:
-        return share, [Evidence(f"{what}, % of timed requests' wall time (server side only: no client "
-                                "call of a statement in the xhprof profiles)", round(share, 2), SHARE_SOURCE)]
-    return share, [
-        Evidence(f"{what}, % of timed requests' wall time (server time + one round trip each)",
-                 round(share, 2), f"{SHARE_SOURCE}, round trip below"),
-        Evidence(f"{what}, server side only", round(ctx.server_share_of(mine), 2), SHARE_SOURCE),
-        Evidence("round trip per statement beyond its server time (mean)", f"{rt.per_call_us:.0f} us",
-                 f"xhprof: {rt.calls} client calls in {rt.requests} instrumented requests took "
-                 f"{rt.client_us / 1000:.1f} ms, their statements {rt.server_us / 1000:.1f} ms in the server"),
-    ]
+        evidence = [Evidence(f"{what}, % of timed requests' wall time (server side only: no client "
+                             "call of a statement in the xhprof profiles)", round(share, 2), SHARE_SOURCE)]
+    else:
+        evidence = [
+            Evidence(f"{what}, % of timed requests' wall time (server time + one round trip each)",
+                     round(share, 2), f"{SHARE_SOURCE}, round trip below"),
+            Evidence(f"{what}, server side only", round(ctx.server_share_of(mine), 2), SHARE_SOURCE),
+            Evidence("round trip per statement beyond its server time (mean)", f"{rt.per_call_us:.0f} us",
+                     f"xhprof: {rt.calls} client calls in {rt.requests} instrumented requests took "
+                     f"{rt.client_us / 1000:.1f} ms, their statements {rt.server_us / 1000:.1f} ms in the server"),
+        ]
+    sender = sender_share(ctx, mine)
+    if sender is not None:
+        function, sampled, part, in_php = sender
+        evidence.append(Evidence(
+            f"{what}, % of timed requests' wall time, as PHP spends it in their sender {function}",
+            round(in_php, 2),
+            f"statements name {function} in a comment; Excimer: {sampled:.1f}% of timed requests' "
+            f"samples have it on the stack, and these are {100 * part:.0f}% of the statements it sent"))
+        share = max(share, in_php)
+    return share, evidence
+
+
+def sender_share(ctx: Context, statements: list[Statement]) -> tuple[str, float, float, float] | None:
+    """(function, % of timed samples under it, part of its statements that are these, the share
+    that makes) when at least MIN_NAMED of `statements` name one function that is an Excimer frame."""
+    timed = {r.id for r in ctx.timed}
+    mine = [s for s in statements if s.request in timed]
+    if not mine or not ctx.excimer_total:
+        return None
+    function, named = Counter(caller_of(s.sql) for s in mine).most_common(1)[0]
+    if function is None or named < MIN_NAMED * len(mine) or function not in ctx.excimer_frames:
+        return None
+    sent = sum(1 for s in ctx.statements if s.request in timed and caller_of(s.sql) == function)
+    part = named / sent
+    sampled = ctx.php_share_pct(lambda frame: frame == function)
+    return function, sampled, part, sampled * part
