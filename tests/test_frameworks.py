@@ -5,7 +5,7 @@ import shutil
 from pathlib import Path
 
 
-from conftest import SHARED_PREPARED, processes_mentioning
+from conftest import prepared_root, processes_mentioning
 from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
 from lockdown.harness.processes import ProcessGroup
 
@@ -23,12 +23,6 @@ def bench(lockdown, tmp_path, target, *extra):
         assert run["status_counts"].get("200", 0) >= 0.95 * run["requests"], run["status_counts"]
     assert processes_mentioning(data["run_dir"]) == []
     return data
-
-
-def prepared_root(target: str) -> Path:
-    roots = [p for p in SHARED_PREPARED.glob(f"{target}-*") if (p / "prepared.json").is_file()]
-    assert len(roots) == 1, roots
-    return roots[0]
 
 
 def test_wordpress(lockdown, tmp_path):

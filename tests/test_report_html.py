@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from browser import headless_chromium, script_errors, wait_until, width
+from browser import headless_chromium, script_errors, wait_until
 from conftest import REPO, _env, lockdown_argv
 from lockdown.bundle.store import open_bundle
 from lockdown.analyzers.stacks import stacks
@@ -63,12 +63,26 @@ def png_size(path):
     return width, height, len(data)
 
 
-def frames(driver, svg_id):
-    out = {}
-    for g in driver.find_elements("css selector", f"#{svg_id} g.fg-f"):
-        title = g.find_element("tag name", "title").get_attribute("textContent")
-        out.setdefault(title.rsplit(" (", 1)[0], g)
-    return out
+# One script call per question: a WebDriver round trip per frame made the report test take
+# minutes on a graph of thousands of frames.
+_WIDTHS = """
+const out = {};
+for (const g of document.querySelectorAll('#' + arguments[0] + ' g.fg-f')) {
+  const name = g.querySelector('title').textContent.replace(/ \\([^(]*$/, '');
+  if (!(name in out)) out[name] = parseFloat(g.querySelector('rect').getAttribute('width'));
+}
+return out;"""
+_RECT = """
+for (const g of document.querySelectorAll('#' + arguments[0] + ' g.fg-f')) {
+  if (g.querySelector('title').textContent.replace(/ \\([^(]*$/, '') === arguments[1])
+    return g.querySelector('rect');
+}
+return null;"""
+
+
+def frame_widths(driver, svg_id) -> dict:
+    """Frame name (first occurrence) -> its rect's width, for one embedded flame graph."""
+    return driver.execute_script(_WIDTHS, svg_id)
 
 
 def center(driver, element):
@@ -77,20 +91,19 @@ def center(driver, element):
 
 def zoom_one(driver, svg_id):
     """Click a frame that is neither the root nor full width; it must then span the graph."""
-    fs = frames(driver, svg_id)
-    total = width(fs["all"])
-    name, g = max(((n, g) for n, g in fs.items() if n != "all" and width(g) < 0.8 * total),
-                  key=lambda ng: width(ng[1]))
-    assert width(g) > 0.02 * total, name
-    rect = g.find_element("tag name", "rect")
+    ws = frame_widths(driver, svg_id)
+    total = ws["all"]
+    name = max((n for n, w in ws.items() if n != "all" and w < 0.8 * total), key=ws.get)
+    assert ws[name] > 0.02 * total, name
+    rect = driver.execute_script(_RECT, svg_id, name)
     center(driver, rect)
     rect.click()
-    wait_until(lambda: width(frames(driver, svg_id)[name]) > 0.95 * total)
+    wait_until(lambda: frame_widths(driver, svg_id)[name] > 0.95 * total)
     unzoom = driver.find_element("id", f"{svg_id}-unzoom")
     assert unzoom.is_displayed()
     center(driver, unzoom)
     unzoom.click()
-    wait_until(lambda: width(frames(driver, svg_id)[name]) < 0.8 * total)
+    wait_until(lambda: frame_widths(driver, svg_id)[name] < 0.8 * total)
 
 
 def test_report_in_chromium(home, run_dir, tmp_path):
@@ -274,7 +287,7 @@ def test_target_strings_are_text_never_script(home, run_dir, tmp_path):
         assert all("__pwned" not in s for s in scripts)
         assert driver.execute_script("return document.querySelectorAll('img').length") == 0
         # the hostile PHP frame is a frame of the flame graph, named as text
-        assert FUNC in frames(driver, "ld-php")
+        assert FUNC in frame_widths(driver, "ld-php")
         # the verification is shown: before/after chart, change, the differential graph
         v = driver.find_element("css selector", "#findings .verify")
         center(driver, v)
