@@ -1,11 +1,15 @@
 """The real frameworks through the real stack: WordPress and MediaWiki from Debian's packages,
-each installed by the harness into its own database, and WordPress against a user's server."""
+each installed by the harness into its own database, and WordPress against a user's server;
+what `lockdown run` finds on each (and on MediaWiki with upstream's l10n cache), and its verification."""
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 
-from conftest import prepared_root, processes_mentioning
+
+from conftest import REPO, VERIFY_ARGS, _env, lockdown_argv, prepared_root, processes_mentioning
 from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
 from lockdown.harness.processes import ProcessGroup
 
@@ -97,11 +101,20 @@ def run_findings(lockdown, tmp_path, target):
 QUERY_DEFECTS = {"db-static-cache", "n-plus-one", "repeated-query", "write-on-read"}
 
 
-def test_mediawiki_localisation_cache_read_from_the_database(lockdown, tmp_path):
+@pytest.fixture(scope="module")
+def dbcache_run(home, tmp_path_factory):
+    """One `lockdown run mediawiki-dbcache` (no benchmark, no probe): (run directory, findings by id)."""
+    def lockdown(*args, timeout=600):
+        return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=timeout,
+                              env=_env(home), cwd=REPO)
+    return run_findings(lockdown, tmp_path_factory.mktemp("dbcache"), "mediawiki-dbcache")
+
+
+def test_mediawiki_localisation_cache_read_from_the_database(dbcache_run):
     """Upstream MediaWiki's installer leaves $wgCacheDirectory unset, and the localisation cache
     is then read from l10n_cache one message at a time: about a hundred lookups per page view.
     The finding proposes the LocalSettings.php change and the rebuild step, checked on a copy."""
-    out, by_id = run_findings(lockdown, tmp_path, "mediawiki-dbcache")
+    out, by_id = dbcache_run
     [f] = by_id["db-static-cache"]
     d = f["details"]
     assert d["table"] == "l10n_cache" and d["varying_columns"] == ["lc_key"]
@@ -148,4 +161,29 @@ def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     # the probe's own count of distinct argument lists per request: a handful, never all calls
     assert all(row["distinct"] < row["calls"] for row in probe["rows"]), probe["rows"]
     assert not QUERY_DEFECTS & {x["id"] for x in data["findings"]}
+    assert processes_mentioning(str(out)) == []
+
+
+def test_mediawiki_localisation_fix_is_verified_with_its_rebuild_step(lockdown, dbcache_run):
+    """`lockdown verify` patches a copy of LocalSettings.php, runs rebuildLocalisationCache.php
+    in that copy, measures both arms and captures the patched wiki again: no l10n_cache query
+    is left, and the prepared tree is untouched."""
+    out, _ = dbcache_run
+    app = prepared_root("mediawiki-dbcache") / "app"
+    settings, cache = (app / "LocalSettings.php").read_bytes(), sorted((app / "cache").iterdir())
+    r = lockdown("verify", out, "--finding", "db-static-cache", *VERIFY_ARGS, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    result = json.loads((out / "verify" / "db-static-cache" / "verify.json").read_text())
+    assert result["reprofile"]["gone"] is True
+    assert result["bench"]["before"]["summary"]["rps_mean"] > 0 < result["bench"]["after"]["summary"]["rps_mean"]
+    [rem] = result["remediations"]
+    assert rem["file"] == "LocalSettings.php"
+    assert rem["steps"] == [["php", "maintenance/rebuildLocalisationCache.php", "--force", "--lang=en"]]
+    for arm in ("ab/after", "profile-run"):
+        log = (out / "verify" / "db-static-cache" / arm / "logs" / "remedy-step-1.log").read_text()
+        assert "1 languages rebuilt out of 1" in log, log[-500:]
+    statements = (Path(result["reprofile"]["bundle"]) / "statements.jsonl").read_text()
+    assert statements.count("\n") > 50 and "l10n_cache" not in statements
+    # the patch and the rebuild went to copies (the whole tree is checked on minicms)
+    assert (app / "LocalSettings.php").read_bytes() == settings and sorted((app / "cache").iterdir()) == cache
     assert processes_mentioning(str(out)) == []
