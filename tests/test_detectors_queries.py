@@ -569,3 +569,31 @@ def test_minicms_like_page_one_finding_each_and_deterministic():
     # timed requests only: 3 x 30 x 200 us over 3 x 100 ms (the instrumented one is left out)
     assert first["db-static-cache"][0]["share_pct"] == 6.0
     assert first["repeated-query"][0]["share_pct"] == pytest.approx(100 * 3 * 29 * 200 / 300_000, abs=0.01)
+
+
+def test_repeated_calls_reached_through_a_query_sender_point_at_the_query_finding():
+    """MediaWiki with its l10n cache in the database: LoadBalancer::getConnectionInternal runs
+    once per LCStoreDB::get. The repeated-call finding is kept and names the query finding."""
+    from lockdown.analyzers.detectors.related import link_consequences
+    from lockdown.analyzers.findings import Finding
+    reqs, stmts = l10n_requests(template="SELECT /* Store::get */ v FROM kv WHERE k = '{}'")
+    profile = {"main()": {"ct": 1, "wt": 90_000},
+               "main()==>Msg::get": {"ct": 25, "wt": 30_000},
+               "Msg::get==>Store::get": {"ct": 25, "wt": 20_000},
+               "Store::get==>Pool::connection": {"ct": 25, "wt": 5_000},
+               "main()==>Pool::connection": {"ct": 1, "wt": 100},
+               "main()==>Title::text": {"ct": 40, "wt": 8_000}}
+    inst = [request(f"r{100 + i:06d}", "/profiled", instrumented=True) for i in range(3)]
+    excimer = {r.id: {"main;Msg::get;Store::get": 30, "main;Parser::parse": 70} for r in reqs}
+    ctx = context(reqs + inst, stmts, xhprof={r.id: profile for r in inst}, excimer=excimer)
+    [query] = db_static_cache.detect(ctx)
+    assert query.details["sender"] == "Store::get"
+    pool = Finding(id="repeated-call", title="Pool::connection", severity="medium", share_pct=5.0,
+                   summary="s.", details={"function": "Pool::connection"})
+    title = Finding(id="repeated-call", title="Title::text", severity="medium", share_pct=8.0,
+                    summary="t.", details={"function": "Title::text"})
+    link_consequences(ctx, [query, pool, title])
+    assert pool.details["follows"] == {"id": "db-static-cache", "subject": query.subject, "sender": "Store::get"}
+    assert ev(pool, "reached through Store::get, the sender of the db-static-cache statements") == "3 of 3 profiles"
+    assert "verify that fix first" in pool.summary
+    assert "follows" not in title.details and title.summary == "t."

@@ -10,6 +10,7 @@ from pathlib import Path
 from ...errors import LockdownError
 from ..findings import Finding
 from .context import Context, build_context  # noqa: F401
+from .related import link_consequences
 
 DETECTORS = ("fs_scan", "db_static_cache", "write_on_read", "n_plus_one", "repeated_query",
              "repeated_call", "debug_extension", "opcache", "pcre_jit_off", "stat_storm",
@@ -55,7 +56,7 @@ def detect(ctx: Context) -> list[Finding]:
     found: list[Finding] = []
     for mod in modules():
         found.extend(mod.detect(ctx))
-    return rank(found)
+    return rank(link_consequences(ctx, found))
 
 
 def rank(found: list[Finding]) -> list[Finding]:

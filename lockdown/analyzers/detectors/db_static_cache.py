@@ -426,7 +426,7 @@ def detect(ctx: Context) -> list[Finding]:
                  if all(s.rows_sent == 0 for lp in ls for s in lp.statements if key_of(s) == k)}
         counts = [lp.executions for lp in ls]
         per_req = spread(counts)
-        share, time_evidence = statement_time(ctx, (s for lp in ls for s in lp.statements),
+        share, time_evidence, sender = statement_time(ctx, (s for lp in ls for s in lp.statements),
                                               "time in these statements")
         unique_share = static[fp]["unique_share"]
         examples = [normalize(s.sql) for s in ls[0].statements[:3]]
@@ -461,7 +461,7 @@ def detect(ctx: Context) -> list[Finding]:
                 *[Evidence("example", e, f"request {ls[0].request}") for e in examples],
             ],
             urls=urls, requests=rids[:5],
-            details={"table": table, "key_columns": columns,
+            details={"sender": sender, "table": table, "key_columns": columns,
                      "varying_columns": [columns[i] for i in varying], "constant_columns": constant,
                      "fingerprint": fp, "query_id": query_id(fp),
                      "queries_per_request": per_req, "distinct_keys": len(distinct),

@@ -129,7 +129,7 @@ def detect(ctx: Context) -> list[Finding]:
         urls = sorted({lp.url for lp in ls})
         execs = spread([lp.executions for lp in ls])
         distinct = spread([lp.distinct for lp in ls])
-        share, time_evidence = statement_time(ctx, (s for lp in ls for s in lp.statements),
+        share, time_evidence, sender = statement_time(ctx, (s for lp in ls for s in lp.statements),
                                               "time in these statements")
         first = ls[0]
         lookup = point_lookup(first.statements[0].sql)
@@ -182,7 +182,7 @@ def detect(ctx: Context) -> list[Finding]:
             id=ID, title=f"N+1 queries: {execs['median']} lookups per request on {what}",
             severity=severity_for(share), share_pct=round(share, 2), summary=summary,
             evidence=evidence, urls=urls, requests=rids[:5],
-            details={"fingerprint": fp, "query_id": query_id(fp), "table": table,
+            details={"sender": sender, "fingerprint": fp, "query_id": query_id(fp), "table": table,
                      "key_columns": columns, "varying_columns": varying,
                      "executions_per_request": execs, "distinct_per_request": distinct,
                      "values_sample": values[:50], "parent": parent, "batched_example": rewrite,

@@ -182,7 +182,7 @@ def detect(ctx: Context) -> list[Finding]:
         execs = spread([rep.executions for rep in reps])
         longest = spread([rep.longest for rep in reps])
         saved = spread([len(rep.saved) for rep in reps])
-        share, saved_evidence = statement_time(ctx, (s for rep in reps for s in rep.saved),
+        share, saved_evidence, sender = statement_time(ctx, (s for rep in reps for s in rep.saved),
                                                "time in the saved executions")
         total_share = ctx.share_of(s for rep in reps for s in rep.statements)
         tables = sorted(tables_read(text))
@@ -212,7 +212,7 @@ def detect(ctx: Context) -> list[Finding]:
                          round(total_share, 2), SHARE_SOURCE),
             ],
             urls=urls, requests=[rep.request for rep in reps][:5],
-            details={"statement": text, "fingerprint": fp, "query_id": query_id(fp), "tables": tables,
+            details={"sender": sender, "statement": text, "fingerprint": fp, "query_id": query_id(fp), "tables": tables,
                      "executions_per_request": execs, "longest_run_per_request": longest,
                      "saved_per_request": saved, "per_url": per_url}))
     findings.sort(key=lambda f: (-(f.share_pct or 0), f.details["statement"]))

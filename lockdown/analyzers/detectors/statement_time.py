@@ -23,8 +23,10 @@ SHARE_SOURCE = "statements.jsonl duration_us, requests.jsonl wall_us"
 MIN_NAMED = 0.9     # of the statements naming one function, for its samples to count
 
 
-def statement_time(ctx: Context, statements: Iterable[Statement], what: str) -> tuple[float, list[Evidence]]:
-    """(share % of timed requests' wall time, evidence) for `what` (e.g. "time in these statements")."""
+def statement_time(ctx: Context, statements: Iterable[Statement],
+                   what: str) -> tuple[float, list[Evidence], str | None]:
+    """(share % of timed requests' wall time, evidence, the PHP function the statements name as
+    their sender or None) for `what` (e.g. "time in these statements")."""
     mine = list(statements)
     share = ctx.share_of(mine)
     rt = ctx.round_trip
@@ -41,6 +43,7 @@ def statement_time(ctx: Context, statements: Iterable[Statement], what: str) -> 
                      f"{rt.client_us / 1000:.1f} ms, their statements {rt.server_us / 1000:.1f} ms in the server"),
         ]
     sender = sender_share(ctx, mine)
+    function = None
     if sender is not None:
         function, sampled, part, in_php = sender
         evidence.append(Evidence(
@@ -49,7 +52,7 @@ def statement_time(ctx: Context, statements: Iterable[Statement], what: str) -> 
             f"statements name {function} in a comment; Excimer: {sampled:.1f}% of timed requests' "
             f"samples have it on the stack, and these are {100 * part:.0f}% of the statements it sent"))
         share = max(share, in_php)
-    return share, evidence
+    return share, evidence, function
 
 
 def sender_share(ctx: Context, statements: list[Statement]) -> tuple[str, float, float, float] | None:

@@ -43,7 +43,7 @@ def detect(ctx: Context) -> list:
         rids = sorted(set().union(*(per_url[u] for u in urls)))
         reads = [r for u in urls for r in ctx.by_url[u] if r.method.upper() in methods]
         count = sum(1 for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp)
-        share, time_evidence = statement_time(
+        share, time_evidence, sender = statement_time(
             ctx, (s for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp),
             "time in these writes")
         verb = _WRITE.match(examples[fp]).group(1).upper()
@@ -59,5 +59,5 @@ def detect(ctx: Context) -> list:
                       *time_evidence,
                       Evidence("example", examples[fp], "statements.jsonl")],
             urls=urls, requests=rids[:5],
-            details={"fingerprint": fp, "query_id": query_id(fp), "verb": verb, "example": examples[fp]}))
+            details={"sender": sender, "fingerprint": fp, "query_id": query_id(fp), "verb": verb, "example": examples[fp]}))
     return findings
