@@ -41,6 +41,10 @@ class Context:
         return [r for r in self.requests if not r.instrumented]
 
     @cached_property
+    def timed_ids(self) -> frozenset[str]:
+        return frozenset(r.id for r in self.timed)
+
+    @cached_property
     def wall_us_total(self) -> float:
         return float(sum(r.wall_us for r in self.timed))
 
@@ -66,15 +70,13 @@ class Context:
 
     def server_share_of(self, statements: Iterable[Statement]) -> float:
         """Server-side duration of these statements of timed requests, as % of their wall time."""
-        timed = {r.id for r in self.timed}
-        us = sum(s.duration_us for s in statements if s.request in timed)
+        us = sum(s.duration_us for s in statements if s.request in self.timed_ids)
         return 100.0 * us / self.wall_us_total if self.wall_us_total else 0.0
 
     def share_of(self, statements: Iterable[Statement]) -> float:
         """What these statements of timed requests cost the requests, as % of their wall time:
         server time plus one measured round trip each (server time only when none was measured)."""
-        timed = {r.id for r in self.timed}
-        mine = [s for s in statements if s.request in timed]
+        mine = [s for s in statements if s.request in self.timed_ids]
         extra = self.round_trip.per_call_us if self.round_trip else 0.0
         us = sum(s.duration_us for s in mine) + extra * len(mine)
         return 100.0 * us / self.wall_us_total if self.wall_us_total else 0.0
@@ -126,8 +128,7 @@ class Context:
     # -- Excimer --------------------------------------------------------------------------
     @cached_property
     def excimer_total(self) -> float:
-        timed = {r.id for r in self.timed}
-        return float(sum(w for rid, st in self.excimer.items() if rid in timed for w in st.values()))
+        return float(sum(w for rid, st in self.excimer.items() if rid in self.timed_ids for w in st.values()))
 
     @cached_property
     def excimer_frames(self) -> set[str]:
@@ -138,10 +139,9 @@ class Context:
         """% of timed requests' PHP samples with a matching frame anywhere on the stack."""
         if not self.excimer_total:
             return 0.0
-        timed = {r.id for r in self.timed}
         hit = 0.0
         for rid, stacks in self.excimer.items():
-            if rid in timed:
+            if rid in self.timed_ids:
                 for stack, w in stacks.items():
                     if any(frame_matches(f) for f in stack.split(";")):
                         hit += w

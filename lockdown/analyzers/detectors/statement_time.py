@@ -58,14 +58,13 @@ def statement_time(ctx: Context, statements: Iterable[Statement],
 def sender_share(ctx: Context, statements: list[Statement]) -> tuple[str, float, float, float] | None:
     """(function, % of timed samples under it, part of its statements that are these, the share
     that makes) when at least MIN_NAMED of `statements` name one function that is an Excimer frame."""
-    timed = {r.id for r in ctx.timed}
-    mine = [s for s in statements if s.request in timed]
+    mine = [s for s in statements if s.request in ctx.timed_ids]
     if not mine or not ctx.excimer_total:
         return None
     function, named = Counter(caller_of(s.sql) for s in mine).most_common(1)[0]
     if function is None or named < MIN_NAMED * len(mine) or function not in ctx.excimer_frames:
         return None
-    sent = sum(1 for s in ctx.statements if s.request in timed and caller_of(s.sql) == function)
+    sent = sum(1 for s in ctx.statements if s.request in ctx.timed_ids and caller_of(s.sql) == function)
     part = named / sent
     sampled = ctx.php_share_pct(lambda frame: frame == function)
     return function, sampled, part, sampled * part
