@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 
-from conftest import REPO, VERIFY_ARGS, _env, lockdown_argv, prepared_root, processes_mentioning
+from conftest import REPO, _env, lockdown_argv, prepared_root, processes_mentioning
 from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
 from lockdown.harness.processes import ProcessGroup
 
@@ -86,10 +86,10 @@ def test_bad_dsn_is_one_line(lockdown):
     assert r.stderr.strip().count("\n") == 0
 
 
-def run_findings(lockdown, tmp_path, target):
+def run_findings(lockdown, tmp_path, target, requests=40):
     """`lockdown run TARGET` without the benchmark or the argument probe: the findings by id."""
     out = tmp_path / target
-    r = lockdown("run", target, "-o", out, "--no-bench", "--no-probe", "--requests", "40", timeout=900)
+    r = lockdown("run", target, "-o", out, "--no-bench", "--no-probe", "--requests", str(requests), timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     by_id: dict = {}
     for f in json.loads((out / "findings.json").read_text())["findings"]:
@@ -139,7 +139,7 @@ def test_mediawiki_localisation_cache_read_from_the_database(dbcache_run):
 def test_mediawiki_as_debian_configures_it_reads_no_static_data_from_the_database(lockdown, tmp_path):
     """Debian's PlatformSettings.php sets $wgCacheDirectory, so the stock wiki keeps its
     localisation cache in CDB files: no query finding, and no l10n_cache statement at all."""
-    out, by_id = run_findings(lockdown, tmp_path, "mediawiki")
+    out, by_id = run_findings(lockdown, tmp_path, "mediawiki", requests=30)
     assert not QUERY_DEFECTS & set(by_id), sorted(by_id)
     statements = (out / "bundle" / "statements.jsonl").read_text()
     assert statements.count("\n") > 100 and "l10n_cache" not in statements
@@ -150,7 +150,7 @@ def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     (wp_get_global_settings, ../shared/pathologies.md section 6): the argument probe confirms
     that most calls repeat an earlier argument list, and names the definition."""
     out = tmp_path / "wp"
-    r = lockdown("run", "wordpress", "-o", out, "--no-bench", "--requests", "40", timeout=900)
+    r = lockdown("run", "wordpress", "-o", out, "--no-bench", "--requests", "30", timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     data = json.loads((out / "findings.json").read_text())
     calls = {f["details"].get("function"): f for f in data["findings"] if f["id"] == "repeated-call"}
@@ -171,7 +171,8 @@ def test_mediawiki_localisation_fix_is_verified_with_its_rebuild_step(lockdown, 
     out, _ = dbcache_run
     app = prepared_root("mediawiki-dbcache") / "app"
     settings, cache = (app / "LocalSettings.php").read_bytes(), sorted((app / "cache").iterdir())
-    r = lockdown("verify", out, "--finding", "db-static-cache", *VERIFY_ARGS, timeout=900)
+    r = lockdown("verify", out, "--finding", "db-static-cache", "--runs", "5", "--duration", "1",
+                 "--warmup-duration", "1", "--requests", "20", timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     result = json.loads((out / "verify" / "db-static-cache" / "verify.json").read_text())
     assert result["reprofile"]["gone"] is True
