@@ -78,7 +78,7 @@ def minicms_run(home, tmp_path_factory):
     directory (findings, verify, report, write-ups): (CompletedProcess, run directory)."""
     out = tmp_path_factory.mktemp("minicms-run") / "out"
     r = subprocess.run(lockdown_argv("run", "minicms", "-o", out, "--runs", "2", "--duration", "2",
-                                     "--requests", "60"),
+                                     "--warmup-duration", "1", "--requests", "60"),
                        capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
     return r, out
 

@@ -132,12 +132,13 @@ def test_minicms_queries_has_only_the_query_findings(lockdown, tmp_path):
     document alone, and it is findings.json plus the paths and the benchmark summary."""
     out = tmp_path / "out"
     r = lockdown("run", "minicms-queries", "-o", out, "--runs", "1", "--duration", "2",
-                 "--requests", "45", "--json", timeout=900)
+                 "--warmup-duration", "1", "--requests", "45", "--json", timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(r.stdout)
     data = json.loads((out / "findings.json").read_text())
     assert {k: doc[k] for k in data} == data and doc["findings_json"] == str(out / "findings.json")
     assert doc["bench"]["summary"]["rps_mean"] > 0
+    assert json.loads((out / "bench.json").read_text())["config"]["warmup_duration"] == 1.0
     ids = sorted(f["id"] for f in data["findings"] if f["severity"] != "info")
     assert ids == ["n-plus-one", "repeated-query", "repeated-query", "write-on-read"], ids
     for f in data["findings"]:

@@ -35,6 +35,8 @@ from .main import deadline, main
 @click.option("--runs", type=click.IntRange(1), default=3, show_default=True, help="Measured benchmark runs.")
 @click.option("--duration", type=click.FloatRange(0.5), default=10.0, show_default=True,
               help="Seconds per measured run.")
+@click.option("--warmup-duration", type=click.FloatRange(0), default=BenchOptions.warmup_duration,
+              show_default=True, help="Seconds of the benchmark's concurrent warmup.")
 @click.option("--requests", type=click.IntRange(10), default=120, show_default=True,
               help="Requests in the profile capture.")
 @click.option("--xhprof-every", type=click.IntRange(1), default=10, show_default=True,
@@ -48,7 +50,7 @@ from .main import deadline, main
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("findings.json with the benchmark summary and the paths written")
-def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php_ini, no_bench, no_probe,
+def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every, thresholds, php_ini, no_bench, no_probe,
             timeout, json_out):
     """Benchmark TARGET, capture it per request, analyse the capture, detect known pathologies
     and propose checked patches; print the findings and write them to OUTPUT."""
@@ -65,7 +67,8 @@ def run_cmd(target, out, runs, duration, requests, xhprof_every, thresholds, php
     with deadline(timeout):
         if not no_bench:
             say(f"== bench {t.name}")
-            bench = run_bench(t, out / "bench-run", BenchOptions(runs=runs, duration=duration, php_ini=ini),
+            bench = run_bench(t, out / "bench-run", BenchOptions(runs=runs, duration=duration,
+                                                                   warmup_duration=warmup_duration, php_ini=ini),
                               say=say)
             write_json_atomic(out / "bench.json", bench)
             say(format_bench(bench))
