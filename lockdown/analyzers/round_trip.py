@@ -39,10 +39,6 @@ class RoundTrip:
     server_us: int       # summed slow-log duration of those requests' statements
     per_call_us: float   # (client_us - server_us) / calls, never below 0
 
-    def to_json(self) -> dict:
-        return {"requests": self.requests, "calls": self.calls, "client_us": self.client_us,
-                "server_us": self.server_us, "per_call_us": round(self.per_call_us, 1)}
-
 
 def client_calls(profile: dict) -> tuple[int, int]:
     """(calls, inclusive us) of the statement-sending builtins in one xhprof array.

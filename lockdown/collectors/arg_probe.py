@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import LockdownError
 from ..harness.toolchain import tool
-from .request_log import php_string, read_jsonl
+from .request_log import chained, read_jsonl
 
 PHP_DIR = Path(__file__).with_name("php")
 SOURCE_SUFFIXES = (".php", ".inc", ".module", ".install", ".theme", ".engine", ".profile")
@@ -119,11 +119,8 @@ def instrument(sites: list[Site]) -> dict[int, str]:
 def install(root: Path, chain_prepend: str | None = None) -> Path:
     """The probe's prepend file in `root` (results go to root/out/probe.jsonl)."""
     (root / "out").mkdir(parents=True, exist_ok=True)
-    source = (PHP_DIR / "argprobe.php").read_text()
-    if chain_prepend:   # the target's own auto_prepend_file still runs, after the probe's
-        source += f"\ninclude {php_string(chain_prepend)};\n"
     prepend = root / "argprobe.php"
-    prepend.write_text(source)
+    prepend.write_text(chained((PHP_DIR / "argprobe.php").read_text(), chain_prepend))
     return prepend
 
 

@@ -31,7 +31,7 @@ class CaptureDir:
         return self.root / "out"
 
 
-def php_string(value: str) -> str:
+def _php_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -40,11 +40,13 @@ def install(root: Path, chain_prepend: str | None = None) -> CaptureDir:
     finds no config and captures nothing."""
     cap = CaptureDir(root)
     (cap.out / "xhprof").mkdir(parents=True, exist_ok=True)
-    source = PREPEND_SOURCE.read_text()
-    if chain_prepend:   # the target's own auto_prepend_file still runs, after ours
-        source += f"\ninclude {php_string(chain_prepend)};\n"
-    cap.prepend.write_text(source)
+    cap.prepend.write_text(chained(PREPEND_SOURCE.read_text(), chain_prepend))
     return cap
+
+
+def chained(source: str, chain_prepend: str | None) -> str:
+    """A prepend file's source that also runs the target's own auto_prepend_file, after it."""
+    return source + f"\ninclude {_php_string(chain_prepend)};\n" if chain_prepend else source
 
 
 def write_config(cap: CaptureDir, settings: CaptureSettings, db: dict | None) -> None:

@@ -8,6 +8,7 @@ capture saw it. Shares of request time are estimated from Excimer (wall-clock sa
 default) and from statement durations."""
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,6 +18,7 @@ from ...bundle.store import Bundle
 from ..builtins import entries, function_totals
 from ..query_digest import by_request
 from ..round_trip import RoundTrip, measure
+from ..sql_caller import caller_of
 from ..symbolize import symbolize, tables_for
 
 
@@ -77,9 +79,14 @@ class Context:
         """What these statements of timed requests cost the requests, as % of their wall time:
         server time plus one measured round trip each (server time only when none was measured)."""
         mine = [s for s in statements if s.request in self.timed_ids]
-        extra = self.round_trip.per_call_us if self.round_trip else 0.0
-        us = sum(s.duration_us for s in mine) + extra * len(mine)
-        return 100.0 * us / self.wall_us_total if self.wall_us_total else 0.0
+        if not self.round_trip or not self.wall_us_total:
+            return self.server_share_of(mine)
+        return self.server_share_of(mine) + 100.0 * self.round_trip.per_call_us * len(mine) / self.wall_us_total
+
+    @cached_property
+    def sent_by(self) -> Counter:
+        """Timed requests' statements per PHP sender they name (`sql_caller.caller_of`)."""
+        return Counter(caller_of(s.sql) for s in self.statements if s.request in self.timed_ids)
 
     # -- xhprof ---------------------------------------------------------------------------
     @cached_property

@@ -50,10 +50,11 @@ Limits
     anywhere (as a table or a column) counts as a write to it.
 
 Share of request time
-    `share_pct` is what the reported lookups cost timed requests -- server time plus one
-    measured round trip each (`Context.share_of`) -- as % of their wall time. Still a lower
-    bound: the unserialize of each value in PHP comes on top (MediaWiki: 104 lookups took
-    76.8 ms of a ~95 ms page when instrumented in PHP, far more than their server time).
+    `share_pct` is what the reported lookups cost timed requests, as % of their wall time
+    (`statement_time`): server time plus one measured round trip each, or, when the statements
+    name their PHP sender, what PHP spends under it, whichever is larger. Without a named
+    sender it is a lower bound: the unserialize of each value comes on top (MediaWiki: 104
+    lookups took 76.8 ms of a ~95 ms page when instrumented in PHP; `LCStoreDB::get` is named).
     Severity follows `findings.severity_for(share_pct)`.
 
 Details (for a remediation step)

@@ -39,9 +39,10 @@ Not flagged
     - lockdown's own statements (`lockdown-capture` markers).
 
 Share of request time
-    `share_pct`: what the loop's executions cost timed requests -- server time plus one measured
-    round trip each (`Context.share_of`) -- as % of their wall time; the batched query that
-    replaces them costs something too. Severity follows
+    `share_pct`: what the loop's executions cost timed requests, as % of their wall time
+    (`statement_time`: server time plus one measured round trip each, or what PHP spends under
+    the sender the statements name, whichever is larger); the batched query that replaces them
+    costs something too. Severity follows
     `findings.severity_for(share_pct)`.
 
 Details

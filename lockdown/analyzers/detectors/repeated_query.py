@@ -32,8 +32,9 @@ Ignored, and why
 
 Share of request time
     `share_pct`: what the executions a per-request memo would save cost timed requests -- every
-    execution after the first of each write-free run; server time plus one measured round trip
-    each (`Context.share_of`) -- as % of their wall time. Severity
+    execution after the first of each write-free run -- as % of their wall time
+    (`statement_time`: server time plus one measured round trip each, or what PHP spends under
+    the sender the statements name, whichever is larger). Severity
     follows `findings.severity_for(share_pct)`.
 
 Details

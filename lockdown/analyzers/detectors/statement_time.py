@@ -64,7 +64,6 @@ def sender_share(ctx: Context, statements: list[Statement]) -> tuple[str, float,
     function, named = Counter(caller_of(s.sql) for s in mine).most_common(1)[0]
     if function is None or named < MIN_NAMED * len(mine) or function not in ctx.excimer_frames:
         return None
-    sent = sum(1 for s in ctx.statements if s.request in ctx.timed_ids and caller_of(s.sql) == function)
-    part = named / sent
+    part = named / ctx.sent_by[function]
     sampled = ctx.php_share_pct(lambda frame: frame == function)
     return function, sampled, part, sampled * part

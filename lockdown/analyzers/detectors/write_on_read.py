@@ -42,10 +42,9 @@ def detect(ctx: Context) -> list:
             continue
         rids = sorted(set().union(*(per_url[u] for u in urls)))
         reads = [r for u in urls for r in ctx.by_url[u] if r.method.upper() in methods]
-        count = sum(1 for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp)
-        share, time_evidence, sender = statement_time(
-            ctx, (s for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp),
-            "time in these writes")
+        sent = [s for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp]
+        count = len(sent)
+        share, time_evidence, sender = statement_time(ctx, sent, "time in these writes")
         verb = _WRITE.match(examples[fp]).group(1).upper()
         findings.append(Finding(
             id=ID, title=f"Every page view writes: {verb} on {len(urls)} read-only URL(s)",
