@@ -14,7 +14,7 @@ demo: setup
 	@echo "demo: outputs in $(DEMO_OUT) (findings.json, findings/*.md, bundle/, bench.json)"
 
 test: setup
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q --durations=12 tests
 
 clean:
 	rm -rf build *.egg-info .pytest_cache .setup-stamp

@@ -136,13 +136,61 @@ def test_mediawiki_localisation_cache_read_from_the_database(dbcache_run):
     assert not (QUERY_DEFECTS - {"db-static-cache"}) & set(by_id), sorted(by_id)
 
 
-def test_mediawiki_as_debian_configures_it_reads_no_static_data_from_the_database(lockdown, tmp_path):
+@pytest.fixture(scope="module")
+def debian_mw_run(home, tmp_path_factory):
+    """One `lockdown run mediawiki` (Debian's wiki as installed; no benchmark, no probe)."""
+    def lockdown(*args, timeout=600):
+        return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=timeout,
+                              env=_env(home), cwd=REPO)
+    return run_findings(lockdown, tmp_path_factory.mktemp("debian-mw"), "mediawiki", requests=30)
+
+
+def test_mediawiki_as_debian_configures_it_reads_no_static_data_from_the_database(debian_mw_run):
     """Debian's PlatformSettings.php sets $wgCacheDirectory, so the stock wiki keeps its
     localisation cache in CDB files: no query finding, and no l10n_cache statement at all."""
-    out, by_id = run_findings(lockdown, tmp_path, "mediawiki", requests=30)
+    out, by_id = debian_mw_run
     assert not QUERY_DEFECTS & set(by_id), sorted(by_id)
     statements = (out / "bundle" / "statements.jsonl").read_text()
     assert statements.count("\n") > 100 and "l10n_cache" not in statements
+
+
+def test_mediawiki_as_debian_configures_it_reads_messages_from_its_cdb_file_one_by_one(debian_mw_run):
+    """The CDB store: about a hundred LCStoreCDB::get per page view, each read by the pure-PHP
+    CDB reader with fseek/fread from a file opened once and never written. The finding proposes
+    the LCStoreStaticArray line after Debian's PlatformSettings.php include, and the rebuild."""
+    out, by_id = debian_mw_run
+    [f] = by_id["file-static-cache"]
+    d = f["details"]
+    assert d["function"] == "LCStoreCDB::get"
+    assert 60 <= d["lookups_per_request"]["median"] <= 250, d["lookups_per_request"]
+    assert d["reads_per_lookup"] >= 1 and d["opens_per_request"]["median"] == 1
+    assert d["reader_path"][1] == "Cdb\\Reader\\PHP::get" and d["reader_path"][-1] == "fread"
+    assert any(c["function"] == "LocalisationCache::loadSubitem" for c in d["callers"])
+    assert f["share_pct"] > 0 and any("excimer" in e["source"] for e in f["evidence"])
+    [diff] = [x for x in f["remediations"] if x["kind"] == "diff"]
+    assert diff["file"] == "LocalSettings.php" and diff["checked"]
+    assert "+$wgLocalisationCacheConf['storeClass'] = 'LCStoreStaticArray';" in diff["content"]
+    assert diff["steps"] == [["php", "maintenance/rebuildLocalisationCache.php", "--force", "--lang=en"]]
+
+
+def test_mediawiki_cdb_fix_is_verified_with_its_rebuild_step(lockdown, debian_mw_run):
+    """`lockdown verify` on the stock wiki: the rebuilt cache is a PHP array file, and the
+    re-capture reads no message from a file (the finding is gone)."""
+    out, _ = debian_mw_run
+    app = prepared_root("mediawiki") / "app"
+    settings = (app / "LocalSettings.php").read_bytes()
+    r = lockdown("verify", out, "--finding", "file-static-cache", "--runs", "5", "--duration", "1",
+                 "--warmup-duration", "1", "--requests", "20", timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    result = json.loads((out / "verify" / "file-static-cache" / "verify.json").read_text())
+    assert result["reprofile"]["gone"] is True
+    log = (out / "verify" / "file-static-cache" / "ab" / "after" / "logs" / "remedy-step-1.log").read_text()
+    assert "1 languages rebuilt out of 1" in log, log[-500:]
+    # the re-capture's wiki reads its messages through the static-array store
+    profiles = [p.read_text() for p in (Path(result["reprofile"]["bundle"]) / "xhprof").glob("*.json")]
+    assert profiles and all("LCStoreStaticArray::get" in p and "LCStoreCDB::get" not in p for p in profiles)
+    assert (app / "LocalSettings.php").read_bytes() == settings
+    assert processes_mentioning(str(out)) == []
 
 
 def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):

@@ -1,0 +1,250 @@
+"""file-static-cache: static data read from a file one key at a time, on every request.
+
+Mechanism (shared/pathologies.md section 2, the same pathology one store further): a cache of
+data that never changes between requests -- translations, configuration -- kept in a file
+that is opened and read again for every key: a CDB or DBM-like file walked with fseek/fread by
+PHP code, a line-oriented file scanned with fgets. Debian's MediaWiki 1.39 is this case: its
+`PlatformSettings.php` sets `$wgCacheDirectory`, so the localisation cache's `detect` store is
+`LCStoreCDB`, and without the dba extension the CDB file is read by `Cdb\\Reader\\PHP` (a PHP
+hash of the key, then several fseek/fread calls) for each of about a hundred messages a page
+renders. A PHP file returning an array, `require`d once, is kept in shared memory by the opcode
+cache and costs no read at all (`LCStoreStaticArray`; HHVM's lockdown measured +5% RPS on PHP 7
+over a file store).
+
+Signature, per xhprof-instrumented request (exact call counts), generic: no function or file
+name is known in advance.
+    - File-read builtins (fread, fgets, fgetc, fgetcsv, fscanf, stream_get_contents,
+      stream_get_line and SplFileObject's readers) are attributed up the caller->callee edges
+      to every user function, each caller getting its part of a callee's reads in proportion
+      to the calls it made (xhprof keeps one level of context).
+    - A user function called at least `min_lookups_per_request` times whose calls issue at
+      least `min_reads_per_lookup` reads each on average is a lookup that goes to the file.
+      Of several such functions, those with at least half the reads per call of the densest
+      are the store's layers (a memo above the store reads on some calls only, and is left
+      out); of these the outermost, the one with the most inclusive time, is the getter
+      reported (not the reader inside it).
+    - Nothing under the getter writes a file (fwrite, fputs, file_put_contents, ftruncate,
+      fputcsv, SplFileObject::fwrite) in any of these requests: the store is only read.
+    - The same getter in at least `min_request_share` of a URL's profiled requests, and in
+      at least two profiled requests (repetition has to be seen).
+
+Not flagged
+    - A file read once and decoded into memory (file_get_contents, include, unserialize of the
+      whole file): its lookups issue no read each.
+    - Fewer lookups than the threshold (a session file, a template read per page).
+    - A store that is written while serving (a cache being filled, a log): writes under it.
+
+Limits
+    xhprof keeps no arguments, so the detector does not see which file is read nor which keys:
+    "static" rests on the store being read-only in the capture and on the same lookups being
+    made on every profiled request of a URL. The getter's reads are attributed by call counts,
+    so a function that reads for some callers and not for others is credited on average. A
+    store whose getter is called fewer than `min_lookups_per_request` times but whose inner
+    reader issues one read per call, several calls per lookup, is reported under that reader
+    (its calls counted as lookups); a buffered reader (fewer reads than calls) is not.
+
+Share of request time
+    The timed requests' Excimer samples with the getter on the stack (wall clock); without
+    Excimer, its inclusive xhprof time over the instrumented requests' wall time (an upper
+    bound: xhprof slows many small calls down). Severity follows `findings.severity_for`.
+
+Details: `function` (the getter), `callers` (its top callers with calls), `reader_path` (getter
+down to the read builtin), `lookups_per_request`, `reads_per_request`, `opens_per_request`,
+`reads_per_lookup`, `per_url`. The fix for MediaWiki is
+`$wgLocalisationCacheConf['storeClass'] = 'LCStoreStaticArray'` and
+`php maintenance/rebuildLocalisationCache.php` (remediation/recipes.toml); for another
+application, a PHP file returning the data as an array (`var_export`), `require`d once.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+
+from ..findings import Evidence, Finding, severity_for
+from .context import Context
+
+ID = "file-static-cache"
+
+READS = frozenset(("fread", "fgets", "fgetc", "fgetcsv", "fscanf", "stream_get_contents",
+                   "stream_get_line", "splfileobject::fread", "splfileobject::fgets",
+                   "splfileobject::fgetc", "splfileobject::fgetcsv", "splfileobject::fscanf"))
+OPENS = frozenset(("fopen", "splfileobject::__construct", "gzopen"))
+WRITES = frozenset(("fwrite", "fputs", "file_put_contents", "ftruncate", "fputcsv",
+                    "splfileobject::fwrite", "splfileobject::fputcsv", "splfileobject::ftruncate"))
+
+
+def _in(names: frozenset[str]):
+    return lambda fn: fn.lower() in names
+
+
+def attributed(edges: dict[tuple[str, str], dict], leaf) -> dict[str, float]:
+    """Function -> calls of the `leaf` builtins made under it, each caller credited with its
+    part of a callee's calls in proportion to the calls it made to that callee."""
+    children: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    calls_in: Counter = Counter()
+    for (parent, child), e in edges.items():
+        if parent != child:
+            children[parent].append((child, e["ct"]))
+            calls_in[child] += e["ct"]
+    memo: dict[str, float] = {}
+
+    def under(fn: str, visiting: set[str]) -> float:
+        if fn in memo:
+            return memo[fn]
+        visiting.add(fn)
+        total = 0.0
+        for child, ct in children.get(fn, ()):
+            if leaf(child):
+                total += ct
+            elif child not in visiting and calls_in[child]:
+                total += ct / calls_in[child] * under(child, visiting)
+        visiting.discard(fn)
+        memo[fn] = total
+        return total
+
+    for fn in list(children):
+        under(fn, set())
+    return memo
+
+
+def getter_of(ctx: Context, rid: str) -> dict | None:
+    """The request's store getter (see the module docstring) with its counts, or None."""
+    min_lookups = ctx.threshold(ID, "min_lookups_per_request")
+    min_reads = ctx.threshold(ID, "min_reads_per_lookup")
+    edges = ctx.xhprof_edges.get(rid, {})
+    reads = attributed(edges, _in(READS))
+    if not any(reads.values()):
+        return None
+    totals = ctx.xhprof[rid]
+    cands = []
+    for fn, r in reads.items():
+        t = totals.get(fn)
+        if (not t or fn == "main()" or ctx.is_internal(fn) or t["calls"] < min_lookups
+                or r / t["calls"] < min_reads):
+            continue
+        cands.append((t["inclusive_us"], t["calls"], fn, r / t["calls"]))
+    if not cands:
+        return None
+    # A memo layer above the store reads on some calls only: fewer reads per call than the
+    # getter. Of the functions that read as densely, the outermost (most inclusive time).
+    densest = max(c[3] for c in cands)
+    incl, calls, fn, _ = max(c for c in cands if c[3] >= densest / 2)
+    opens = attributed(edges, _in(OPENS))
+    return {"writes": attributed(edges, _in(WRITES)).get(fn, 0.0), "function": fn, "calls": calls, "inclusive_us": incl, "reads": reads[fn],
+            "opens": opens.get(fn, 0.0), "path": reader_path(edges, fn, reads)}
+
+
+def reader_path(edges: dict, fn: str, reads: dict[str, float], depth: int = 12) -> list[str]:
+    """The getter down to the read builtin, each step to the callee that read the most."""
+    calls_in: Counter = Counter()
+    for (p, c), e in edges.items():
+        if p != c:
+            calls_in[c] += e["ct"]
+    path = [fn]
+    while len(path) < depth:
+        best = None
+        for (p, c), e in edges.items():
+            if p != path[-1] or c == p or c in path:
+                continue
+            got = e["ct"] if c.lower() in READS else e["ct"] / calls_in[c] * reads.get(c, 0.0)
+            if got and (best is None or got > best[0]):
+                best = (got, c)
+        if best is None:
+            break
+        path.append(best[1])
+        if best[1].lower() in READS:
+            break
+    return path
+
+
+def _spread(xs: list[float]) -> dict:
+    def n(x):
+        x = round(float(x), 1)
+        return int(x) if x.is_integer() else x
+    return {"min": n(min(xs)), "median": n(statistics.median(xs)), "max": n(max(xs))}
+
+
+def share_pct(ctx: Context, fn: str, found: list[dict], rids: list[str]) -> tuple[float, Evidence]:
+    if fn in ctx.excimer_frames and ctx.excimer_total:
+        share = ctx.php_share_pct(lambda f: f == fn)
+        return share, Evidence(f"timed PHP samples with {fn} on the stack", f"{share:.1f}%",
+                               "excimer.jsonl (timed requests, wall clock)")
+    walls = [ctx.wall_us(r) for r in rids]
+    share = 100.0 * sum(g["inclusive_us"] for g in found) / sum(walls) if sum(walls) else 0.0
+    return share, Evidence(f"inclusive time of {fn}, % of the instrumented requests' wall time",
+                           f"{share:.1f}%", "xhprof (no Excimer samples name it: an upper bound, "
+                           "xhprof slows small calls down)")
+
+
+def detect(ctx: Context) -> list[Finding]:
+    min_share = ctx.threshold(ID, "min_request_share")
+    profiled_by_url: dict[str, list[str]] = defaultdict(list)
+    for rid in sorted(ctx.xhprof):
+        profiled_by_url[ctx.url_of.get(rid, "?")].append(rid)
+    by_fn: dict[str, dict[str, dict]] = defaultdict(dict)      # getter -> rid -> counts
+    for url, rids in profiled_by_url.items():
+        got = {rid: g for rid in rids if (g := getter_of(ctx, rid))}
+        for fn in {g["function"] for g in got.values()}:
+            mine = {rid: g for rid, g in got.items() if g["function"] == fn}
+            if len(mine) >= min_share * len(rids):
+                by_fn[fn].update(mine)
+    findings = []
+    for fn, per_rid in sorted(by_fn.items()):
+        if len(per_rid) < 2 or any(g["writes"] for g in per_rid.values()):
+            continue
+        rids = sorted(per_rid)
+        found = [per_rid[r] for r in rids]
+        urls = sorted({ctx.url_of.get(r, "?") for r in rids})
+        lookups = _spread([g["calls"] for g in found])
+        reads = _spread([g["reads"] for g in found])
+        opens = _spread([g["opens"] for g in found])
+        per_lookup = round(sum(g["reads"] for g in found) / sum(g["calls"] for g in found), 2)
+        us_per_lookup = round(sum(g["inclusive_us"] for g in found) / sum(g["calls"] for g in found), 1)
+        callers: Counter = Counter()
+        for r in rids:
+            for (p, c), e in ctx.xhprof_edges[r].items():
+                if c == fn and p != fn:
+                    callers[p] += e["ct"]
+        top_callers = [{"function": p, "calls": n} for p, n in callers.most_common(3)]
+        path = found[0]["path"]
+        share, share_evidence = share_pct(ctx, fn, found, rids)
+        source = f"xhprof of {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"
+        per_url = {u: {"profiled": len(profiled_by_url[u]),
+                       "with_lookups": sum(1 for r in rids if ctx.url_of.get(r) == u),
+                       "lookups_per_request": _spread([per_rid[r]["calls"] for r in rids
+                                                       if ctx.url_of.get(r) == u])}
+                   for u in urls}
+        summary = (
+            f"{lookups['median']} lookups per request (median) go through `{fn}`, and each one reads "
+            f"a file: {reads['median']} file reads per request under it ({per_lookup} per lookup, "
+            f"`{' -> '.join(path[1:])}`), on {len(rids)} profiled requests of "
+            f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}; nothing under it writes a file. "
+            "This is a read-only store of static data (translations, configuration) read from disk "
+            "and decoded one key at a time on every request. A PHP file returning the data as an "
+            "array, loaded once with `require`, is kept in shared memory by the opcode cache and "
+            "costs no read (MediaWiki: LCStoreStaticArray and rebuildLocalisationCache.php).")
+        findings.append(Finding(
+            id=ID,
+            title=f"Static data read from a file key by key: {lookups['median']} lookups per request in {fn}",
+            severity=severity_for(share), share_pct=round(share, 2), summary=summary,
+            evidence=[
+                Evidence("lookups per request, calls of the getter (min/median/max)",
+                         f"{lookups['min']}/{lookups['median']}/{lookups['max']}", source),
+                Evidence("file reads per request under it (min/median/max)",
+                         f"{reads['min']}/{reads['median']}/{reads['max']}", source),
+                Evidence("file reads per lookup", per_lookup, source),
+                Evidence("files opened per request under it (median)", opens["median"], source),
+                Evidence("file writes under it (fwrite, file_put_contents, ...)", 0, source),
+                Evidence("path to the reads", " -> ".join(path), f"xhprof of {rids[0]}"),
+                *[Evidence("caller", f"{c['function']} ({c['calls']} calls)", source) for c in top_callers],
+                Evidence("inclusive time per lookup (instrumented, inflated by xhprof)",
+                         f"{us_per_lookup} us", source),
+                share_evidence,
+            ],
+            urls=urls, requests=rids[:5],
+            details={"function": fn, "callers": top_callers, "reader_path": path,
+                     "lookups_per_request": lookups, "reads_per_request": reads,
+                     "opens_per_request": opens, "reads_per_lookup": per_lookup,
+                     "per_url": per_url}))
+    findings.sort(key=lambda f: (-(f.share_pct or 0), f.details["function"]))
+    return findings
