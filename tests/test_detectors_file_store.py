@@ -52,7 +52,7 @@ def test_store_read_per_lookup_with_exact_counts():
     assert d["reads_per_lookup"] == 2.0
     assert d["opens_per_request"]["median"] == 1
     assert d["reader_path"] == ["Store::get", "Reader::find", "Reader::read", "fread"]
-    assert d["callers"] == [{"function": "Messages::get", "calls": 230}]
+    assert d["callers"] == [{"function": "Messages::get", "calls_per_request": 115}]
     # no Excimer: the getter's inclusive xhprof time over the two requests' wall time
     assert f.share_pct == pytest.approx(100 * 2 * 24_000 / 200_000)
     assert f.severity == "high"
@@ -103,3 +103,17 @@ def test_a_dense_outer_layer_is_the_getter():
     p = store_profile(memo_calls=120)          # Messages::get misses on every call now
     [f] = file_static_cache.detect(store_context([p, p]))
     assert f.details["function"] == "Messages::get"
+
+
+def test_reads_attributed_through_deep_and_recursive_graphs():
+    """Calls are credited in proportion to the calls each caller made; a cycle is credited
+    one call deep; a call graph deeper than Python's recursion limit is no error."""
+    edges = {("main()", "a"): {"ct": 1}, ("main()", "b"): {"ct": 3}, ("a", "get"): {"ct": 10},
+             ("b", "get"): {"ct": 30}, ("get", "fread"): {"ct": 80}, ("get", "b"): {"ct": 1}}
+    got = file_static_cache.attributed(edges, lambda f: f == "fread")
+    # a and b: 10 and 30 of the 40 calls get receives; get's one call back into b adds
+    # nothing (going round the cycle would count get's reads again)
+    assert got["get"] == 80 and got["a"] == pytest.approx(20) and got["b"] == pytest.approx(60)
+    assert got["main()"] == pytest.approx(20 + 3 / 4 * 60)
+    deep = {(f"f{i}", f"f{i + 1}"): {"ct": 1} for i in range(5000)} | {("f5000", "fread"): {"ct": 2}}
+    assert file_static_cache.attributed(deep, lambda f: f == "fread")["f0"] == 2

@@ -48,7 +48,7 @@ Share of request time
     Excimer, its inclusive xhprof time over the instrumented requests' wall time (an upper
     bound: xhprof slows many small calls down). Severity follows `findings.severity_for`.
 
-Details: `function` (the getter), `callers` (its top callers with calls), `reader_path` (getter
+Details: `function` (the getter), `callers` (its top callers, calls per request), `reader_path` (getter
 down to the read builtin), `lookups_per_request`, `reads_per_request`, `opens_per_request`,
 `reads_per_lookup`, `per_url`. The fix for MediaWiki is
 `$wgLocalisationCacheConf['storeClass'] = 'LCStoreStaticArray'` and
@@ -77,34 +77,82 @@ def _in(names: frozenset[str]):
     return lambda fn: fn.lower() in names
 
 
-def attributed(edges: dict[tuple[str, str], dict], leaf) -> dict[str, float]:
-    """Function -> calls of the `leaf` builtins made under it, each caller credited with its
-    part of a callee's calls in proportion to the calls it made to that callee."""
+def call_graph(edges: dict[tuple[str, str], dict]) -> tuple[dict[str, list[tuple[str, int]]], Counter]:
+    """Caller -> [(callee, calls)] and callee -> calls received, self-calls left out."""
     children: dict[str, list[tuple[str, int]]] = defaultdict(list)
     calls_in: Counter = Counter()
     for (parent, child), e in edges.items():
         if parent != child:
             children[parent].append((child, e["ct"]))
             calls_in[child] += e["ct"]
-    memo: dict[str, float] = {}
+    return children, calls_in
 
-    def under(fn: str, visiting: set[str]) -> float:
-        if fn in memo:
-            return memo[fn]
-        visiting.add(fn)
-        total = 0.0
-        for child, ct in children.get(fn, ()):
-            if leaf(child):
-                total += ct
-            elif child not in visiting and calls_in[child]:
-                total += ct / calls_in[child] * under(child, visiting)
-        visiting.discard(fn)
-        memo[fn] = total
-        return total
 
-    for fn in list(children):
-        under(fn, set())
-    return memo
+def components(children: dict[str, list[tuple[str, int]]]) -> dict[str, int]:
+    """Function -> its strongly connected component (Tarjan, iterative: call graphs can be
+    deeper than Python's recursion limit). Mutually recursive functions share one."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    comp: dict[str, int] = {}
+    on_stack: list[str] = []
+    done = 0
+    for root in children:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        on_stack.append(root)
+        work = [(root, iter(children.get(root, ())))]
+        while work:
+            fn, todo = work[-1]
+            for child, _ in todo:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    on_stack.append(child)
+                    work.append((child, iter(children.get(child, ()))))
+                    break
+                if child not in comp:
+                    low[fn] = min(low[fn], index[child])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[fn])
+                if low[fn] == index[fn]:
+                    while True:
+                        member = on_stack.pop()
+                        comp[member] = done
+                        if member == fn:
+                            break
+                    done += 1
+    return comp
+
+
+def attributed(edges: dict[tuple[str, str], dict], leaf) -> dict[str, float]:
+    """Function -> calls of the `leaf` builtins made under it, each caller credited with its
+    part of a callee's calls in proportion to the calls it made to that callee. Within a set
+    of mutually recursive functions the credit goes one call deep (a callee's reads outside
+    the set): going round the cycle would count the same reads again."""
+    children, calls_in = call_graph(edges)
+    comp = components(children)
+    members: dict[int, list[str]] = defaultdict(list)
+    for fn, c in comp.items():
+        members[c].append(fn)
+    value: dict[str, float] = {}
+    # Tarjan numbers components callees first: walk them in that order.
+    for c in sorted(members):
+        own = {}
+        for fn in members[c]:
+            got = 0.0
+            for child, ct in children.get(fn, ()):
+                if leaf(child):
+                    got += ct
+                elif comp.get(child, -1) != c and calls_in[child]:
+                    got += ct / calls_in[child] * value.get(child, 0.0)
+            own[fn] = got
+        for fn in members[c]:
+            value[fn] = own[fn] + sum(ct / calls_in[child] * own[child]
+                                      for child, ct in children.get(fn, ())
+                                      if child != fn and comp.get(child, -1) == c and not leaf(child))
+    return value
 
 
 def getter_of(ctx: Context, rid: str) -> dict | None:
@@ -136,17 +184,14 @@ def getter_of(ctx: Context, rid: str) -> dict | None:
 
 def reader_path(edges: dict, fn: str, reads: dict[str, float], depth: int = 12) -> list[str]:
     """The getter down to the read builtin, each step to the callee that read the most."""
-    calls_in: Counter = Counter()
-    for (p, c), e in edges.items():
-        if p != c:
-            calls_in[c] += e["ct"]
+    children, calls_in = call_graph(edges)
     path = [fn]
     while len(path) < depth:
         best = None
-        for (p, c), e in edges.items():
-            if p != path[-1] or c == p or c in path:
+        for c, ct in children.get(path[-1], ()):
+            if c in path:
                 continue
-            got = e["ct"] if c.lower() in READS else e["ct"] / calls_in[c] * reads.get(c, 0.0)
+            got = ct if c.lower() in READS else ct / calls_in[c] * reads.get(c, 0.0)
             if got and (best is None or got > best[0]):
                 best = (got, c)
         if best is None:
@@ -205,7 +250,8 @@ def detect(ctx: Context) -> list[Finding]:
             for (p, c), e in ctx.xhprof_edges[r].items():
                 if c == fn and p != fn:
                     callers[p] += e["ct"]
-        top_callers = [{"function": p, "calls": n} for p, n in callers.most_common(3)]
+        top_callers = [{"function": p, "calls_per_request": round(n / len(rids), 1)}
+                       for p, n in callers.most_common(3)]
         path = found[0]["path"]
         share, share_evidence = share_pct(ctx, fn, found, rids)
         source = f"xhprof of {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"
@@ -236,7 +282,8 @@ def detect(ctx: Context) -> list[Finding]:
                 Evidence("files opened per request under it (median)", opens["median"], source),
                 Evidence("file writes under it (fwrite, file_put_contents, ...)", 0, source),
                 Evidence("path to the reads", " -> ".join(path), f"xhprof of {rids[0]}"),
-                *[Evidence("caller", f"{c['function']} ({c['calls']} calls)", source) for c in top_callers],
+                *[Evidence("caller (calls per request, mean)", f"{c['function']} ({c['calls_per_request']:g})",
+                           source) for c in top_callers],
                 Evidence("inclusive time per lookup (instrumented, inflated by xhprof)",
                          f"{us_per_lookup} us", source),
                 share_evidence,
