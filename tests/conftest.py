@@ -98,7 +98,7 @@ def prepared_root(name: str) -> Path:
     return roots[0]
 
 
-VERIFY_ARGS = ("--runs", "5", "--duration", "2", "--warmup-duration", "1", "--requests", "30")
+VERIFY_ARGS = ("--runs", "5", "--duration", "1", "--warmup-duration", "1", "--requests", "30")
 
 
 @pytest.fixture(scope="session")

@@ -161,7 +161,7 @@ def test_overhead_slices_pause_perf_and_the_slow_log_between_capture_slices(lock
     with its neighbours. perf and the slow log are paused in the uncollected slices: otherwise
     their samples and statements (requests without a log line) would be left unattributed."""
     b = tmp_path / "b"
-    r = lockdown("profile", "minicms", "--requests", "90", "--overhead-slices", "3", "-o", b,
+    r = lockdown("profile", "minicms", "--requests", "45", "--overhead-slices", "3", "-o", b,
                  "--xhprof-every", "0")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "nothing collected (4/4)" in r.stdout
@@ -173,14 +173,14 @@ def test_overhead_slices_pause_perf_and_the_slow_log_between_capture_slices(lock
     for s in o["slices"]:
         product *= s["ratio"]
     assert o["ratio"] == pytest.approx(product ** (1 / 3), rel=1e-3)     # geometric mean
-    assert m["baseline"]["requests"] == 4 * 30 and m["driver"]["requests"] == 90
+    assert m["baseline"]["requests"] == 4 * 15 and m["driver"]["requests"] == 45
     v = lockdown("validate", b)
     assert v.returncode == 0, v.stdout     # every statement tied to a request at concurrency 1
     perf = m["collected"]["perf"]
-    # 120 uncollected requests against 90 captured: unpaused, they would outnumber these
+    # 60 uncollected requests against 45 captured: unpaused, they would outnumber these
     assert perf["outside_requests"] < 0.25 * perf["in_requests"], perf
     ids = [json.loads(line)["id"] for line in (b / "requests.jsonl").read_text().splitlines()]
-    assert ids == [f"r{i:06d}" for i in range(90)]
+    assert ids == [f"r{i:06d}" for i in range(45)]
 
 
 @pytest.mark.parametrize("sabotage", [
