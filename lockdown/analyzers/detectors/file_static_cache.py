@@ -126,16 +126,22 @@ def components(children: dict[str, list[tuple[str, int]]]) -> dict[str, int]:
     return comp
 
 
-def attributed(edges: dict[tuple[str, str], dict], leaf) -> dict[str, float]:
+def attributed(edges: dict[tuple[str, str], dict], *leaves) -> dict[str, float] | list[dict[str, float]]:
     """Function -> calls of the `leaf` builtins made under it, each caller credited with its
     part of a callee's calls in proportion to the calls it made to that callee. Within a set
     of mutually recursive functions the credit goes one call deep (a callee's reads outside
-    the set): going round the cycle would count the same reads again."""
+    the set): going round the cycle would count the same reads again. Several leaf tests give
+    one such mapping each (the call graph is built once)."""
     children, calls_in = call_graph(edges)
     comp = components(children)
     members: dict[int, list[str]] = defaultdict(list)
     for fn, c in comp.items():
         members[c].append(fn)
+    out = [_credit(children, calls_in, comp, members, leaf) for leaf in leaves]
+    return out[0] if len(out) == 1 else out
+
+
+def _credit(children, calls_in, comp, members, leaf) -> dict[str, float]:
     value: dict[str, float] = {}
     # Tarjan numbers components callees first: walk them in that order.
     for c in sorted(members):
@@ -160,7 +166,9 @@ def getter_of(ctx: Context, rid: str) -> dict | None:
     min_lookups = ctx.threshold(ID, "min_lookups_per_request")
     min_reads = ctx.threshold(ID, "min_reads_per_lookup")
     edges = ctx.xhprof_edges.get(rid, {})
-    reads = attributed(edges, _in(READS))
+    if not any(c.lower() in READS for _, c in edges):
+        return None
+    reads, opens, writes = attributed(edges, _in(READS), _in(OPENS), _in(WRITES))
     if not any(reads.values()):
         return None
     totals = ctx.xhprof[rid]
@@ -177,9 +185,9 @@ def getter_of(ctx: Context, rid: str) -> dict | None:
     # getter. Of the functions that read as densely, the outermost (most inclusive time).
     densest = max(c[3] for c in cands)
     incl, calls, fn, _ = max(c for c in cands if c[3] >= densest / 2)
-    opens = attributed(edges, _in(OPENS))
-    return {"writes": attributed(edges, _in(WRITES)).get(fn, 0.0), "function": fn, "calls": calls, "inclusive_us": incl, "reads": reads[fn],
-            "opens": opens.get(fn, 0.0), "path": reader_path(edges, fn, reads)}
+    return {"function": fn, "calls": calls, "inclusive_us": incl, "reads": reads[fn],
+            "opens": opens.get(fn, 0.0), "writes": writes.get(fn, 0.0),
+            "path": reader_path(edges, fn, reads)}
 
 
 def reader_path(edges: dict, fn: str, reads: dict[str, float], depth: int = 12) -> list[str]:
