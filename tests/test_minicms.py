@@ -89,7 +89,7 @@ def stacks(bundle) -> str:
     return "\n".join(st for p in bundle.excimer() for st in p.stacks)
 
 
-@pytest.mark.parametrize("variant", ["minicms-clean", "minicms-queries"])
+@pytest.mark.parametrize("variant", ["minicms-clean", "minicms-queries", "minicms-files"])
 def test_variant_shares_minicms_files_except_its_config(variant):
     """minicms-clean and minicms-queries are minicms's files through symlinks, plus their own
     target.toml and config.php."""

@@ -98,6 +98,31 @@ def test_minicms_clean_has_no_defect(lockdown, tmp_path):
     assert [f["id"] for f in data["findings"]] == ["hot-builtins"]
 
 
+def test_minicms_files_store_read_per_key_matches_the_ground_truth(lockdown, tmp_path):
+    """minicms-clean with its messages in a hashed file read with fseek/fread per key: one
+    file-static-cache finding naming the store's getter, whose calls and reads per request are
+    the app's own counts, with the config.php patch; no other defect."""
+    truth = ground_truth(lockdown, "minicms-files", tmp_path)
+    out = tmp_path / "out"
+    r = lockdown("run", "minicms-files", "-o", out, "--no-bench", "--no-probe", "--requests", "40",
+                 timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads((out / "findings.json").read_text())
+    assert [f["id"] for f in data["findings"] if f["severity"] != "info"] == ["file-static-cache"]
+    [f] = [f for f in data["findings"] if f["id"] == "file-static-cache"]
+    d = f["details"]
+    assert d["function"] == "LCStoreHashFile::get"
+    assert d["reader_path"] == ["LCStoreHashFile::get", "LCStoreHashFile::read", "fread"]
+    for page, url in PAGES.items():
+        counts = truth[page]["l10n"]
+        assert counts["store_gets"] == counts["lookups"] + 2 >= 100       # + deps and preload
+        assert set(d["per_url"][url]["lookups_per_request"].values()) == {counts["store_gets"]}, url
+        assert set(d["per_url"][url]["reads_per_request"].values()) == {counts["file_reads"]}, url
+    [diff] = f["remediations"]
+    assert diff["file"] == "config.php" and diff["checked"]
+    assert "+    'l10n_store' => 'php'," in diff["content"]
+
+
 def test_probe_dismisses_candidates_called_on_different_data(lockdown, tmp_path):
     """With the cost thresholds off, helpers called on different data each time pass xhprof's
     "same child calls" test on minicms-clean: drupal_load (another module each call) and

@@ -21,8 +21,9 @@ name is known in advance.
       least `min_reads_per_lookup` reads each on average is a lookup that goes to the file.
       Of several such functions, those with at least half the reads per call of the densest
       are the store's layers (a memo above the store reads on some calls only, and is left
-      out); of these the outermost, the one with the most inclusive time, is the getter
-      reported (not the reader inside it).
+      out). Of these, the getter reported is the one with the most reads under it: the
+      store's entry, which every caller's lookups pass through. Of equals (a wrapper that is
+      its only caller), the outermost, the one with the most inclusive time.
     - Nothing under the getter writes a file (fwrite, fputs, file_put_contents, ftruncate,
       fputcsv, SplFileObject::fwrite) in any of these requests: the store is only read.
     - The same getter in at least `min_request_share` of a URL's profiled requests, and in
@@ -50,7 +51,7 @@ Share of request time
 
 Details: `function` (the getter), `callers` (its top callers, calls per request), `reader_path` (getter
 down to the read builtin), `lookups_per_request`, `reads_per_request`, `opens_per_request`,
-`reads_per_lookup`, `per_url`. The fix for MediaWiki is
+`reads_per_lookup`, `per_url` (lookups and reads per request by URL). The fix for MediaWiki is
 `$wgLocalisationCacheConf['storeClass'] = 'LCStoreStaticArray'` and
 `php maintenance/rebuildLocalisationCache.php` (remediation/recipes.toml); for another
 application, a PHP file returning the data as an array (`var_export`), `require`d once.
@@ -161,33 +162,42 @@ def _credit(children, calls_in, comp, members, leaf) -> dict[str, float]:
     return value
 
 
-def getter_of(ctx: Context, rid: str) -> dict | None:
-    """The request's store getter (see the module docstring) with its counts, or None."""
+def store_layers(ctx: Context, rid: str) -> dict[str, dict]:
+    """The request's candidate getters (see the module docstring), function -> counts."""
     min_lookups = ctx.threshold(ID, "min_lookups_per_request")
     min_reads = ctx.threshold(ID, "min_reads_per_lookup")
     edges = ctx.xhprof_edges.get(rid, {})
     if not any(c.lower() in READS for _, c in edges):
-        return None
+        return {}
     reads, opens, writes = attributed(edges, _in(READS), _in(OPENS), _in(WRITES))
-    if not any(reads.values()):
-        return None
     totals = ctx.xhprof[rid]
-    cands = []
+    found = {}
     for fn, r in reads.items():
         t = totals.get(fn)
         if (not t or fn == "main()" or ctx.is_internal(fn) or t["calls"] < min_lookups
                 or r / t["calls"] < min_reads):
             continue
-        cands.append((t["inclusive_us"], t["calls"], fn, r / t["calls"]))
-    if not cands:
-        return None
+        found[fn] = {"function": fn, "calls": t["calls"], "inclusive_us": t["inclusive_us"],
+                     "reads": r, "opens": opens.get(fn, 0.0), "writes": writes.get(fn, 0.0)}
+    if not found:
+        return {}
     # A memo layer above the store reads on some calls only: fewer reads per call than the
-    # getter. Of the functions that read as densely, the outermost (most inclusive time).
-    densest = max(c[3] for c in cands)
-    incl, calls, fn, _ = max(c for c in cands if c[3] >= densest / 2)
-    return {"function": fn, "calls": calls, "inclusive_us": incl, "reads": reads[fn],
-            "opens": opens.get(fn, 0.0), "writes": writes.get(fn, 0.0),
-            "path": reader_path(edges, fn, reads)}
+    # store's own layers.
+    densest = max(g["reads"] / g["calls"] for g in found.values())
+    return {fn: g for fn, g in found.items() if g["reads"] / g["calls"] >= densest / 2}
+
+
+def getter(layers: dict[str, dict[str, dict]]) -> str | None:
+    """Of every request's store layers, the store's entry: the most reads under it over the
+    capture (every caller's lookups pass through it); of equals, the outermost (the most
+    inclusive time). Chosen once for the capture, so that every request names the same."""
+    reads: Counter = Counter()
+    incl: Counter = Counter()
+    for per_fn in layers.values():
+        for fn, g in per_fn.items():
+            reads[fn] += g["reads"]
+            incl[fn] += g["inclusive_us"]
+    return max(reads, key=lambda fn: (round(reads[fn], 6), incl[fn], fn), default=None)
 
 
 def reader_path(edges: dict, fn: str, reads: dict[str, float], depth: int = 12) -> list[str]:
@@ -234,72 +244,72 @@ def detect(ctx: Context) -> list[Finding]:
     profiled_by_url: dict[str, list[str]] = defaultdict(list)
     for rid in sorted(ctx.xhprof):
         profiled_by_url[ctx.url_of.get(rid, "?")].append(rid)
-    by_fn: dict[str, dict[str, dict]] = defaultdict(dict)      # getter -> rid -> counts
+    layers = {rid: store_layers(ctx, rid) for rid in sorted(ctx.xhprof)}
+    fn = getter(layers)
+    if fn is None:
+        return []
+    per_rid: dict[str, dict] = {}
     for url, rids in profiled_by_url.items():
-        got = {rid: g for rid in rids if (g := getter_of(ctx, rid))}
-        for fn in {g["function"] for g in got.values()}:
-            mine = {rid: g for rid, g in got.items() if g["function"] == fn}
-            if len(mine) >= min_share * len(rids):
-                by_fn[fn].update(mine)
-    findings = []
-    for fn, per_rid in sorted(by_fn.items()):
-        if len(per_rid) < 2 or any(g["writes"] for g in per_rid.values()):
-            continue
-        rids = sorted(per_rid)
-        found = [per_rid[r] for r in rids]
-        urls = sorted({ctx.url_of.get(r, "?") for r in rids})
-        lookups = _spread([g["calls"] for g in found])
-        reads = _spread([g["reads"] for g in found])
-        opens = _spread([g["opens"] for g in found])
-        per_lookup = round(sum(g["reads"] for g in found) / sum(g["calls"] for g in found), 2)
-        us_per_lookup = round(sum(g["inclusive_us"] for g in found) / sum(g["calls"] for g in found), 1)
-        callers: Counter = Counter()
-        for r in rids:
-            for (p, c), e in ctx.xhprof_edges[r].items():
-                if c == fn and p != fn:
-                    callers[p] += e["ct"]
-        top_callers = [{"function": p, "calls_per_request": round(n / len(rids), 1)}
-                       for p, n in callers.most_common(3)]
-        path = found[0]["path"]
-        share, share_evidence = share_pct(ctx, fn, found, rids)
-        source = f"xhprof of {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"
-        per_url = {u: {"profiled": len(profiled_by_url[u]),
-                       "with_lookups": sum(1 for r in rids if ctx.url_of.get(r) == u),
-                       "lookups_per_request": _spread([per_rid[r]["calls"] for r in rids
-                                                       if ctx.url_of.get(r) == u])}
-                   for u in urls}
-        summary = (
-            f"{lookups['median']} lookups per request (median) go through `{fn}`, and each one reads "
-            f"a file: {reads['median']} file reads per request under it ({per_lookup} per lookup, "
-            f"`{' -> '.join(path[1:])}`), on {len(rids)} profiled requests of "
-            f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}; nothing under it writes a file. "
-            "This is a read-only store of static data (translations, configuration) read from disk "
-            "and decoded one key at a time on every request. A PHP file returning the data as an "
-            "array, loaded once with `require`, is kept in shared memory by the opcode cache and "
-            "costs no read (MediaWiki: LCStoreStaticArray and rebuildLocalisationCache.php).")
-        findings.append(Finding(
-            id=ID,
-            title=f"Static data read from a file key by key: {lookups['median']} lookups per request in {fn}",
-            severity=severity_for(share), share_pct=round(share, 2), summary=summary,
-            evidence=[
-                Evidence("lookups per request, calls of the getter (min/median/max)",
-                         f"{lookups['min']}/{lookups['median']}/{lookups['max']}", source),
-                Evidence("file reads per request under it (min/median/max)",
-                         f"{reads['min']}/{reads['median']}/{reads['max']}", source),
-                Evidence("file reads per lookup", per_lookup, source),
-                Evidence("files opened per request under it (median)", opens["median"], source),
-                Evidence("file writes under it (fwrite, file_put_contents, ...)", 0, source),
-                Evidence("path to the reads", " -> ".join(path), f"xhprof of {rids[0]}"),
-                *[Evidence("caller (calls per request, mean)", f"{c['function']} ({c['calls_per_request']:g})",
-                           source) for c in top_callers],
-                Evidence("inclusive time per lookup (instrumented, inflated by xhprof)",
-                         f"{us_per_lookup} us", source),
-                share_evidence,
-            ],
-            urls=urls, requests=rids[:5],
-            details={"function": fn, "callers": top_callers, "reader_path": path,
-                     "lookups_per_request": lookups, "reads_per_request": reads,
-                     "opens_per_request": opens, "reads_per_lookup": per_lookup,
-                     "per_url": per_url}))
-    findings.sort(key=lambda f: (-(f.share_pct or 0), f.details["function"]))
-    return findings
+        mine = {rid: layers[rid][fn] for rid in rids if fn in layers[rid]}
+        if len(mine) >= min_share * len(rids):
+            per_rid.update(mine)
+    if len(per_rid) < 2 or any(g["writes"] for g in per_rid.values()):
+        return []
+    rids = sorted(per_rid)
+    found = [per_rid[r] for r in rids]
+    urls = sorted({ctx.url_of.get(r, "?") for r in rids})
+    lookups = _spread([g["calls"] for g in found])
+    reads = _spread([g["reads"] for g in found])
+    opens = _spread([g["opens"] for g in found])
+    per_lookup = round(sum(g["reads"] for g in found) / sum(g["calls"] for g in found), 2)
+    us_per_lookup = round(sum(g["inclusive_us"] for g in found) / sum(g["calls"] for g in found), 1)
+    callers: Counter = Counter()
+    for r in rids:
+        for (p, c), e in ctx.xhprof_edges[r].items():
+            if c == fn and p != fn:
+                callers[p] += e["ct"]
+    top_callers = [{"function": p, "calls_per_request": round(n / len(rids), 1)}
+                   for p, n in callers.most_common(3)]
+    path = reader_path(ctx.xhprof_edges[rids[0]], fn,
+                       attributed(ctx.xhprof_edges[rids[0]], _in(READS)))
+    share, share_evidence = share_pct(ctx, fn, found, rids)
+    source = f"xhprof of {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"
+    per_url = {}
+    for u in urls:
+        mine = [per_rid[r] for r in rids if ctx.url_of.get(r) == u]
+        per_url[u] = {"profiled": len(profiled_by_url[u]), "with_lookups": len(mine),
+                      "lookups_per_request": _spread([g["calls"] for g in mine]),
+                      "reads_per_request": _spread([g["reads"] for g in mine])}
+    summary = (
+        f"{lookups['median']} lookups per request (median) go through `{fn}`, and each one reads "
+        f"a file: {reads['median']} file reads per request under it ({per_lookup} per lookup, "
+        f"`{' -> '.join(path[1:])}`), on {len(rids)} profiled requests of "
+        f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}; nothing under it writes a file. "
+        "This is a read-only store of static data (translations, configuration) read from disk "
+        "and decoded one key at a time on every request. A PHP file returning the data as an "
+        "array, loaded once with `require`, is kept in shared memory by the opcode cache and "
+        "costs no read (MediaWiki: LCStoreStaticArray and rebuildLocalisationCache.php).")
+    return [Finding(
+        id=ID,
+        title=f"Static data read from a file key by key: {lookups['median']} lookups per request in {fn}",
+        severity=severity_for(share), share_pct=round(share, 2), summary=summary,
+        evidence=[
+            Evidence("lookups per request, calls of the getter (min/median/max)",
+                     f"{lookups['min']}/{lookups['median']}/{lookups['max']}", source),
+            Evidence("file reads per request under it (min/median/max)",
+                     f"{reads['min']}/{reads['median']}/{reads['max']}", source),
+            Evidence("file reads per lookup", per_lookup, source),
+            Evidence("files opened per request under it (median)", opens["median"], source),
+            Evidence("file writes under it (fwrite, file_put_contents, ...)", 0, source),
+            Evidence("path to the reads", " -> ".join(path), f"xhprof of {rids[0]}"),
+            *[Evidence("caller (calls per request, mean)", f"{c['function']} ({c['calls_per_request']:g})",
+                       source) for c in top_callers],
+            Evidence("inclusive time per lookup (instrumented, inflated by xhprof)",
+                     f"{us_per_lookup} us", source),
+            share_evidence,
+        ],
+        urls=urls, requests=rids[:5],
+        details={"function": fn, "callers": top_callers, "reader_path": path,
+                 "lookups_per_request": lookups, "reads_per_request": reads,
+                 "opens_per_request": opens, "reads_per_lookup": per_lookup,
+                 "per_url": per_url})]
