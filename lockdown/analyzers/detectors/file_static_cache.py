@@ -21,13 +21,15 @@ name is known in advance.
       least `min_reads_per_lookup` reads each on average is a lookup that goes to the file.
       Of several such functions, those with at least half the reads per call of the densest
       are the store's layers (a memo above the store reads on some calls only, and is left
-      out). Of these, the getter reported is the one with the most reads under it: the
-      store's entry, which every caller's lookups pass through. Of equals (a wrapper that is
-      its only caller), the outermost, the one with the most inclusive time.
+      out). Of these, the getter reported is the one with the most reads under it over all
+      profiled requests: the store's entry, which every caller's lookups pass through. Of
+      equals (a wrapper that is its only caller), the outermost, the one with the most
+      inclusive time. One getter for the capture, so every request names the same.
     - Nothing under the getter writes a file (fwrite, fputs, file_put_contents, ftruncate,
       fputcsv, SplFileObject::fwrite) in any of these requests: the store is only read.
-    - The same getter in at least `min_request_share` of a URL's profiled requests, and in
-      at least two profiled requests (repetition has to be seen).
+    - The getter is a store layer in at least `min_request_share` of a URL's profiled
+      requests (URLs below that are left out), and in at least two profiled requests
+      (repetition has to be seen).
 
 Not flagged
     - A file read once and decoded into memory (file_get_contents, include, unserialize of the
