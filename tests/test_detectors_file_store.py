@@ -51,6 +51,9 @@ def test_store_read_per_lookup_with_exact_counts():
     assert d["reads_per_request"] == {"min": 220, "median": 230, "max": 240}
     assert d["reads_per_lookup"] == 2.0
     assert d["opens_per_request"]["median"] == 1
+    # one fseek before each fread: each may refill PHP's 8 KB stream buffer
+    assert d["seeks_per_request"] == {"min": 220, "median": 230, "max": 240}
+    assert d["refill_bytes_per_request"] == 230 * 8192
     assert d["reader_path"] == ["Store::get", "Reader::find", "Reader::read", "fread"]
     assert d["callers"] == [{"function": "Messages::get", "calls_per_request": 115}]
     # no Excimer: the getter's inclusive xhprof time over the two requests' wall time

@@ -46,6 +46,16 @@ Limits
     reader issues one read per call, several calls per lookup, is reported under that reader
     (its calls counted as lookups); a buffered reader (fewer reads than calls) is not.
 
+What it costs beyond its own time
+    PHP's stream layer reads plain files through an 8 KB buffer that a seek outside the
+    buffered bytes discards: then `fseek` + `fread($fh, 8)` is an lseek(2) and a read(2) of
+    8192 bytes (strace). A reader that seeks before every read copies up to 8 KB from the
+    page cache per read: MediaWiki's CDB reader up to 1.6 MB per page, minicms-files' up to
+    4.3 MB. Besides the time Excimer sees in the getter, that traffic evicts the rest of the
+    request's data from the CPU caches, which is charged to whatever runs next; `verify`
+    measured gains of about twice the share (docs/detectors.md). The evidence gives the
+    seeks and the upper bound of the bytes.
+
 Share of request time
     The timed requests' Excimer samples with the getter on the stack (wall clock); without
     Excimer, its inclusive xhprof time over the instrumented requests' wall time (an upper
@@ -53,6 +63,7 @@ Share of request time
 
 Details: `function` (the getter), `callers` (its top callers, calls per request), `reader_path` (getter
 down to the read builtin), `lookups_per_request`, `reads_per_request`, `opens_per_request`,
+`seeks_per_request`, `refill_bytes_per_request` (the upper bound above),
 `reads_per_lookup`, `per_url` (lookups and reads per request by URL). The fix for MediaWiki is
 `$wgLocalisationCacheConf['storeClass'] = 'LCStoreStaticArray'` and
 `php maintenance/rebuildLocalisationCache.php` (remediation/recipes.toml); for another
@@ -72,6 +83,8 @@ READS = frozenset(("fread", "fgets", "fgetc", "fgetcsv", "fscanf", "stream_get_c
                    "stream_get_line", "splfileobject::fread", "splfileobject::fgets",
                    "splfileobject::fgetc", "splfileobject::fgetcsv", "splfileobject::fscanf"))
 OPENS = frozenset(("fopen", "splfileobject::__construct", "gzopen"))
+SEEKS = frozenset(("fseek", "rewind", "splfileobject::fseek", "splfileobject::rewind"))
+STREAM_CHUNK = 8192   # PHP's stream read buffer: a read after a seek asks the kernel for this much
 WRITES = frozenset(("fwrite", "fputs", "file_put_contents", "ftruncate", "fputcsv",
                     "splfileobject::fwrite", "splfileobject::fputcsv", "splfileobject::ftruncate"))
 
@@ -171,7 +184,7 @@ def store_layers(ctx: Context, rid: str) -> dict[str, dict]:
     edges = ctx.xhprof_edges.get(rid, {})
     if not any(c.lower() in READS for _, c in edges):
         return {}
-    reads, opens, writes = attributed(edges, _in(READS), _in(OPENS), _in(WRITES))
+    reads, opens, writes, seeks = attributed(edges, _in(READS), _in(OPENS), _in(WRITES), _in(SEEKS))
     totals = ctx.xhprof[rid]
     found = {}
     for fn, r in reads.items():
@@ -180,7 +193,8 @@ def store_layers(ctx: Context, rid: str) -> dict[str, dict]:
                 or r / t["calls"] < min_reads):
             continue
         found[fn] = {"function": fn, "calls": t["calls"], "inclusive_us": t["inclusive_us"],
-                     "reads": r, "opens": opens.get(fn, 0.0), "writes": writes.get(fn, 0.0)}
+                     "reads": r, "opens": opens.get(fn, 0.0), "writes": writes.get(fn, 0.0),
+                     "seeks": seeks.get(fn, 0.0)}
     if not found:
         return {}
     # A memo layer above the store reads on some calls only: fewer reads per call than the
@@ -263,6 +277,10 @@ def detect(ctx: Context) -> list[Finding]:
     lookups = _spread([g["calls"] for g in found])
     reads = _spread([g["reads"] for g in found])
     opens = _spread([g["opens"] for g in found])
+    seeks = _spread([g["seeks"] for g in found])
+    # PHP's stream layer drops its read buffer on a seek outside the bytes it holds; the next
+    # read refills it with one read(2) of a whole chunk, however few bytes were asked for.
+    refills = statistics.median(min(g["seeks"], g["reads"]) for g in found)
     per_lookup = round(sum(g["reads"] for g in found) / sum(g["calls"] for g in found), 2)
     us_per_lookup = round(sum(g["inclusive_us"] for g in found) / sum(g["calls"] for g in found), 1)
     callers: Counter = Counter()
@@ -302,6 +320,11 @@ def detect(ctx: Context) -> list[Finding]:
                      f"{reads['min']}/{reads['median']}/{reads['max']}", source),
             Evidence("file reads per lookup", per_lookup, source),
             Evidence("files opened per request under it (median)", opens["median"], source),
+            Evidence("seeks per request under it (fseek, rewind; min/median/max)",
+                     f"{seeks['min']}/{seeks['median']}/{seeks['max']}", source),
+            Evidence("bytes the kernel may copy per request for reads after a seek (median; a seek "
+                     f"outside PHP's {STREAM_CHUNK}-byte stream buffer makes the next read refill it)",
+                     f"up to {refills * STREAM_CHUNK / 1e6:.1f} MB", source),
             Evidence("file writes under it (fwrite, file_put_contents, ...)", 0, source),
             Evidence("path to the reads", " -> ".join(path), f"xhprof of {rids[0]}"),
             *[Evidence("caller (calls per request, mean)", f"{c['function']} ({c['calls_per_request']:g})",
@@ -313,5 +336,6 @@ def detect(ctx: Context) -> list[Finding]:
         urls=urls, requests=rids[:5],
         details={"function": fn, "callers": top_callers, "reader_path": path,
                  "lookups_per_request": lookups, "reads_per_request": reads,
-                 "opens_per_request": opens, "reads_per_lookup": per_lookup,
+                 "opens_per_request": opens, "seeks_per_request": seeks,
+                 "refill_bytes_per_request": int(refills * STREAM_CHUNK), "reads_per_lookup": per_lookup,
                  "per_url": per_url})]
