@@ -15,6 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from lockdown.analyzers.findings import predicted_ratio
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -25,9 +27,8 @@ def lockdown(*args: str) -> subprocess.CompletedProcess:
 
 def predicted(share_pct: float | None) -> str:
     """The RPS ratio a fix removing `share_pct` of the request time would give."""
-    if share_pct is None or share_pct >= 100:
-        return "-"
-    return f"{1 / (1 - share_pct / 100):5.2f}x ({share_pct:.1f}%)"
+    ratio = predicted_ratio(share_pct)
+    return "-" if ratio is None else f"{ratio:5.2f}x ({share_pct:.1f}%)"
 
 
 def main() -> None:

@@ -111,6 +111,10 @@ def test_fs_scan_fix_is_measured_and_the_finding_is_gone(scan_verified):
     assert all(r["status_counts"] == {"200": sum(r["status_counts"].values())}
                for arm in ("before", "after") for r in bench[arm]["runs"])
     assert "CONFIRMED" in v.stdout and "gone from the re-capture" in v.stdout
+    # the measurement is set against what the finding's share predicts, 1 / (1 - share)
+    share = result["finding"]["share_pct"]
+    assert f"expected: the finding's share, {share:.1f}% of request time, predicts about " \
+           f"{1 / (1 - share / 100):.2f}x" in v.stdout
     # the SQL ran on the run's copy of the database only: the prepared tree is byte-identical
     assert tree_digest(prepared) == digest
     # nothing half-written is left beside the result

@@ -48,6 +48,11 @@ def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified
            f"{fmt_pct(c['ci95_pct'][0])} .. {fmt_pct(c['ci95_pct'][1])}" in issue
     for i, (x, y) in enumerate(zip(b["before"]["runs"], b["after"]["runs"]), 1):
         assert f"| run {i} | {fmt_rps(x['rps'])} | {fmt_rps(y['rps'])} |" in issue
+    # ... set against what the finding's share predicted: 1 / (1 - share)
+    share = next(f["share_pct"] for f in findings if f["key"] == "db-static-cache")
+    assert 0 < share < 100
+    assert (f"The finding's share, {share:.1f}% of request time, predicted about "
+            f"{fmt_ratio(1 / (1 - share / 100))} ({fmt_pct(100 * (1 / (1 - share / 100) - 1))})") in issue
     assert f"lockdown verify {run} --finding db-static-cache" in issue
     assert "Not verified yet: `lockdown verify" in (out / "n-plus-one.md").read_text()
 

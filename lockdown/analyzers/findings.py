@@ -68,6 +68,15 @@ class Finding:
         return cls(**d)
 
 
+def predicted_ratio(share_pct: float | None) -> float | None:
+    """The RPS ratio a fix that removes `share_pct` of every request's time would give, for
+    a server limited by request time: 1 / (1 - share). What `verify` measures is compared
+    with it (docs/detectors.md, calibration)."""
+    if share_pct is None or not 0 <= share_pct < 100:
+        return None
+    return 1 / (1 - share_pct / 100)
+
+
 def severity_for(share_pct: float | None, high: float = 10.0, medium: float = 3.0) -> str:
     if share_pct is None:
         return "low"

@@ -1,6 +1,7 @@
 """`lockdown verify`'s result as the lines a terminal shows (and a write-up quotes)."""
 from __future__ import annotations
 
+from ..analyzers.findings import predicted_ratio
 from .writeup import fmt_pct as _pct
 
 
@@ -25,6 +26,16 @@ def paired_line(result: dict) -> str | None:
             f"{_pct(p['ci95_pct'][1])}")
 
 
+def expected_line(result: dict) -> str | None:
+    """What the finding's estimated share predicts, to set the measurement against."""
+    share = result["finding"].get("share_pct")
+    ratio = predicted_ratio(share)
+    if ratio is None:
+        return None
+    return (f"the finding's share, {share:.1f}% of request time, predicts about {ratio:.2f}x "
+            f"({_pct(100 * (ratio - 1))}) if the fix removes all of it")
+
+
 def verdict_line(result: dict) -> str:
     r = result["reprofile"]
     gone = ("gone from the re-capture" if r["gone"]
@@ -39,6 +50,7 @@ def format_verify(result: dict) -> str:
              f"  remediation: {', '.join(r['kind'] + (' ' + r['file'] if r.get('file') else '') for r in result['remediations'])}",
              f"  throughput: {effect_line(result)}",
              *([f"  ({paired})"] if paired else []),
+             *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
              f"  {verdict_line(result)}"]
     for kind, name in (result.get("diff_svg") or {}).items():
         if name:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import jinja2
 
-from ..analyzers.findings import Finding
+from ..analyzers.findings import Finding, predicted_ratio
 from .run_results import RunResults
 
 
@@ -53,7 +53,7 @@ def fmt_ratio(v) -> str:
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 _ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=fmt_rps, pct=fmt_pct,
-                    ratio=fmt_ratio)
+                    ratio=fmt_ratio, predicted=predicted_ratio)
 
 
 def finding_markdown(f: Finding, target: str, run_dir: str, bundle: str, verification: dict | None = None) -> str:
