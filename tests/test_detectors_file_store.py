@@ -4,6 +4,7 @@ SplFileObject), the getter chosen among the store's layers, and what is not flag
 import pytest
 from contexts import context, request
 
+from lockdown.analyzers.call_graph import attributed
 from lockdown.analyzers.detectors import file_static_cache
 
 PHP = {"ini": {}, "extensions": {}, "zend_extensions": ["Zend OPcache"],
@@ -113,10 +114,10 @@ def test_reads_attributed_through_deep_and_recursive_graphs():
     one call deep; a call graph deeper than Python's recursion limit is no error."""
     edges = {("main()", "a"): {"ct": 1}, ("main()", "b"): {"ct": 3}, ("a", "get"): {"ct": 10},
              ("b", "get"): {"ct": 30}, ("get", "fread"): {"ct": 80}, ("get", "b"): {"ct": 1}}
-    got = file_static_cache.attributed(edges, lambda f: f == "fread")
+    got = attributed(edges, lambda f: f == "fread")
     # a and b: 10 and 30 of the 40 calls get receives; get's one call back into b adds
     # nothing (going round the cycle would count get's reads again)
     assert got["get"] == 80 and got["a"] == pytest.approx(20) and got["b"] == pytest.approx(60)
     assert got["main()"] == pytest.approx(20 + 3 / 4 * 60)
     deep = {(f"f{i}", f"f{i + 1}"): {"ct": 1} for i in range(5000)} | {("f5000", "fread"): {"ct": 2}}
-    assert file_static_cache.attributed(deep, lambda f: f == "fread")["f0"] == 2
+    assert attributed(deep, lambda f: f == "fread")["f0"] == 2
