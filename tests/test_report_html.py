@@ -259,6 +259,8 @@ def inject(run):
                   "change": {"ratio": 1.24, "change_pct": 24.0, "ci95_pct": [20.1, 27.9], "method": SCRIPT,
                              "significant": True}},
         "reprofile": {"bundle": str(vdir / "bundle"), "gone": True, "remaining": [IMG]},
+        "responses": {"urls": 2, "same": 1, "volatile_patterns": 0,
+                      "pages": [{"url": SCRIPT, "same": False, "status_before": 200, "status_after": 500}]},
         "confirmed": True, "diff_svg": {"php": "diff-php.svg", "native": None}}))
     return key
 
@@ -292,6 +294,8 @@ def test_target_strings_are_text_never_script(home, run_dir, tmp_path):
         v = driver.find_element("css selector", "#findings .verify")
         center(driver, v)
         assert v.is_displayed() and "confirmed" in v.text and "+24.0%" in v.text
+        # the page comparison names the page that changed, as text
+        assert f"1 of 2 URLs serve a different page after the fix: {SCRIPT} (status 200 -> 500)" in v.text
         assert v.find_element("css selector", "svg.chart").is_displayed()
         assert v.find_element("css selector", "svg.lockdown-flamegraph").is_displayed()
         # interacting does not run anything either

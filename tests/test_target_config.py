@@ -39,6 +39,12 @@ def test_builtin_hello_loads():
     assert (t.app_files / "index.php").is_file()
 
 
+def test_verify_volatile_patterns_load(tmp_path):
+    t = load_target(make_target(tmp_path, GOOD + "\n[verify]\nvolatile = ['id=\\d+']\n"))
+    assert t.volatile == ("id=\\d+",)
+    assert load_target(make_target(tmp_path / "plain", GOOD)).volatile == ()
+
+
 def test_weighted_paths_keep_the_mix(tmp_path):
     t = load_target(make_target(tmp_path, GOOD))
     assert t.weighted_paths() == ["/", "/b", "/"]
@@ -54,6 +60,8 @@ def test_weighted_paths_keep_the_mix(tmp_path):
     (GOOD.replace('files = "app"', 'files = "nope"'), "files directory 'nope' does not exist"),
     (GOOD + '\n[database]\nname = "x; drop"\n', "may only hold letters"),
     (GOOD.replace('[app]\nfiles = "app"', ''), "[app] needs `source`"),
+    (GOOD + "\n[verify]\nvolatile = ['(unclosed']\n", "[verify] volatile[0] is not a regular expression"),
+    (GOOD + "\n[verify]\nvolatile = [3]\n", "[verify] volatile[0] must be a string"),
 ])
 def test_bad_target_toml(tmp_path, toml, problem):
     d = make_target(tmp_path, toml)

@@ -17,6 +17,7 @@ from ..analyzers.stats import compare_paired, compare_speed_adjusted
 from ..targets.config import Target
 from .bench import (BenchOptions, load_version, measured_run, rps_of, run_line, sanity_check,
                     speeds_of, summary_of, versions, warm_concurrent, warm_single)
+from .responses import compare_arms
 from .stack import Stack, StackOptions
 
 ARMS = ("before", "after")
@@ -32,7 +33,8 @@ def pair_order(runs: int) -> list[str]:
 
 def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOptions,
            opts: BenchOptions, say=print) -> dict:
-    """Start both arms, check and warm both, then measure `opts.runs` interleaved pairs."""
+    """Start both arms, check and warm both, compare the pages they serve
+    (`responses.compare_arms`), then measure `opts.runs` interleaved pairs."""
     paths = target.weighted_paths()
     result: dict = {
         "design": f"{opts.runs} interleaved pairs of {opts.duration:g} s runs, order flipped each "
@@ -60,6 +62,9 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
             say(f"[warmup] {arm}")
             warm_single(stack, opts, paths, say)
             warm_concurrent(stack, opts, paths, run_dir / arm / "load", say)
+        result["responses"] = compare_arms(stacks, paths, target.volatile)
+        same, n = result["responses"]["same"], result["responses"]["urls"]
+        say(f"[compare] {same} of {n} URLs serve the same page on both arms")
         started = time.monotonic()
         for i, arm in enumerate(result["order"]):
             n = len(result[arm]["runs"]) + 1

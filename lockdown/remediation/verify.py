@@ -164,6 +164,7 @@ def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOpt
         "remediations": [{"kind": r.kind, "file": r.file, "content": r.content, "steps": r.steps}
                          for r in rems],
         "php_ini": {"before": run.php_ini, "after": after_ini},
+        "responses": ab.pop("responses", None),
         "bench": ab,
         "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,
                       "gone": not remaining, "remaining": [g.key for g in remaining],

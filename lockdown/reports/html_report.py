@@ -35,6 +35,7 @@ from . import charts
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
 from .run_results import REDO_RUN, RunDirError, read_findings_file, read_json
+from .writeup import pages_line
 
 MAX_REQUESTS = 200        # requests in the drill-down (slowest first)
 MAX_STATEMENTS = 10       # statements shown per request, in log order
@@ -423,8 +424,17 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "method": change.get("method"), "significant": change.get("significant"),
             "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
             "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
+            "pages": _pages(data.get("responses")),
             "remediations": [r for r in data.get("remediations") or [] if isinstance(r, dict)],
             "diffs": diffs}
+
+
+def _pages(responses) -> str | None:
+    """The page comparison's line, or None when verify.json has none (older) or a damaged one."""
+    try:
+        return pages_line(responses) if isinstance(responses, dict) else None
+    except (KeyError, TypeError, IndexError):
+        return None
 
 
 def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..analyzers.findings import predicted_ratio
 from .writeup import fmt_pct as _pct
+from .writeup import pages_line
 
 
 def effect_line(result: dict) -> str:
@@ -51,7 +52,8 @@ def format_verify(result: dict) -> str:
              f"  throughput: {effect_line(result)}",
              *([f"  ({paired})"] if paired else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
-             f"  {verdict_line(result)}"]
+             f"  {verdict_line(result)}",
+             *([f"  pages: {pages_line(result['responses'])}"] if result.get("responses") else [])]
     for kind, name in (result.get("diff_svg") or {}).items():
         if name:
             lines.append(f"  {kind} differential flame graph: {name}")

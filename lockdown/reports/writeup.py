@@ -50,10 +50,26 @@ def fmt_ratio(v) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
+def pages_line(responses: dict) -> str:
+    """One line for the terminal and the write-up."""
+    n, same = responses["urls"], responses["same"]
+    masked = (f" (volatile parts masked by {responses['volatile_patterns']} pattern(s) of the target)"
+              if responses["volatile_patterns"] else "")
+    if same == n:
+        return f"all {n} URLs serve the same page before and after{masked}"
+    bad = [r for r in responses["pages"] if not r["same"]]
+    first = bad[0]
+    where = (f"status {first['status_before']} -> {first['status_after']}"
+             if first["status_before"] != first["status_after"] else
+             f"first difference at character {first['first_difference']['offset']}")
+    return (f"{n - same} of {n} URLs serve a different page after the fix: {first['url']} "
+            f"({where}){masked}; see responses in verify.json")
+
+
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 _ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=fmt_rps, pct=fmt_pct,
-                    ratio=fmt_ratio, predicted=predicted_ratio)
+                    ratio=fmt_ratio, predicted=predicted_ratio, pages=pages_line)
 
 
 def finding_markdown(f: Finding, target: str, run_dir: str, bundle: str, verification: dict | None = None) -> str:

@@ -4,6 +4,7 @@ A bad file gives one `LockdownError` line naming the file and the offending key.
 """
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ class Target:
     urls: tuple = ()
     sanity_url: str = "/"
     sanity_expect: str = ""
+    volatile: tuple = ()                  # regexes of response parts that change by themselves
 
     @property
     def toml_path(self) -> Path:
@@ -163,6 +165,16 @@ def load_target(directory: Path) -> Target:
         if not isinstance(v, (str, int, float, bool)):
             raise _fail(path, f"php_ini.{k} must be a string, number or boolean")
 
+    verify = _expect(path, data, "verify", dict, default={})
+    volatile = _expect(path, verify, "volatile", list, default=[])
+    for i, rx in enumerate(volatile):
+        if not isinstance(rx, str):
+            raise _fail(path, f"[verify] volatile[{i}] must be a string (a regular expression)")
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise _fail(path, f"[verify] volatile[{i}] is not a regular expression: {e}")
+
     install = _expect(path, data, "install", dict)
     return Target(
         name=_expect(path, data, "name", str, default=directory.name),
@@ -182,6 +194,7 @@ def load_target(directory: Path) -> Target:
         urls=tuple(urls),
         sanity_url=_url_path(path, sanity.get("url", "/"), "[sanity] url"),
         sanity_expect=expect,
+        volatile=tuple(volatile),
     )
 
 
@@ -193,6 +206,7 @@ _SECTION_KEYS = {
     "configure": {"command"},
     "urls": {"path", "weight"},
     "sanity": {"url", "expect"},
+    "verify": {"volatile"},
 }
 
 

@@ -1,0 +1,41 @@
+"""verify's page comparison (harness/responses.py): what counts as the same page, what is
+masked (each arm's own address, the target's volatile patterns) and how a difference is shown."""
+from lockdown.harness.responses import compare_pages, first_difference, normalize
+from lockdown.reports.verify_text import pages_line
+
+MW = ('"wgRequestId":"[0-9a-f]+"', '<!-- Saved in parser cache .*?-->')
+
+
+def test_volatile_parts_and_the_arm_address_are_masked():
+    a = (b'<a href="http://127.0.0.1:4001/x">x</a>"wgRequestId":"7d03"<!-- Saved in parser cache '
+         b'with key k and timestamp 20261122030833\n -->')
+    b = (b'<a href="http://127.0.0.1:4002/x">x</a>"wgRequestId":"8945"<!-- Saved in parser cache '
+         b'with key k and timestamp 20261122030859\n -->')
+    na, nb = normalize(a, "http://127.0.0.1:4001/", MW), normalize(b, "http://127.0.0.1:4002/", MW)
+    assert na == nb and "4001" not in na and "7d03" not in na
+    # without the patterns the request id tells them apart
+    assert normalize(a, "http://127.0.0.1:4001/", ()) != normalize(b, "http://127.0.0.1:4002/", ())
+
+
+def test_a_different_page_is_reported_with_where_it_parts():
+    row = compare_pages((200, "<p>Hello, world</p>"), (200, "<p>Hello, there</p>"))
+    assert row["same"] is False
+    assert row["first_difference"]["offset"] == 10
+    assert row["first_difference"]["before"].endswith("world</p>")
+    assert row["first_difference"]["after"].endswith("there</p>")
+    assert compare_pages((200, "same"), (200, "same")) == {"status_before": 200, "status_after": 200, "same": True}
+    # a status change alone is a difference too
+    assert compare_pages((200, "x"), (500, "x"))["same"] is False
+    # a page cut short parts where the shorter one ends
+    assert first_difference("abc", "abcdef")["offset"] == 3
+
+
+def test_the_verdict_line_names_the_first_different_page():
+    pages = [{"url": "/", "same": True, "status_before": 200, "status_after": 200},
+             {"url": "/list", "same": False, "status_before": 200, "status_after": 200,
+              "first_difference": {"offset": 42, "before": "a", "after": "b"}}]
+    line = pages_line({"urls": 2, "same": 1, "volatile_patterns": 0, "pages": pages})
+    assert line.startswith("1 of 2 URLs serve a different page after the fix: /list")
+    assert "character 42" in line
+    assert pages_line({"urls": 1, "same": 1, "volatile_patterns": 2, "pages": pages[:1]}).startswith(
+        "all 1 URLs serve the same page before and after (volatile parts masked by 2")
