@@ -176,7 +176,8 @@ def test_mediawiki_as_debian_configures_it_reads_messages_from_its_cdb_file_one_
 def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     """WordPress 6.1 resolves its global styles and settings on every call
     (wp_get_global_settings, ../shared/pathologies.md section 6): the argument probe confirms
-    that most calls repeat an earlier argument list, and names the definition."""
+    that most calls repeat an earlier argument list, and names the definition. The proposed
+    per-request cache (WordPress 6.2's) is verified: the finding goes, the pages stay."""
     out = tmp_path / "wp"
     r = lockdown("run", "wordpress", "-o", out, "--no-bench", "--requests", "30", timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -189,6 +190,21 @@ def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     # the probe's own count of distinct argument lists per request: a handful, never all calls
     assert all(row["distinct"] < row["calls"] for row in probe["rows"]), probe["rows"]
     assert not QUERY_DEFECTS & {x["id"] for x in data["findings"]}
+    # the fix WordPress 6.2 made, for 6.1: the merged settings kept for the request
+    [diff] = f["remediations"]
+    assert diff["file"] == "wp-includes/global-styles-and-settings.php" and diff["checked"]
+    assert "+\t$settings  = wp_cache_get( $cache_key, 'theme_json' );" in diff["content"]
+    # verified on copies: the calls are cheap afterwards (the finding is gone) and every page
+    # is the same as before, once each arm's own address is masked
+    prepared = (prepared_root("wordpress") / "app" / diff["file"]).read_bytes()
+    r = lockdown("verify", out, "--finding", f["key"], "--runs", "5", "--duration", "1",
+                 "--warmup-duration", "1", "--requests", "20", timeout=900)
+    assert r.returncode in (0, 3), r.stdout[-3000:] + r.stderr[-3000:]     # 1 s runs: no verdict asked
+    result = json.loads((out / "verify" / f["key"] / "verify.json").read_text())
+    assert result["reprofile"]["gone"] is True
+    pages = result["responses"]
+    assert pages["urls"] == len(pages["pages"]) == pages["same"] > 5, [p for p in pages["pages"] if not p["same"]]
+    assert (prepared_root("wordpress") / "app" / diff["file"]).read_bytes() == prepared
     assert processes_mentioning(str(out)) == []
 
 

@@ -5,11 +5,12 @@ their warmup and compares the bodies.
 
 Parts of a page that change by themselves (request ids, timings, cache timestamps) are masked
 with the target's `[verify] volatile` regular expressions; each arm's own address (port) is
-masked too. What is left must be byte-identical.
+masked too, as written and URL-encoded. What is left must be byte-identical.
 """
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 from .bench import fetch
 
@@ -20,8 +21,11 @@ CONTEXT = 60
 def normalize(body: bytes, base_url: str, volatile: tuple[str, ...]) -> str:
     """The body as text with the arm's address and the volatile parts masked."""
     text = body.decode("utf-8", "replace")
-    host = base_url.split("://", 1)[-1].rstrip("/")
-    text = text.replace(base_url.rstrip("/"), "BASE_URL").replace(host, "HOST")
+    base = base_url.rstrip("/")
+    host = base.split("://", 1)[-1]
+    for plain in (base, host):                # as written, and URL-encoded (oEmbed links)
+        for form in (plain, quote(plain, safe=""), quote(plain, safe="").lower()):
+            text = text.replace(form, "HOST")
     for rx in volatile:
         text = re.sub(rx, MASK, text, flags=re.S)
     return text
