@@ -43,3 +43,51 @@ def test_the_verdict_line_names_the_first_different_page():
     assert "character 42" in line
     assert pages_line({"urls": 1, "same": 1, "volatile_patterns": 2, "pages": pages[:1]}).startswith(
         "all 1 URLs serve the same page before and after (volatile parts masked by 2")
+
+
+def serve(pages):
+    """A loopback HTTP server answering each path with pages[path](), in a thread."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = pages[self.path]().encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_page_that_changes_by_itself_is_unstable_not_different():
+    """Two views of the before arm differ (an undeclared counter): the URL is reported as
+    unstable and left out, instead of blaming the fix; a real difference is still one."""
+    from types import SimpleNamespace
+
+    from lockdown.harness.responses import compare_arms
+    views = iter(range(100))
+    before = serve({"/count": lambda: f"<p>seen {next(views)} times</p>", "/same": lambda: "<p>a</p>",
+                    "/changed": lambda: "<p>old</p>"})
+    after = serve({"/count": lambda: "<p>seen 0 times</p>", "/same": lambda: "<p>a</p>",
+                   "/changed": lambda: "<p>new</p>"})
+    try:
+        stacks = {arm: SimpleNamespace(base_url=f"http://127.0.0.1:{srv.server_address[1]}")
+                  for arm, srv in (("before", before), ("after", after))}
+        got = compare_arms(stacks, ["/count", "/same", "/changed", "/same"], ())
+    finally:
+        before.shutdown()
+        after.shutdown()
+    rows = {r["url"]: r for r in got["pages"]}
+    assert (got["urls"], got["same"], got["unstable"]) == (3, 1, 1)
+    assert rows["/count"]["same"] is None and rows["/count"]["views_differ"]["offset"] == 8
+    assert rows["/changed"]["same"] is False and rows["/same"]["same"] is True
+    line = pages_line(got)
+    assert line.startswith("1 of 3 URLs serve a different page after the fix: /changed")
+    assert "1 URL(s) change from one view to the next by themselves and were not compared (first: /count" in line

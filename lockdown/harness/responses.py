@@ -5,7 +5,9 @@ their warmup and compares the bodies.
 
 Parts of a page that change by themselves (request ids, timings, cache timestamps) are masked
 with the target's `[verify] volatile` regular expressions; each arm's own address (port) is
-masked too, as written and URL-encoded. What is left must be byte-identical.
+masked too, as written and URL-encoded. What is left must be byte-identical. A page that
+differs between two views of the before arm has a part that changes by itself which the
+target does not declare: it is reported as unstable instead of compared.
 """
 from __future__ import annotations
 
@@ -48,16 +50,26 @@ def compare_pages(before: tuple[int, str], after: tuple[int, str]) -> dict:
 
 
 def compare_arms(stacks: dict, paths: list[str], volatile: tuple[str, ...]) -> dict:
-    """Fetch each path once from each arm (`stacks`: arm -> running Stack) and compare."""
+    """Fetch each path twice from the before arm and once from the after arm (`stacks`: arm ->
+    running Stack) and compare. A page that differs between the two views of the same arm
+    changes by itself (an undeclared volatile part): it is marked unstable, not different."""
+    def get(arm: str, path: str) -> tuple[int, str]:
+        stack = stacks[arm]
+        try:
+            status, body = fetch(stack.base_url + path)
+        except OSError as e:
+            status, body = 0, str(e).encode()
+        return status, normalize(body, stack.base_url, volatile)
+
     rows = []
     for path in dict.fromkeys(paths):
-        got = {}
-        for arm, stack in stacks.items():
-            try:
-                status, body = fetch(stack.base_url + path)
-            except OSError as e:
-                status, body = 0, str(e).encode()
-            got[arm] = (status, normalize(body, stack.base_url, volatile))
-        rows.append({"url": path, **compare_pages(got["before"], got["after"])})
-    return {"urls": len(rows), "same": sum(r["same"] for r in rows),
+        first, again, after = get("before", path), get("before", path), get("after", path)
+        if first != again:
+            rows.append({"url": path, "same": None, "unstable": True,
+                         "status_before": first[0], "status_after": after[0],
+                         "views_differ": first_difference(first[1], again[1])})
+            continue
+        rows.append({"url": path, **compare_pages(again, after)})
+    return {"urls": len(rows), "same": sum(r["same"] is True for r in rows),
+            "unstable": sum(r["same"] is None for r in rows),
             "volatile_patterns": len(volatile), "pages": rows}

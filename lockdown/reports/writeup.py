@@ -51,19 +51,23 @@ def fmt_ratio(v) -> str:
 
 
 def pages_line(responses: dict) -> str:
-    """One line for the terminal and the write-up."""
-    n, same = responses["urls"], responses["same"]
+    """verify's page comparison in one line (terminal, write-up, HTML report)."""
+    n, same, unstable = responses["urls"], responses["same"], responses.get("unstable", 0)
     masked = (f" (volatile parts masked by {responses['volatile_patterns']} pattern(s) of the target)"
               if responses["volatile_patterns"] else "")
-    if same == n:
-        return f"all {n} URLs serve the same page before and after{masked}"
-    bad = [r for r in responses["pages"] if not r["same"]]
-    first = bad[0]
+    shaky = [r for r in responses["pages"] if r.get("same") is None]
+    note = (f"; {unstable} URL(s) change from one view to the next by themselves and were not "
+            f"compared (first: {shaky[0]['url']}; declare the changing part in the target's "
+            "[verify] volatile)" if unstable else "")
+    if same + unstable == n:
+        what = f"all {same} compared URLs" if unstable else f"all {n} URLs"
+        return f"{what} serve the same page before and after{masked}{note}"
+    first = next(r for r in responses["pages"] if r.get("same") is False)
     where = (f"status {first['status_before']} -> {first['status_after']}"
              if first["status_before"] != first["status_after"] else
              f"first difference at character {first['first_difference']['offset']}")
-    return (f"{n - same} of {n} URLs serve a different page after the fix: {first['url']} "
-            f"({where}){masked}; see responses in verify.json")
+    return (f"{n - same - unstable} of {n} URLs serve a different page after the fix: {first['url']} "
+            f"({where}){masked}{note}; see responses in verify.json")
 
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
