@@ -62,9 +62,8 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
             say(f"[warmup] {arm}")
             warm_single(stack, opts, paths, say)
             warm_concurrent(stack, opts, paths, run_dir / arm / "load", say)
-        result["responses"] = compare_arms(stacks, paths, target.volatile)
-        same, n = result["responses"]["same"], result["responses"]["urls"]
-        say(f"[compare] {same} of {n} URLs serve the same page on both arms")
+        pages = result["responses"] = compare_arms(stacks, paths, target.volatile)
+        say(f"[compare] {pages['same']} of {pages['urls']} URLs serve the same page on both arms")
         started = time.monotonic()
         for i, arm in enumerate(result["order"]):
             n = len(result[arm]["runs"]) + 1

@@ -23,11 +23,10 @@ CONTEXT = 60
 def normalize(body: bytes, base_url: str, volatile: tuple[str, ...]) -> str:
     """The body as text with the arm's address and the volatile parts masked."""
     text = body.decode("utf-8", "replace")
-    base = base_url.rstrip("/")
-    host = base.split("://", 1)[-1]
-    for plain in (base, host):                # as written, and URL-encoded (oEmbed links)
-        for form in (plain, quote(plain, safe=""), quote(plain, safe="").lower()):
-            text = text.replace(form, "HOST")
+    host = base_url.rstrip("/").split("://", 1)[-1]
+    encoded = quote(host, safe="")
+    for form in (host, encoded, encoded.lower()):   # as written, and URL-encoded (oEmbed links)
+        text = text.replace(form, "HOST")
     for rx in volatile:
         text = re.sub(rx, MASK, text, flags=re.S)
     return text

@@ -129,6 +129,14 @@ class Context:
         return self.request_of[rid].wall_us if rid in self.request_of else 0
 
     @cached_property
+    def profiled_by_url(self) -> dict[str, list[str]]:
+        """URL -> its xhprof-instrumented request ids, sorted."""
+        out: dict[str, list[str]] = {}
+        for rid in sorted(self.xhprof_profiles):
+            out.setdefault(self.url_of.get(rid, "?"), []).append(rid)
+        return out
+
+    @cached_property
     def request_of(self) -> dict[str, RequestRecord]:
         return {r.id: r for r in self.requests}
 

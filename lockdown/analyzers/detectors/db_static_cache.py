@@ -320,12 +320,14 @@ def loops(ctx: Context, min_executions: int = 2) -> list[Loop]:
 
 
 def number(x):
-    """A median etc. as an int when it is whole."""
-    return int(x) if float(x).is_integer() else round(float(x), 1)
+    """A count, median etc. to one decimal, as an int when that is whole."""
+    x = round(float(x), 1)
+    return int(x) if x.is_integer() else x
 
 
-def spread(values: list[int]) -> dict:
-    return {"min": min(values), "median": number(statistics.median(values)), "max": max(values)}
+def spread(values: list[float]) -> dict:
+    return {"min": number(min(values)), "median": number(statistics.median(values)),
+            "max": number(max(values))}
 
 
 def spread_by_url(ctx: Context, items: list, urls: list[str], with_key: str, count_key: str) -> dict:

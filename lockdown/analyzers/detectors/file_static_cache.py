@@ -72,11 +72,12 @@ application, a PHP file returning the data as an array (`var_export`), `require`
 from __future__ import annotations
 
 import statistics
-from collections import Counter, defaultdict
+from collections import Counter
 
 from ..call_graph import attributed, call_graph
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
+from .db_static_cache import spread
 
 ID = "file-static-cache"
 
@@ -94,13 +95,14 @@ def _in(names: frozenset[str]):
     return lambda fn: fn.lower() in names
 
 
-def store_layers(ctx: Context, rid: str) -> dict[str, dict]:
-    """The request's candidate getters (see the module docstring), function -> counts."""
+def store_layers(ctx: Context, rid: str) -> tuple[dict[str, dict], dict[str, float]]:
+    """The request's candidate getters (see the module docstring), function -> counts; and the
+    reads credited to every function of the request (for `reader_path`)."""
     min_lookups = ctx.threshold(ID, "min_lookups_per_request")
     min_reads = ctx.threshold(ID, "min_reads_per_lookup")
     edges = ctx.xhprof_edges.get(rid, {})
     if not any(c.lower() in READS for _, c in edges):
-        return {}
+        return {}, {}
     reads, opens, writes, seeks = attributed(edges, _in(READS), _in(OPENS), _in(WRITES), _in(SEEKS))
     totals = ctx.xhprof[rid]
     found = {}
@@ -113,11 +115,11 @@ def store_layers(ctx: Context, rid: str) -> dict[str, dict]:
                      "reads": r, "opens": opens.get(fn, 0.0), "writes": writes.get(fn, 0.0),
                      "seeks": seeks.get(fn, 0.0)}
     if not found:
-        return {}
+        return {}, reads
     # A memo layer above the store reads on some calls only: fewer reads per call than the
     # store's own layers.
     densest = max(g["reads"] / g["calls"] for g in found.values())
-    return {fn: g for fn, g in found.items() if g["reads"] / g["calls"] >= densest / 2}
+    return {fn: g for fn, g in found.items() if g["reads"] / g["calls"] >= densest / 2}, reads
 
 
 def getter(layers: dict[str, dict[str, dict]]) -> str | None:
@@ -153,13 +155,6 @@ def reader_path(edges: dict, fn: str, reads: dict[str, float], depth: int = 12) 
     return path
 
 
-def _spread(xs: list[float]) -> dict:
-    def n(x):
-        x = round(float(x), 1)
-        return int(x) if x.is_integer() else x
-    return {"min": n(min(xs)), "median": n(statistics.median(xs)), "max": n(max(xs))}
-
-
 def share_pct(ctx: Context, fn: str, found: list[dict], rids: list[str]) -> tuple[float, Evidence]:
     if fn in ctx.excimer_frames and ctx.excimer_total:
         share = ctx.php_share_pct(lambda f: f == fn)
@@ -174,15 +169,13 @@ def share_pct(ctx: Context, fn: str, found: list[dict], rids: list[str]) -> tupl
 
 def detect(ctx: Context) -> list[Finding]:
     min_share = ctx.threshold(ID, "min_request_share")
-    profiled_by_url: dict[str, list[str]] = defaultdict(list)
-    for rid in sorted(ctx.xhprof):
-        profiled_by_url[ctx.url_of.get(rid, "?")].append(rid)
-    layers = {rid: store_layers(ctx, rid) for rid in sorted(ctx.xhprof)}
+    per_request = {rid: store_layers(ctx, rid) for rid in sorted(ctx.xhprof)}
+    layers = {rid: got[0] for rid, got in per_request.items()}
     fn = getter(layers)
     if fn is None:
         return []
     per_rid: dict[str, dict] = {}
-    for url, rids in profiled_by_url.items():
+    for url, rids in ctx.profiled_by_url.items():
         mine = {rid: layers[rid][fn] for rid in rids if fn in layers[rid]}
         if len(mine) >= min_share * len(rids):
             per_rid.update(mine)
@@ -191,10 +184,10 @@ def detect(ctx: Context) -> list[Finding]:
     rids = sorted(per_rid)
     found = [per_rid[r] for r in rids]
     urls = sorted({ctx.url_of.get(r, "?") for r in rids})
-    lookups = _spread([g["calls"] for g in found])
-    reads = _spread([g["reads"] for g in found])
-    opens = _spread([g["opens"] for g in found])
-    seeks = _spread([g["seeks"] for g in found])
+    lookups = spread([g["calls"] for g in found])
+    reads = spread([g["reads"] for g in found])
+    opens = spread([g["opens"] for g in found])
+    seeks = spread([g["seeks"] for g in found])
     # PHP's stream layer drops its read buffer on a seek outside the bytes it holds; the next
     # read refills it with one read(2) of a whole chunk, however few bytes were asked for.
     refills = statistics.median(min(g["seeks"], g["reads"]) for g in found)
@@ -207,16 +200,15 @@ def detect(ctx: Context) -> list[Finding]:
                 callers[p] += e["ct"]
     top_callers = [{"function": p, "calls_per_request": round(n / len(rids), 1)}
                    for p, n in callers.most_common(3)]
-    path = reader_path(ctx.xhprof_edges[rids[0]], fn,
-                       attributed(ctx.xhprof_edges[rids[0]], _in(READS)))
+    path = reader_path(ctx.xhprof_edges[rids[0]], fn, per_request[rids[0]][1])
     share, share_evidence = share_pct(ctx, fn, found, rids)
     source = f"xhprof of {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"
     per_url = {}
     for u in urls:
         mine = [per_rid[r] for r in rids if ctx.url_of.get(r) == u]
-        per_url[u] = {"profiled": len(profiled_by_url[u]), "with_lookups": len(mine),
-                      "lookups_per_request": _spread([g["calls"] for g in mine]),
-                      "reads_per_request": _spread([g["reads"] for g in mine])}
+        per_url[u] = {"profiled": len(ctx.profiled_by_url[u]), "with_lookups": len(mine),
+                      "lookups_per_request": spread([g["calls"] for g in mine]),
+                      "reads_per_request": spread([g["reads"] for g in mine])}
     summary = (
         f"{lookups['median']} lookups per request (median) go through `{fn}`, and each one reads "
         f"a file: {reads['median']} file reads per request under it ({per_lookup} per lookup, "

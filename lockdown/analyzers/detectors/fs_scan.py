@@ -67,12 +67,9 @@ def walker_of(ctx: Context, rid: str, ops: Counter) -> tuple[str | None, list[st
 def detect(ctx: Context) -> list:
     min_ops = ctx.threshold(ID, "min_dir_ops_per_request")
     min_share = ctx.threshold(ID, "min_repeat_share")
-    profiled_by_url: dict[str, list[str]] = {}
-    for rid in sorted(ctx.xhprof):
-        profiled_by_url.setdefault(ctx.url_of.get(rid, "?"), []).append(rid)
     scanning: dict[str, list[str]] = {}
     ops_of: dict[str, Counter] = {}
-    for url, rids in sorted(profiled_by_url.items()):
+    for url, rids in sorted(ctx.profiled_by_url.items()):
         hits = []
         for rid in rids:
             ops = dir_ops(ctx.xhprof[rid])
