@@ -41,13 +41,21 @@ def lockdown_argv(*args) -> list[str]:
     return [sys.executable, "-m", "lockdown", *map(str, args)]
 
 
-@pytest.fixture
-def lockdown(env):
-    """Run `lockdown ARGS...`; returns the CompletedProcess (text)."""
-    def run(*args, timeout=600, extra_env=None):
+def lockdown_runner(home: Path, timeout: float = 600):
+    """`run(*args)`: `lockdown ARGS...` with `home` as LOCKDOWN_HOME, the CompletedProcess
+    (text). For fixtures wider than one test, which cannot use the `lockdown` fixture."""
+    env = _env(home)
+
+    def run(*args, timeout=timeout, extra_env=None):
         return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=timeout,
                               env={**env, **(extra_env or {})}, cwd=REPO)
     return run
+
+
+@pytest.fixture
+def lockdown(home):
+    """Run `lockdown ARGS...`; returns the CompletedProcess (text)."""
+    return lockdown_runner(home)
 
 
 SETTINGS_SQL = ("SHOW GLOBAL VARIABLES WHERE Variable_name IN "
@@ -65,10 +73,9 @@ def wordpress_bundle(home, tmp_path_factory):
     """One 50-request WordPress capture (all collectors, settings dumped around the capture),
     shared by the tests that read a real bundle: (the profile's CompletedProcess, bundle path)."""
     b1 = tmp_path_factory.mktemp("wordpress") / "b1"
-    r = subprocess.run(lockdown_argv("profile", "wordpress", "--requests", "50", "-o", b1,
-                                     "--exec-after-warmup", settings_hook("settings-before"),
-                                     "--exec-after-capture", settings_hook("settings-after")),
-                       capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
+    r = lockdown_runner(home, 900)("profile", "wordpress", "--requests", "50", "-o", b1,
+                                   "--exec-after-warmup", settings_hook("settings-before"),
+                                   "--exec-after-capture", settings_hook("settings-after"))
     return r, b1
 
 
@@ -77,9 +84,8 @@ def minicms_run(home, tmp_path_factory):
     """One `lockdown run minicms` (every pathology on), shared by the tests that read a run
     directory (findings, verify, report, write-ups): (CompletedProcess, run directory)."""
     out = tmp_path_factory.mktemp("minicms-run") / "out"
-    r = subprocess.run(lockdown_argv("run", "minicms", "-o", out, "--runs", "2", "--duration", "2",
-                                     "--warmup-duration", "1", "--requests", "60"),
-                       capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
+    r = lockdown_runner(home, 900)("run", "minicms", "-o", out, "--runs", "2", "--duration", "2",
+                                   "--warmup-duration", "1", "--requests", "60")
     return r, out
 
 
@@ -109,9 +115,7 @@ def minicms_verified(home, minicms_run):
     r, out = minicms_run
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     digest = tree_digest(prepared_root("minicms") / "app")
-    v = subprocess.run(lockdown_argv("verify", out, "--finding", "db-static-cache", *VERIFY_ARGS,
-                                     "--json"),
-                       capture_output=True, text=True, timeout=900, env=_env(home), cwd=REPO)
+    v = lockdown_runner(home, 900)("verify", out, "--finding", "db-static-cache", *VERIFY_ARGS, "--json")
     return v, out, digest
 
 

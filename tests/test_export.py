@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import REPO, _env, lockdown_argv
+from conftest import lockdown_runner
 from lockdown.analyzers.builtins import base_name, entries, function_totals, is_internal, undouble
 from lockdown.bundle.model import RequestRecord
 from lockdown.errors import LockdownError
@@ -38,9 +38,8 @@ def run_php(code: str, *args, stdin: bytes = b"") -> bytes:
 
 
 def capture(home, out, *args, target="hello"):
-    r = subprocess.run(lockdown_argv("profile", target, "-o", out, "--requests", "20",
-                                     "--warmup-requests", "2", "--no-overhead-check", *args),
-                       capture_output=True, text=True, timeout=600, env=_env(home), cwd=REPO)
+    r = lockdown_runner(home)("profile", target, "-o", out, "--requests", "20",
+                              "--warmup-requests", "2", "--no-overhead-check", *args)
     assert r.returncode == 0, r.stdout + r.stderr
     return out
 

@@ -3,13 +3,12 @@ each installed by the harness into its own database, and WordPress against a use
 what `lockdown run` finds on each (and on MediaWiki with upstream's l10n cache), and its verification."""
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 
-from conftest import REPO, _env, lockdown_argv, prepared_root, processes_mentioning
+from conftest import lockdown_runner, prepared_root, processes_mentioning
 from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
 from lockdown.harness.processes import ProcessGroup
 
@@ -104,10 +103,7 @@ QUERY_DEFECTS = {"db-static-cache", "n-plus-one", "repeated-query", "write-on-re
 @pytest.fixture(scope="module")
 def dbcache_run(home, tmp_path_factory):
     """One `lockdown run mediawiki-dbcache` (no benchmark, no probe): (run directory, findings by id)."""
-    def lockdown(*args, timeout=600):
-        return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=timeout,
-                              env=_env(home), cwd=REPO)
-    return run_findings(lockdown, tmp_path_factory.mktemp("dbcache"), "mediawiki-dbcache")
+    return run_findings(lockdown_runner(home), tmp_path_factory.mktemp("dbcache"), "mediawiki-dbcache")
 
 
 def test_mediawiki_localisation_cache_read_from_the_database(dbcache_run):
@@ -139,10 +135,7 @@ def test_mediawiki_localisation_cache_read_from_the_database(dbcache_run):
 @pytest.fixture(scope="module")
 def debian_mw_run(home, tmp_path_factory):
     """One `lockdown run mediawiki` (Debian's wiki as installed; no benchmark, no probe)."""
-    def lockdown(*args, timeout=600):
-        return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=timeout,
-                              env=_env(home), cwd=REPO)
-    return run_findings(lockdown, tmp_path_factory.mktemp("debian-mw"), "mediawiki", requests=30)
+    return run_findings(lockdown_runner(home), tmp_path_factory.mktemp("debian-mw"), "mediawiki", requests=30)
 
 
 def test_mediawiki_as_debian_configures_it_reads_no_static_data_from_the_database(debian_mw_run):

@@ -8,13 +8,12 @@ import hashlib
 import json
 import shutil
 import struct
-import subprocess
 import time
 
 import pytest
 
 from browser import headless_chromium, script_errors, wait_until
-from conftest import REPO, _env, lockdown_argv
+from conftest import lockdown_runner
 from lockdown.bundle.store import open_bundle
 from lockdown.analyzers.stacks import stacks
 from lockdown.reports.flamegraph import FlameOptions, render_diff_flamegraph
@@ -27,8 +26,7 @@ SQL = "SELECT '<script>window.__pwned=5</script>' FROM t WHERE a = '<img src=z o
 
 
 def run_lockdown(home, *args, timeout=120):
-    return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=timeout,
-                          env=_env(home), cwd=REPO)
+    return lockdown_runner(home, timeout)(*args)
 
 
 @pytest.fixture(scope="module")

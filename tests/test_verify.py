@@ -5,7 +5,6 @@ flame graph shows the scan frames in blue; a diff remediation (db-static-cache) 
 is verified on the shared run, with the prepared tree left untouched."""
 import json
 import re
-import subprocess
 
 import pytest
 
@@ -16,7 +15,7 @@ from lockdown.harness.ab_bench import pair_order
 from lockdown.remediation.apply import ini_changes
 from lockdown.remediation.verify import still_there
 
-from conftest import REPO, VERIFY_ARGS, _env, lockdown_argv, prepared_root, tree_digest
+from conftest import VERIFY_ARGS, lockdown_runner, prepared_root, tree_digest
 
 # --- pure parts -------------------------------------------------------------------------------
 
@@ -82,9 +81,7 @@ def test_bad_run_directory_and_finding_get_one_line(lockdown, tmp_path):
 @pytest.fixture(scope="module")
 def scan_verified(home, tmp_path_factory):
     """`lockdown run minicms-scan`, then `lockdown verify --finding fs-scan` on it."""
-    def lockdown(*args):
-        return subprocess.run(lockdown_argv(*args), capture_output=True, text=True, timeout=900,
-                              env=_env(home), cwd=REPO)
+    lockdown = lockdown_runner(home, 900)
     out = tmp_path_factory.mktemp("scan") / "run"
     r = lockdown("run", "minicms-scan", "-o", out, "--no-bench", "--requests", "30")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
