@@ -197,6 +197,16 @@ def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     assert result["reprofile"]["gone"] is True
     pages = result["responses"]
     assert pages["urls"] == len(pages["pages"]) == pages["same"] > 5, [p for p in pages["pages"] if not p["same"]]
+    # the re-capture's candidates went through the probe as the run's did (with the fix, the
+    # cheaper pages make parse_blocks a candidate, which it dismisses): nothing the probe
+    # ruled out is listed as a finding
+    again = result["reprofile"]
+    subjects = {g["subject"] for g in again["findings"]}
+    candidates = again["dismissed"] + [g for g in again["findings"] if g["id"] == "repeated-call"]
+    assert again["probed"] is True
+    assert (out / "verify" / f["key"] / "probe-run" / "logs").is_dir() == bool(candidates)
+    assert not subjects & {f"repeated-call:{d['function']}" for d in again["dismissed"] + data["dismissed"]}
+    assert ("re-capture's candidates dismissed by the argument probe" in r.stdout) == bool(again["dismissed"])
     assert (prepared_root("wordpress") / "app" / diff["file"]).read_bytes() == prepared
     assert processes_mentioning(str(out)) == []
 
@@ -232,6 +242,10 @@ def test_mediawiki_localisation_fix_is_verified_with_its_rebuild_step(lockdown, 
     profiles = [p.read_text() for p in (Path(result["reprofile"]["bundle"]) / "xhprof").glob("*.json")]
     assert profiles and all("LCStoreStaticArray::get" in p for p in profiles)
     assert "file-static-cache" not in {f["id"] for f in result["reprofile"]["findings"]}
+    # the re-capture's repeated-call candidates are probed as `run` probes its own: a different
+    # message on each call of Message::isDisabled, so it is dismissed, not listed
+    assert "Message::isDisabled" in {d["function"] for d in result["reprofile"]["dismissed"]}
+    assert "repeated-call" not in {f["id"] for f in result["reprofile"]["findings"]}
     # the patch and the rebuild went to copies (the whole tree is checked on minicms)
     assert (app / "LocalSettings.php").read_bytes() == settings and sorted((app / "cache").iterdir()) == cache
     assert processes_mentioning(str(out)) == []

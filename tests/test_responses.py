@@ -1,6 +1,6 @@
 """verify's page comparison (harness/responses.py): what counts as the same page, what is
 masked (each arm's own address, the target's volatile patterns) and how a difference is shown."""
-from lockdown.harness.responses import compare_pages, first_difference, normalize
+from lockdown.harness.responses import CONTEXT, compare_pages, first_difference, fit, learn_template, normalize
 from lockdown.reports.verify_text import pages_line
 
 MW = ('"wgRequestId":"[0-9a-f]+"', '<!-- Saved in parser cache .*?-->')
@@ -66,28 +66,83 @@ def serve(pages):
     return server
 
 
-def test_a_page_that_changes_by_itself_is_unstable_not_different():
-    """Two views of the before arm differ (an undeclared counter): the URL is reported as
-    unstable and left out, instead of blaming the fix; a real difference is still one."""
+def test_a_page_that_changes_by_itself_is_compared_without_its_changing_parts():
+    """Two views of the before arm differ (an undeclared counter): the changing part is learned
+    from them and masked, so the after arm is compared on the rest, and a real difference there
+    is still one. A page that changes all over is unstable and left out, not blamed on the fix."""
+    import uuid
     from types import SimpleNamespace
 
     from lockdown.harness.responses import compare_arms
     views = iter(range(100))
-    before = serve({"/count": lambda: f"<p>seen {next(views)} times</p>", "/same": lambda: "<p>a</p>",
-                    "/changed": lambda: "<p>old</p>"})
-    after = serve({"/count": lambda: "<p>seen 0 times</p>", "/same": lambda: "<p>a</p>",
-                   "/changed": lambda: "<p>new</p>"})
+    text = "<p>" + "the same words on every view " * 4 + "</p>\n"
+    before = serve({"/count": lambda: f"{text}<p>seen {next(views)} times</p>\n{text}",
+                    "/count-changed": lambda: f"{text}<p>seen {next(views)} times</p>\n{text}",
+                    "/noise": lambda: "\n".join(uuid.uuid4().hex for _ in range(20)),
+                    "/same": lambda: "<p>a</p>", "/changed": lambda: "<p>old</p>"})
+    after = serve({"/count": lambda: f"{text}<p>seen 0 times</p>\n{text}",
+                   "/count-changed": lambda: f"{text}<p>seen 7 times</p>\n{text.upper()}",
+                   "/noise": lambda: "\n".join(uuid.uuid4().hex for _ in range(20)),
+                   "/same": lambda: "<p>a</p>", "/changed": lambda: "<p>new</p>"})
     try:
         stacks = {arm: SimpleNamespace(base_url=f"http://127.0.0.1:{srv.server_address[1]}")
                   for arm, srv in (("before", before), ("after", after))}
-        got = compare_arms(stacks, ["/count", "/same", "/changed", "/same"], ())
+        got = compare_arms(stacks, ["/count", "/count-changed", "/noise", "/same", "/changed", "/same"], ())
     finally:
         before.shutdown()
         after.shutdown()
     rows = {r["url"]: r for r in got["pages"]}
-    assert (got["urls"], got["same"], got["unstable"]) == (3, 1, 1)
-    assert rows["/count"]["same"] is None and rows["/count"]["views_differ"]["offset"] == 8
+    assert (got["urls"], got["same"], got["unstable"], got["learned"]) == (5, 2, 1, 2)
+    assert rows["/count"]["same"] is True and rows["/count"]["learned_parts"] == 1
+    assert rows["/count"]["views_differ"]["offset"] == len(text) + len("<p>seen ")
+    # the counter is masked, the upper-cased text after it is not
+    changed = rows["/count-changed"]
+    assert changed["same"] is False
+    assert changed["first_difference"]["offset"] == len(text) + len("<p>seen 7 times</p>\n<")
+    assert changed["first_difference"]["after"][CONTEXT:].startswith("P>THE SAME WORDS ")
+    assert rows["/noise"]["same"] is None and rows["/noise"]["unstable"]
     assert rows["/changed"]["same"] is False and rows["/same"]["same"] is True
     line = pages_line(got)
-    assert line.startswith("1 of 3 URLs serve a different page after the fix: /changed")
-    assert "1 URL(s) change from one view to the next by themselves and were not compared (first: /count" in line
+    assert line.startswith("2 of 5 URLs serve a different page after the fix: /count-changed (first difference at character 145)")
+    assert "2 URL(s) change by themselves between two views, in 2 part(s) masked" in line
+    assert "1 URL(s) change from one view to the next by themselves too much to compare (first: /noise" in line
+
+
+PAD = "<p>" + "lorem ipsum dolor " * 12 + "</p>\n"
+
+
+def test_what_changed_between_two_views_is_learned_as_whole_tokens():
+    a = PAD + '<a href="/?nonce=abc123">x</a>\n<p>at 12:30:01</p>\n' + PAD
+    b = PAD + '<a href="/?nonce=def456">x</a>\n<p>at 12:30:02</p>\n' + PAD
+    fixed = learn_template(a, b)
+    assert fixed == [PAD + '<a href="', '">x</a>\n<p>at ', "</p>\n" + PAD]
+    # a third view with other values fits, even a minute that did not change between the two
+    assert fit(fixed, PAD + '<a href="/?nonce=zz">x</a>\n<p>at 12:31:59</p>\n' + PAD) is None
+    # text outside the learned parts must be the same
+    where = fit(fixed, PAD + '<a href="/?nonce=zz">y</a>\n<p>at 12:31:59</p>\n' + PAD)
+    assert where["offset"] == len(PAD) + len('<a href="/?nonce=zz">')
+    assert where["before"].startswith('">x</a>') and where["after"][CONTEXT:].startswith("y</a>")
+    # so must the end of the page
+    where = fit(fixed, PAD + '<a href="/?nonce=zz">x</a>\n<p>at 12:31:59</p>\n' + PAD.replace("dolor </p>", "dolor</p>"))
+    assert where is not None and where["after"].endswith("dolor</p>\n")
+
+
+def test_a_one_line_page_is_learned_token_by_token():
+    """Minified pages are one line: two nonces far apart are two parts, not one from the first
+    to the second, so a change between them is still seen."""
+    words = " ".join(f"w{i}" for i in range(200))
+    a, b = f"<html>{words} n=aaa {words} n=bbb {words}</html>", f"<html>{words} n=ccc {words} n=ddd {words}</html>"
+    fixed = learn_template(a, b)
+    assert len(fixed) == 3
+    assert fit(fixed, a.replace("aaa", "q").replace("bbb", "r")) is None
+    where = fit(fixed, a.replace(" w150 ", " W150 ", 1))
+    assert where is not None and where["after"].endswith(" W150 " + where["after"].split(" W150 ")[1])
+
+
+def test_short_fixed_text_between_changed_parts_joins_them_and_too_much_change_is_not_learned():
+    a = PAD + "<p>a1 b2 c3</p>\n" + PAD
+    b = PAD + "<p>x9 y8 z7</p>\n" + PAD
+    fixed = learn_template(a, b)
+    assert fixed == [PAD + "<p>", "</p>\n" + PAD]
+    assert learn_template("<p>12</p>", "<p>34</p>") is None         # over a fifth of the page changed
+    assert learn_template(PAD + "x", PAD + "y") == [PAD, ""]

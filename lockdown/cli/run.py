@@ -7,13 +7,12 @@ from pathlib import Path
 import click
 
 from ..analyzers.analysis import analyze
-from ..analyzers.detectors import build_context, detect, load_thresholds, rank
-from ..analyzers.detectors import repeated_call
+from ..analyzers.detectors import build_context, detect, load_thresholds
 from ..bundle.store import open_bundle
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
-from ..harness.probe import probe_arguments
+from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..progress import for_command
 from ..remediation.propose import propose_all
@@ -83,19 +82,9 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
         say("== detect")
         findings = detect(build_context(bundle, limits))
         dismissed: list[dict] = []
-        to_probe = repeated_call.candidates(findings)
-        if to_probe and not no_probe:
-            say(f"== probe arguments of {', '.join(to_probe)}")
-            urls = sorted({u for us in to_probe.values() for u in us})
-            try:
-                probe = probe_arguments(t, out / "probe-run", sorted(to_probe), urls, php_ini=ini, say=say)
-            except LockdownError as e:
-                # a check of the findings, not a finding: the run keeps what it found, unchecked
-                say(f"[probe] failed, repeated-call findings kept unprobed: {e}")
-                findings = repeated_call.mark_unprobed(findings, f"the probe failed: {e}")
-            else:
-                findings, dismissed = repeated_call.apply_probe(findings, probe.located, probe.rows, limits)
-                findings = rank(findings)
+        if not no_probe:
+            findings, dismissed = check_repeated_calls(t, findings, limits, out / "probe-run", php_ini=ini,
+                                                       say=say)
         findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=say)
     document = {
         "format": FINDINGS_FORMAT, "target": t.name, "bundle": str(bundle_dir),

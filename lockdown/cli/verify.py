@@ -36,11 +36,13 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
               help="Seconds of unmeasured load on each arm before the runs.")
 @click.option("--requests", type=click.IntRange(10), default=None,
               help="Requests in the re-capture [default: as many as the run's capture].")
+@click.option("--no-probe", is_flag=True,
+              help="Skip the argument probe of the re-capture's repeated-call candidates (docs/detectors.md).")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("verify.json (measured change, re-capture, paths)")
 def verify_cmd(directory, wanted, numbers, runs, duration, concurrency, workers, load,
-               warmup_duration, requests, timeout, json_out):
+               warmup_duration, requests, no_probe, timeout, json_out):
     """Verify a finding of the `lockdown run` in DIRECTORY by measurement: the RPS change with
     its 95% confidence interval, and whether a new capture still shows the finding. Exit 0 when
     both confirm the fix, 3 when they do not."""
@@ -52,7 +54,7 @@ def verify_cmd(directory, wanted, numbers, runs, duration, concurrency, workers,
     check_destination(json_out)
     say = for_command(f"verify {finding.key}", json_out is not None)
     with deadline(timeout):
-        result = verify(run, finding, rems, bench, requests, say=say)
+        result = verify(run, finding, rems, bench, requests, probe=not no_probe, say=say)
     written = run.directory / "verify" / finding.key / "verify.json"
     if json_out is not None:
         emit(json_out, {**result, "verify_json": str(written)})

@@ -1,7 +1,7 @@
 """`lockdown verify`: measure a finding's remediation. The target is served twice, as it was
 and with the remediation applied to copies (app tree, database, php.ini), benchmarked in
-interleaved pairs; then the patched copy is captured again and the detectors run on it, to
-see whether the finding is gone. Results go to DIR/verify/KEY/ (verify.json, the after
+interleaved pairs; then the patched copy is captured again and the detectors (and the
+argument probe, as in `run`) run on it, to see whether the finding is gone. Results go to DIR/verify/KEY/ (verify.json, the after
 bundle, differential flame graphs), replaced whole only when complete.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
 from ..harness.ab_bench import run_ab
 from ..harness.bench import BenchOptions
+from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..harness.stack import StackOptions
 from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph
@@ -118,13 +119,13 @@ def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
 
 
 def verify(run: RunRecord, finding: Finding, remediations: list[Remediation], bench: BenchOptions,
-           requests: int | None, say=print) -> dict:
+           requests: int | None, probe: bool = True, say=print) -> dict:
     final = run.directory / "verify" / finding.key
     work = final.with_name(f".{finding.key}.tmp-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        result = _verify(run, finding, remediations, bench, requests, work, final, say)
+        result = _verify(run, finding, remediations, bench, requests, probe, work, final, say)
         write_json_atomic(work / "verify.json", result)
         old = final.with_name(f".{finding.key}.old-{os.getpid()}")
         if final.exists():
@@ -138,7 +139,7 @@ def verify(run: RunRecord, finding: Finding, remediations: list[Remediation], be
 
 
 def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOptions,
-            requests: int | None, work: Path, final: Path, say) -> dict:
+            requests: int | None, probe: bool, work: Path, final: Path, say) -> dict:
     t = run.target
     after_ini = ini_changes(rems, run.php_ini)
     patch = remedy(rems, say)
@@ -152,6 +153,10 @@ def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOpt
                              ProfileOptions(requests=requests or run.requests, capture=capture,
                                             php_ini=after_ini, remedy=patch), say=say)
     after = detect(build_context(open_bundle(bundle_dir), run.thresholds))
+    dismissed: list[dict] = []
+    if probe:   # as `run` does, so a candidate its probe dismissed is not "still there" here
+        after, dismissed = check_repeated_calls(t, after, run.thresholds, work / "probe-run",
+                                                php_ini=after_ini, remedy=patch, say=say)
     remaining = still_there(f, after)
     diffs = _diff_svgs(run.bundle, bundle_dir, work, f.key) if run.bundle.is_dir() else {}
     change = ab["change"]
@@ -168,8 +173,9 @@ def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOpt
         "bench": ab,
         "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,
                       "gone": not remaining, "remaining": [g.key for g in remaining],
-                      "findings": [{"key": g.key, "id": g.id, "severity": g.severity,
-                                    "share_pct": g.share_pct, "title": g.title} for g in after]},
+                      "findings": [{"key": g.key, "id": g.id, "subject": g.subject, "severity": g.severity,
+                                    "share_pct": g.share_pct, "title": g.title} for g in after],
+                      "probed": probe, "dismissed": dismissed},
         "before_bundle": str(run.bundle),
         "diff_svg": diffs,
         "confirmed": confirmed,

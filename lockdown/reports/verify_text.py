@@ -53,6 +53,9 @@ def format_verify(result: dict) -> str:
              *([f"  ({paired})"] if paired else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
              f"  {verdict_line(result)}",
+             *([f"  re-capture's candidates dismissed by the argument probe: "
+                f"{', '.join(d.get('function', '?') for d in dismissed)}"]
+               if (dismissed := result["reprofile"].get("dismissed")) else []),
              *([f"  pages: {pages_line(result['responses'])}"] if result.get("responses") else [])]
     for kind, name in (result.get("diff_svg") or {}).items():
         if name:

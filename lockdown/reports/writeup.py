@@ -56,9 +56,14 @@ def pages_line(responses: dict) -> str:
     masked = (f" (volatile parts masked by {responses['volatile_patterns']} pattern(s) of the target)"
               if responses["volatile_patterns"] else "")
     shaky = [r for r in responses["pages"] if r.get("same") is None]
-    note = (f"; {unstable} URL(s) change from one view to the next by themselves and were not "
-            f"compared (first: {shaky[0]['url']}; declare the changing part in the target's "
-            "[verify] volatile)" if unstable else "")
+    learned = [r for r in responses["pages"] if r.get("learned_parts")]
+    note = (f"; {len(learned)} URL(s) change by themselves between two views, in "
+            f"{sum(r['learned_parts'] for r in learned)} part(s) masked as learned from those views "
+            f"(first: {learned[0]['url']}; declare them in the target's [verify] volatile to name "
+            "them)" if learned else "")
+    note += (f"; {unstable} URL(s) change from one view to the next by themselves too much to "
+             f"compare (first: {shaky[0]['url']}; declare the changing part in the target's "
+             "[verify] volatile)" if unstable else "")
     if same + unstable == n:
         what = f"all {same} compared URLs" if unstable else f"all {n} URLs"
         return f"{what} serve the same page before and after{masked}{note}"
