@@ -50,6 +50,19 @@ def test_weighted_paths_keep_the_mix(tmp_path):
     assert t.weighted_paths() == ["/", "/b", "/"]
 
 
+def test_every_prefix_of_the_weighted_paths_keeps_the_mix():
+    """A timed run stops mid-list: whatever prefix it served must be the target's mix, each
+    path within one request of its share (WordPress's list: one path of weight 10 among 11)."""
+    wp = resolve("wordpress")
+    order = wp.weighted_paths()
+    weights = {u.path: u.weight for u in wp.urls}
+    total = sum(weights.values())
+    assert sorted(order) == sorted(p for p, w in weights.items() for _ in range(w))
+    for k in range(1, total + 1):
+        for path, w in weights.items():
+            assert abs(order[:k].count(path) - k * w / total) < 1, (k, path, order[:k])
+
+
 @pytest.mark.parametrize("toml, problem", [
     ("name = [", "not valid TOML"),
     (GOOD.replace('[sanity]\nexpect = "Hello"', ''), "missing required key `sanity`"),

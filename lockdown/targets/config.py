@@ -46,14 +46,19 @@ class Target:
         return self.directory / "target.toml"
 
     def weighted_paths(self) -> list[str]:
-        """The URL list expanded by weight, interleaved so that any prefix keeps the mix."""
-        remaining = {u.path: u.weight for u in self.urls}
+        """The URL list expanded by weight, interleaved so that any prefix keeps the mix: smooth
+        weighted round-robin (nginx's upstream balancing), where each path is within one
+        request of its share at every point. A run that ends mid-list, as a timed run does,
+        has then served the same mix as a whole list."""
+        total = sum(u.weight for u in self.urls)
+        credit = {u.path: 0 for u in self.urls}
         order: list[str] = []
-        while any(remaining.values()):
+        for _ in range(total):
             for u in self.urls:
-                if remaining[u.path] > 0:
-                    order.append(u.path)
-                    remaining[u.path] -= 1
+                credit[u.path] += u.weight
+            pick = max(self.urls, key=lambda u: credit[u.path]).path    # first of equals
+            credit[pick] -= total
+            order.append(pick)
         return order
 
 
