@@ -1,5 +1,10 @@
 #!/usr/bin/env python3
-"""Run-to-run precision of the harness: coefficient of variation of RPS over 10 runs.
+"""Run-to-run precision of the harness: coefficient of variation of RPS over 10 runs, set
+against the host's own speed over the same runs (the probe thread of harness/host_speed.py,
+measured during each run): no harness is steadier than the machine under it, so the ratio
+says how much noise the harness adds. (A floor measured after the runs, with
+bench/machine_noise.py, was tried: the host had calmed down by then, 4% against 14% during
+the runs, so only a baseline taken at the same moments is a fair one.)
 
     python3 bench/harness_precision.py [--target wordpress] [--runs 10] [--duration 10]
 """
@@ -30,6 +35,9 @@ def main() -> None:
         print("host speed per run: " + " ".join(f"{x:.1f}" for x in speeds))
         print(f"host speed CV {100 * s['host_speed_cv']:.2f}%; rps_cv with the host's speed taken out "
               f"{100 * s['rps_cv_speed_adjusted']:.2f}% (elasticity {s['speed_elasticity']:.2f})")
+        if s["host_speed_cv"]:
+            print(f"rps_cv / host speed CV: {s['rps_cv'] / s['host_speed_cv']:.2f} "
+                  "(1 or below: the spread is the host's, not the harness's)")
 
 
 if __name__ == "__main__":
