@@ -21,6 +21,9 @@ def check_result_shape(data, runs):
         assert 0 < run["host_cpu"]["busy_pct"] <= 100 and run["host_cpu"]["steal_pct"] >= 0
         # the host-speed probe ran through the run (about 10 probes a second)
         assert run["host_speed"]["speed"] > 0 and run["host_speed"]["samples"] >= 5 * data["config"]["duration"]
+        # wall-clock bounds: as long as the run, and one run after the other
+        assert run["ended_at"] - run["started_at"] >= 0.9 * data["config"]["duration"]
+    assert all(a["ended_at"] <= b["started_at"] for a, b in zip(data["runs"], data["runs"][1:]))
     s = data["summary"]
     assert s["rps_mean"] == pytest.approx(sum(r["rps"] for r in data["runs"]) / runs)
     lo, hi = s["rps_ci95"]

@@ -212,11 +212,13 @@ def warm_concurrent(stack: Stack, opts: BenchOptions, paths: list[str], load_dir
 def measured_run(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: Path, label: str,
                  say=print, title: str | None = None) -> dict:
     """One measured run of `duration` s at `concurrency`, with the host's CPU use during it."""
-    before = cpu.snapshot()
+    before, started = cpu.snapshot(), time.time()
     with as_reporter(say).timed(title or label, opts.duration), SpeedProbe() as speed:
         r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
                                  opts.duration, load_dir, label)
-    return {**r.to_json(), "host_cpu": cpu.usage(before, cpu.snapshot()), "host_speed": speed.summary()}
+    # wall-clock bounds, to line a run up with outside monitoring (sar, the hypervisor's graphs)
+    return {**r.to_json(), "started_at": round(started, 3), "ended_at": round(time.time(), 3),
+            "host_cpu": cpu.usage(before, cpu.snapshot()), "host_speed": speed.summary()}
 
 
 def run_line(run: dict) -> str:
