@@ -33,8 +33,8 @@ d = BenchOptions()
 @click.argument("target")
 @click.option("--runs", "-r", type=click.IntRange(1), default=d.runs, show_default=True,
               help="Measured runs.")
-@click.option("--duration", "-d", type=click.FloatRange(0.5), default=d.duration, show_default=True,
-              help="Seconds per measured run.")
+@click.option("--duration", "-d", type=click.IntRange(1), default=d.duration, show_default=True,
+              help="Seconds per measured run (whole seconds: the load generators take no fractions).")
 @click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=True,
               help="Concurrent connections of the load generator.")
 @click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=True,
@@ -43,7 +43,7 @@ d = BenchOptions()
               help="Load generator.")
 @click.option("--warmup-requests", type=click.IntRange(0), default=d.warmup_requests,
               show_default=True, help="Single-client warmup requests.")
-@click.option("--warmup-duration", type=click.FloatRange(0), default=d.warmup_duration,
+@click.option("--warmup-duration", type=click.IntRange(0), default=d.warmup_duration,
               show_default=True, help="Seconds of concurrent warmup.")
 @stack_options("after-benchmark", "Shell command run after the runs.")
 @json_option("the result (runs, summary, configuration)")

@@ -69,7 +69,7 @@ def main():
 
 
 def _register():
-    from . import analyze, bench, doctor, export, flamegraph, profile, report, restore, run, targets, validate, verify, writeup  # noqa: F401  (each adds its command to `main`)
+    from . import analyze, bench, compare, doctor, export, flamegraph, profile, report, restore, run, targets, validate, verify, writeup  # noqa: F401  (each adds its command to `main`)
 
 
 _register()

@@ -32,9 +32,9 @@ from .main import deadline, main
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory for bench.json, the bundle, analysis.json, findings.json and write-ups.")
 @click.option("--runs", type=click.IntRange(1), default=3, show_default=True, help="Measured benchmark runs.")
-@click.option("--duration", type=click.FloatRange(0.5), default=10.0, show_default=True,
-              help="Seconds per measured run.")
-@click.option("--warmup-duration", type=click.FloatRange(0), default=BenchOptions.warmup_duration,
+@click.option("--duration", type=click.IntRange(1), default=10, show_default=True,
+              help="Seconds per measured run (whole seconds: the load generators take no fractions).")
+@click.option("--warmup-duration", type=click.IntRange(0), default=BenchOptions.warmup_duration,
               show_default=True, help="Seconds of the benchmark's concurrent warmup.")
 @click.option("--requests", type=click.IntRange(10), default=120, show_default=True,
               help="Requests in the profile capture.")

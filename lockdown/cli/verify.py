@@ -26,13 +26,13 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
               help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1].")
 @click.option("--runs", "-r", type=click.IntRange(5), default=5, show_default=True,
               help="Measured runs per arm (at least 5), interleaved in pairs.")
-@click.option("--duration", "-d", type=click.FloatRange(0.5), default=10.0, show_default=True,
-              help="Seconds per measured run.")
+@click.option("--duration", "-d", type=click.IntRange(1), default=10, show_default=True,
+              help="Seconds per measured run (whole seconds: the load generators take no fractions).")
 @click.option("--concurrency", "-c", type=click.IntRange(1), default=DEFAULT_WORKERS, show_default=True)
 @click.option("--workers", "-w", type=click.IntRange(1), default=DEFAULT_WORKERS, show_default=True,
               help="php-fpm static workers of each arm.")
 @click.option("--load", type=click.Choice(TOOLS), default="wrk", show_default=True)
-@click.option("--warmup-duration", type=click.FloatRange(0), default=5.0, show_default=True,
+@click.option("--warmup-duration", type=click.IntRange(0), default=5, show_default=True,
               help="Seconds of unmeasured load on each arm before the runs.")
 @click.option("--requests", type=click.IntRange(10), default=None,
               help="Requests in the re-capture [default: as many as the run's capture].")

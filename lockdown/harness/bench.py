@@ -32,12 +32,12 @@ DEFAULT_WORKERS = max(2, 2 * (os.cpu_count() or 1))
 @dataclass
 class BenchOptions:
     runs: int = 5
-    duration: float = 10.0
+    duration: float = 10                # whole seconds: wrk, siege and ab take no fractions
     concurrency: int = DEFAULT_WORKERS
     workers: int = DEFAULT_WORKERS
     load: str = "wrk"
     warmup_requests: int = 20
-    warmup_duration: float = 5.0
+    warmup_duration: float = 5
     php_ini: dict = field(default_factory=dict)
     port: int | None = None
     mysql: str | None = None

@@ -50,8 +50,9 @@ def fmt_ratio(v) -> str:
     return "-" if v is None else f"{v:.2f}x"
 
 
-def pages_line(responses: dict) -> str:
-    """verify's page comparison in one line (terminal, write-up, HTML report)."""
+def pages_line(responses: dict, change: str = "the fix", source: str = "verify.json") -> str:
+    """verify's (or compare's: `change`, `source`) page comparison in one line (terminal,
+    write-up, HTML report)."""
     n, same, unstable = responses["urls"], responses["same"], responses.get("unstable", 0)
     masked = (f" (volatile parts masked by {responses['volatile_patterns']} pattern(s) of the target)"
               if responses["volatile_patterns"] else "")
@@ -71,8 +72,8 @@ def pages_line(responses: dict) -> str:
     where = (f"status {first['status_before']} -> {first['status_after']}"
              if first["status_before"] != first["status_after"] else
              f"first difference at character {first['first_difference']['offset']}")
-    return (f"{n - same - unstable} of {n} URLs serve a different page after the fix: {first['url']} "
-            f"({where}){masked}{note}; see responses in verify.json")
+    return (f"{n - same - unstable} of {n} URLs serve a different page after {change}: {first['url']} "
+            f"({where}){masked}{note}; see responses in {source}")
 
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),

@@ -1,0 +1,87 @@
+"""`lockdown compare TARGET --with KEY=VALUE`: two engine configurations of one target (opcache
+off, JIT on, pcre.jit off, ...) measured against each other in interleaved A/B runs, with the
+host's speed taken out and the pages of both compared. Two separate `bench` runs minutes
+apart differ by as much as the host's speed moves (docs/bench.md); interleaved pairs do not."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .. import paths
+from ..errors import LockdownError
+from ..harness.ab_bench import run_ab
+from ..harness.bench import BenchOptions
+from ..harness.loadgen import TOOLS
+from ..harness.stack import StackOptions
+from ..progress import for_command
+from ..reports.compare_text import format_compare
+from ..reports.output import write_json_atomic
+from ..targets.registry import resolve
+from .bench import parse_ini
+from .json_output import check_destination, emit, json_option
+from .main import deadline, main
+
+d = BenchOptions()
+
+
+@main.command("compare")
+@click.argument("target")
+@click.option("--with", "with_ini", multiple=True, metavar="KEY=VALUE",
+              help="php.ini setting of the second configuration (repeatable), e.g. opcache.jit=tracing.")
+@click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
+              help="php.ini override of both configurations (repeatable).")
+@click.option("--runs", "-r", type=click.IntRange(5), default=5, show_default=True,
+              help="Measured runs per configuration (at least 5), interleaved in pairs.")
+@click.option("--duration", "-d", type=click.IntRange(1), default=d.duration, show_default=True,
+              help="Seconds per measured run (whole seconds: the load generators take no fractions).")
+@click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=True)
+@click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=True,
+              help="php-fpm static workers of each configuration.")
+@click.option("--load", type=click.Choice(TOOLS), default=d.load, show_default=True)
+@click.option("--warmup-duration", type=click.IntRange(0), default=d.warmup_duration, show_default=True,
+              help="Seconds of unmeasured load on each configuration before the runs.")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run directory (default: a new one under $LOCKDOWN_HOME/runs).")
+@click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
+              help="Stop everything and fail if the whole command takes longer.")
+@json_option("the comparison (both arms' runs, the change with its CI, the pages)")
+def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers, load, warmup_duration,
+                run_dir, timeout, json_out):
+    """Compare TARGET as configured (baseline) with TARGET plus the --with php.ini settings:
+    RPS change with its 95% CI from interleaved pairs, and whether both serve the same pages."""
+    t = resolve(target)
+    base, change = parse_ini(php_ini), parse_ini(with_ini)
+    if not change:
+        raise LockdownError("nothing to compare: give the second configuration's settings with "
+                            "--with KEY=VALUE, e.g. --with opcache.enable=0")
+    same = sorted(k for k, v in change.items() if base.get(k) == v)
+    if len(same) == len(change):
+        raise LockdownError(f"--with {', '.join(same)} is what --php-ini already sets: both "
+                            "configurations would be the same")
+    opts = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
+                        load=load, warmup_duration=warmup_duration)
+    check_destination(json_out)
+    directory = paths.new_run_dir(t.name, "compare") if run_dir is None else _fresh(run_dir)
+    say = for_command(f"compare {t.name}", json_out is not None)
+    with deadline(timeout):
+        ab = run_ab(t, directory, StackOptions(php_ini=dict(base)), StackOptions(php_ini={**base, **change}),
+                    opts, say=say)
+    result = {"target": t.name, "php_ini": {"both": base, "with": change},
+              "responses": ab.pop("responses", None), "bench": ab, "run_dir": str(directory)}
+    write_json_atomic(directory / "compare.json", result)
+    if json_out is not None:
+        emit(json_out, result)
+        return
+    click.echo("")
+    click.echo(format_compare(result))
+    click.echo(f"\nresult: {directory / 'compare.json'}; logs in {directory}/before, {directory}/after")
+
+
+def _fresh(run_dir: Path) -> Path:
+    """--run-dir, made when missing; one with files in it would mix two comparisons' logs."""
+    path = run_dir.resolve()
+    if path.exists() and any(path.iterdir()):
+        raise LockdownError(f"{path} is not empty; choose another --run-dir or remove it")
+    path.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,30 @@
+"""`lockdown compare`'s result as the lines a terminal shows."""
+from __future__ import annotations
+
+from statistics import fmean
+
+from .verify_text import effect_line, paired_line
+from .writeup import pages_line
+
+
+def _settings(ini: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in ini.items()) or "the target's own settings"
+
+
+def _latency(runs: list[dict], key: str) -> float:
+    return fmean(r["latency_ms"][key] for r in runs)
+
+
+def format_compare(result: dict) -> str:
+    ab = result["bench"]
+    before, after = ab["before"]["runs"], ab["after"]["runs"]
+    lines = [f"compare {result['target']}: baseline ({_settings(result['php_ini']['both'])}) "
+             f"against with {_settings(result['php_ini']['with'])}",
+             f"  throughput: {effect_line(result)}"]
+    if (paired := paired_line(result)) is not None:
+        lines.append(f"  ({paired})")
+    lines.append(f"  latency (mean of runs): p50 {_latency(before, 'p50'):.1f} -> {_latency(after, 'p50'):.1f} ms, "
+                 f"p99 {_latency(before, 'p99'):.1f} -> {_latency(after, 'p99'):.1f} ms")
+    if result.get("responses"):
+        lines.append(f"  pages: {pages_line(result['responses'], 'the change', 'compare.json')}")
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""`lockdown compare`: two php.ini configurations of one target in interleaved A/B runs, on
+the real stack (hello), and its one-line errors."""
+import json
+
+from conftest import processes_mentioning
+
+SHORT = ("--runs", "5", "--duration", "1", "--warmup-duration", "1")
+
+
+def test_two_configurations_are_measured_in_interleaved_pairs_and_their_pages_compared(lockdown, tmp_path):
+    """opcache off against on: both arms run, in flipped pairs, each with its own settings,
+    which reach the workers (hello prints the engine's state, so the pages show the change)."""
+    run_dir = tmp_path / "cmp"
+    r = lockdown("compare", "hello", "--with", "opcache.enable=0", "--php-ini", "memory_limit=96M",
+                 *SHORT, "--run-dir", run_dir)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    result = json.loads((run_dir / "compare.json").read_text())
+    assert result["php_ini"] == {"both": {"memory_limit": "96M"}, "with": {"opcache.enable": "0"}}
+    ab = result["bench"]
+    assert len(ab["before"]["runs"]) == len(ab["after"]["runs"]) == 5
+    assert ab["order"][:4] == ["before", "after", "after", "before"]
+    assert all(run["rps"] > 0 for arm in ("before", "after") for run in ab[arm]["runs"])
+    assert ab["before"]["php_ini_effective_overrides"].get("memory_limit") == "96M"
+    assert ab["after"]["php_ini_effective_overrides"].get("opcache.enable") == "0"
+    assert "opcache.enable" not in ab["before"]["php_ini_effective_overrides"]
+    assert ab["change"]["pairs"] == 5 and len(ab["change"]["ci95_pct"]) == 2
+    # the page says which engine served it: the comparison finds the difference, and where
+    pages = result["responses"]
+    assert pages["urls"] == 2 and pages["same"] == 0
+    first = pages["pages"][0]["first_difference"]
+    assert "opcache=on memory_limit=96M" in first["before"] and "opcache=off memory_limit=96M" in first["after"]
+    out = r.stdout
+    assert "compare hello: baseline (memory_limit=96M) against with opcache.enable=0" in out
+    assert "throughput: " in out and "5 interleaved pairs" in out
+    assert "pages: 2 of 2 URLs serve a different page after the change: / " in out
+    assert "see responses in compare.json" in out
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def test_bad_comparisons_get_one_line(lockdown, home, tmp_path):
+    runs = home / "runs"
+    before = set(runs.iterdir()) if runs.is_dir() else set()
+    r = lockdown("compare", "hello")
+    assert r.returncode == 2 and "nothing to compare" in r.stderr and r.stderr.count("\n") == 1
+    r = lockdown("compare", "hello", "--with", "opcache.enable")
+    assert r.returncode == 2 and "expected KEY=VALUE" in r.stderr and r.stderr.count("\n") == 1
+    r = lockdown("compare", "hello", "--with", "opcache.enable=0", "--php-ini", "opcache.enable=0")
+    assert r.returncode == 2 and "both configurations would be the same" in r.stderr
+    r = lockdown("compare", "no-such-target", "--with", "opcache.enable=0")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "keep.txt").write_text("mine")
+    r = lockdown("compare", "hello", "--with", "opcache.enable=0", "--run-dir", tmp_path / "used")
+    assert r.returncode == 2 and "is not empty" in r.stderr
+    assert (tmp_path / "used" / "keep.txt").read_text() == "mine"
+    r = lockdown("compare", "hello", "--with", "opcache.enable=0", "--runs", "4")
+    assert r.returncode == 2 and "--runs" in r.stderr
+    # wrk, siege and ab take whole seconds only: a fraction is refused before anything starts
+    r = lockdown("compare", "hello", "--with", "opcache.enable=0", "--duration", "0.5")
+    assert r.returncode == 2 and "--duration" in r.stderr
+    # nothing was started, so no run directory was made
+    assert (set(runs.iterdir()) if runs.is_dir() else set()) == before
