@@ -11,7 +11,7 @@ from ..progress import for_command
 from ..reports.bench_table import format_bench
 from ..reports.output import write_json_atomic
 from ..targets.registry import resolve
-from .json_output import check_destination, emit, json_option
+from .json_output import check_destination, deliver, json_option
 from .main import deadline, main
 from .stack_options import stack_options
 
@@ -66,9 +66,5 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
     with deadline(timeout):
         result = run_bench(t, run_dir, opts, say=for_command(f"bench {t.name}", json_out is not None))
     write_json_atomic(run_dir / "bench.json", result)
-    if json_out is not None:
-        emit(json_out, result)
-        return
-    click.echo("")
-    click.echo(format_bench(result))
-    click.echo(f"result written to {run_dir / 'bench.json'}; logs in {run_dir / 'logs'}")
+    deliver(json_out, result, f"{format_bench(result)}\n"
+                              f"result written to {run_dir / 'bench.json'}; logs in {run_dir / 'logs'}")

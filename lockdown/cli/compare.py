@@ -19,7 +19,7 @@ from ..reports.compare_text import format_compare
 from ..reports.output import write_json_atomic
 from ..targets.registry import resolve
 from .bench import parse_ini
-from .json_output import check_destination, emit, json_option
+from .json_output import check_destination, deliver, json_option
 from .main import deadline, main
 
 d = BenchOptions()
@@ -70,12 +70,8 @@ def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers,
     result = {"target": t.name, "php_ini": {"both": base, "with": change},
               "responses": ab.pop("responses", None), "bench": ab, "run_dir": str(directory)}
     write_json_atomic(directory / "compare.json", result)
-    if json_out is not None:
-        emit(json_out, result)
-        return
-    click.echo("")
-    click.echo(format_compare(result))
-    click.echo(f"\nresult: {directory / 'compare.json'}; logs in {directory}/before, {directory}/after")
+    deliver(json_out, result, f"{format_compare(result)}\n\nresult: {directory / 'compare.json'}; "
+                              f"logs in {directory}/before, {directory}/after")
 
 
 def _fresh(run_dir: Path) -> Path:

@@ -35,3 +35,13 @@ def emit(json_out: Path, document: dict) -> None:
         click.echo(json.dumps(document, indent=2, sort_keys=False))
     else:
         write_json_atomic(json_out, document)
+
+
+def deliver(json_out: Path | None, document: dict, text: str) -> None:
+    """The command's result: the JSON document when --json was given, else `text` after a
+    blank line (below the progress lines)."""
+    if json_out is not None:
+        emit(json_out, document)
+        return
+    click.echo("")
+    click.echo(text)
