@@ -1,8 +1,9 @@
 """`lockdown verify`: measure a finding's remediation. The target is served twice, as it was
 and with the remediation applied to copies (app tree, database, php.ini), benchmarked in
 interleaved pairs; then the patched copy is captured again and the detectors (and the
-argument probe, as in `run`) run on it, to see whether the finding is gone. Results go to DIR/verify/KEY/ (verify.json, the after
-bundle, differential flame graphs), replaced whole only when complete.
+argument probe, as in `run`) run on it, to see whether the finding is gone. Results go to
+DIR/verify/KEY/ (verify.json, the after bundle, differential flame graphs), replaced whole
+only when complete.
 """
 from __future__ import annotations
 
