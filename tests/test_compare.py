@@ -60,3 +60,16 @@ def test_bad_comparisons_get_one_line(lockdown, home, tmp_path):
     assert r.returncode == 2 and "--duration" in r.stderr
     # nothing was started, so no run directory was made
     assert (set(runs.iterdir()) if runs.is_dir() else set()) == before
+
+
+def test_a_comparison_that_runs_out_of_time_stops_both_arms(lockdown, tmp_path):
+    """Both stacks are up for the whole comparison: a --timeout stops both, and no result is
+    written."""
+    run_dir = tmp_path / "cmp"
+    r = lockdown("compare", "hello", "--with", "opcache.enable=0", "--runs", "5", "--duration", "5",
+                 "--warmup-duration", "0", "--run-dir", run_dir, "--timeout", "6")
+    assert r.returncode == 2
+    assert r.stderr.startswith("lockdown: error: timed out after 6 s (--timeout)")
+    assert (run_dir / "before").is_dir() and (run_dir / "after").is_dir()
+    assert not (run_dir / "compare.json").exists()
+    assert processes_mentioning(str(run_dir)) == []
