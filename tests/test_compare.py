@@ -4,7 +4,7 @@ import json
 
 from conftest import processes_mentioning
 
-SHORT = ("--runs", "5", "--duration", "1", "--warmup-duration", "1")
+SHORT = ("--runs", "5", "--duration", "1", "--warmup-duration", "0")
 
 
 def test_two_configurations_are_measured_in_interleaved_pairs_and_their_pages_compared(lockdown, tmp_path):
