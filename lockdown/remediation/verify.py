@@ -139,6 +139,17 @@ def verify(run: RunRecord, finding: Finding, remediations: list[Remediation], be
         raise
 
 
+def _recaptured(g: Finding) -> dict:
+    """A finding of the re-capture as verify.json lists it; a repeated-call one with what the
+    argument probe counted, so the reader sees it was checked."""
+    row = {"key": g.key, "id": g.id, "subject": g.subject, "severity": g.severity,
+           "share_pct": g.share_pct, "title": g.title}
+    probe = g.details.get("probe")
+    if isinstance(probe, dict):
+        row["probe"] = {k: probe.get(k) for k in ("located", "calls", "repeats", "repeat_pct")}
+    return row
+
+
 def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOptions,
             requests: int | None, probe: bool, work: Path, final: Path, say) -> dict:
     t = run.target
@@ -174,8 +185,7 @@ def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOpt
         "bench": ab,
         "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,
                       "gone": not remaining, "remaining": [g.key for g in remaining],
-                      "findings": [{"key": g.key, "id": g.id, "subject": g.subject, "severity": g.severity,
-                                    "share_pct": g.share_pct, "title": g.title} for g in after],
+                      "findings": [_recaptured(g) for g in after],
                       "probed": probe, "dismissed": dismissed},
         "before_bundle": str(run.bundle),
         "diff_svg": diffs,
