@@ -9,6 +9,8 @@ import os
 import time
 from pathlib import Path
 
+from .errors import LockdownError
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -47,4 +49,14 @@ def new_run_dir(target: str, command: str) -> Path:
         n += 1
         path = base.with_name(f"{base.name}-{n}")
     path.mkdir(parents=True)
+    return path
+
+
+def empty_dir(path: Path, option: str) -> Path:
+    """`path` resolved and made when missing, for a command to fill; one with files in it is
+    refused (`option` names the flag to change), so two runs' outputs never mix."""
+    path = path.resolve()
+    if path.exists() and any(path.iterdir()):
+        raise LockdownError(f"{path} is not empty; choose another {option} or remove it")
+    path.mkdir(parents=True, exist_ok=True)
     return path

@@ -62,7 +62,7 @@ def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers,
     opts = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                         load=load, warmup_duration=warmup_duration)
     check_destination(json_out)
-    directory = paths.new_run_dir(t.name, "compare") if run_dir is None else _fresh(run_dir)
+    directory = paths.new_run_dir(t.name, "compare") if run_dir is None else paths.empty_dir(run_dir, "--run-dir")
     say = for_command(f"compare {t.name}", json_out is not None)
     with deadline(timeout):
         ab = run_ab(t, directory, StackOptions(php_ini=dict(base)), StackOptions(php_ini={**base, **change}),
@@ -73,11 +73,3 @@ def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers,
     deliver(json_out, result, f"{format_compare(result)}\n\nresult: {directory / 'compare.json'}; "
                               f"logs in {directory}/before, {directory}/after")
 
-
-def _fresh(run_dir: Path) -> Path:
-    """--run-dir, made when missing; one with files in it would mix two comparisons' logs."""
-    path = run_dir.resolve()
-    if path.exists() and any(path.iterdir()):
-        raise LockdownError(f"{path} is not empty; choose another --run-dir or remove it")
-    path.mkdir(parents=True, exist_ok=True)
-    return path

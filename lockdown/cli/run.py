@@ -6,11 +6,11 @@ from pathlib import Path
 
 import click
 
+from .. import paths
 from ..analyzers.analysis import analyze
 from ..analyzers.detectors import build_context, detect, load_thresholds
 from ..bundle.store import open_bundle
 from ..collectors.settings import CaptureSettings
-from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
 from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
@@ -56,10 +56,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     t = resolve(target)
     limits = load_thresholds(thresholds)
     check_destination(json_out)
-    out = out.resolve()
-    if out.exists() and any(out.iterdir()):
-        raise LockdownError(f"{out} is not empty; choose another -o or remove it")
-    out.mkdir(parents=True, exist_ok=True)
+    out = paths.empty_dir(out, "-o")
     ini = parse_ini(php_ini)
     say = for_command(f"run {t.name}", json_out is not None)
     bench = None

@@ -41,9 +41,15 @@ def normalize(body: bytes, base_url: str, volatile: tuple[str, ...]) -> str:
     return text
 
 
+def _common(a: str, b: str) -> str:
+    """The longest common start of two texts."""
+    n = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return a[:n]
+
+
 def first_difference(a: str, b: str) -> dict:
     """Where two texts part, with a little context from each."""
-    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    i = len(_common(a, b))
     start = max(0, i - CONTEXT)
     return {"offset": i, "before": a[start:i + CONTEXT], "after": b[start:i + CONTEXT]}
 
@@ -85,12 +91,6 @@ def _parts(x: str, y: str) -> list[str]:
         segments.append("")
     segments[-1] += x[len(x) - tail:]
     return segments
-
-
-def _common(a: str, b: str) -> str:
-    """The longest common start of two texts."""
-    n = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-    return a[:n]
 
 
 def learn_template(a: str, b: str) -> list[str] | None:
