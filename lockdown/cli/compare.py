@@ -12,7 +12,6 @@ from .. import paths
 from ..errors import LockdownError
 from ..harness.ab_bench import run_ab
 from ..harness.bench import BenchOptions
-from ..harness.loadgen import TOOLS
 from ..harness.stack import StackOptions
 from ..progress import for_command
 from ..reports.compare_text import format_compare
@@ -21,8 +20,7 @@ from ..targets.registry import resolve
 from .bench import parse_ini
 from .json_output import check_destination, deliver, json_option
 from .main import deadline, main
-
-d = BenchOptions()
+from .stack_options import ab_options
 
 
 @main.command("compare")
@@ -31,16 +29,7 @@ d = BenchOptions()
               help="php.ini setting of the second configuration (repeatable), e.g. opcache.jit=tracing.")
 @click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
               help="php.ini override of both configurations (repeatable).")
-@click.option("--runs", "-r", type=click.IntRange(5), default=5, show_default=True,
-              help="Measured runs per configuration (at least 5), interleaved in pairs.")
-@click.option("--duration", "-d", type=click.IntRange(1), default=d.duration, show_default=True,
-              help="Seconds per measured run (whole seconds: the load generators take no fractions).")
-@click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=True)
-@click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=True,
-              help="php-fpm static workers of each configuration.")
-@click.option("--load", type=click.Choice(TOOLS), default=d.load, show_default=True)
-@click.option("--warmup-duration", type=click.IntRange(0), default=d.warmup_duration, show_default=True,
-              help="Seconds of unmeasured load on each configuration before the runs.")
+@ab_options("configuration")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run directory (default: a new one under $LOCKDOWN_HOME/runs).")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",

@@ -1,9 +1,13 @@
-"""Options every command that starts the target's stack shares (bench, profile)."""
+"""Options every command that starts the target's stack shares (bench, profile), and the
+A/B measurement options of verify and compare."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+
+from ..harness.bench import BenchOptions
+from ..harness.loadgen import TOOLS
 
 
 def stack_options(last_hook: str, last_hook_help: str):
@@ -23,6 +27,31 @@ def stack_options(last_hook: str, last_hook_help: str):
                      help="Run directory (default: a new one under $LOCKDOWN_HOME/runs)."),
         click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
                      help="Stop everything and fail if the whole command takes longer."),
+    ]
+
+    def apply(f):
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return apply
+
+
+def ab_options(each: str):
+    """--runs (at least 5 per side), --duration, --concurrency, --workers, --load and
+    --warmup-duration of an interleaved A/B measurement; `each` names a side in the help
+    ("arm", "configuration")."""
+    d = BenchOptions()
+    options = [
+        click.option("--runs", "-r", type=click.IntRange(5), default=5, show_default=True,
+                     help=f"Measured runs per {each} (at least 5), interleaved in pairs."),
+        click.option("--duration", "-d", type=click.IntRange(1), default=d.duration, show_default=True,
+                     help="Seconds per measured run (whole seconds: the load generators take no fractions)."),
+        click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=True),
+        click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=True,
+                     help=f"php-fpm static workers of each {each}."),
+        click.option("--load", type=click.Choice(TOOLS), default=d.load, show_default=True),
+        click.option("--warmup-duration", type=click.IntRange(0), default=d.warmup_duration, show_default=True,
+                     help=f"Seconds of unmeasured load on each {each} before the runs."),
     ]
 
     def apply(f):

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from ..harness.bench import DEFAULT_WORKERS, BenchOptions
-from ..harness.loadgen import TOOLS
+from ..harness.bench import BenchOptions
 from ..remediation.verify import load_run, pick_finding, pick_remediations, verify
 from ..progress import for_command
 from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option
 from .main import deadline, main
+from .stack_options import ab_options
 
 CONFIRMED, NOT_CONFIRMED = 0, 3
 
@@ -24,16 +24,7 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
               help="The finding's key in findings.json (fs-scan, repeated-call-2, ...) or its id.")
 @click.option("--remediation", "numbers", type=click.IntRange(1), multiple=True, metavar="N",
               help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1].")
-@click.option("--runs", "-r", type=click.IntRange(5), default=5, show_default=True,
-              help="Measured runs per arm (at least 5), interleaved in pairs.")
-@click.option("--duration", "-d", type=click.IntRange(1), default=10, show_default=True,
-              help="Seconds per measured run (whole seconds: the load generators take no fractions).")
-@click.option("--concurrency", "-c", type=click.IntRange(1), default=DEFAULT_WORKERS, show_default=True)
-@click.option("--workers", "-w", type=click.IntRange(1), default=DEFAULT_WORKERS, show_default=True,
-              help="php-fpm static workers of each arm.")
-@click.option("--load", type=click.Choice(TOOLS), default="wrk", show_default=True)
-@click.option("--warmup-duration", type=click.IntRange(0), default=5, show_default=True,
-              help="Seconds of unmeasured load on each arm before the runs.")
+@ab_options("arm")
 @click.option("--requests", type=click.IntRange(10), default=None,
               help="Requests in the re-capture [default: as many as the run's capture].")
 @click.option("--no-probe", is_flag=True,
