@@ -12,6 +12,7 @@ from lockdown.analyzers.detectors.repeated_call import apply_probe, candidates, 
 from lockdown.analyzers.findings import Evidence, Finding
 from lockdown.collectors import arg_probe
 from lockdown.errors import LockdownError
+from lockdown.harness.probe import ProbeResult
 from lockdown.harness.toolchain import tool
 
 LIB = r"""<?php
@@ -69,7 +70,7 @@ def test_locate_finds_bodies_not_comments_abstracts_or_anonymous_classes(tmp_pat
     sites = arg_probe.locate(app, FUNCTIONS)
     assert sorted(sites) == ["Shop\\Models\\Item::label", "Shop\\Models\\Item::refs", "Shop\\Models\\settings"]
     lines = LIB.splitlines()
-    for fn, site in sites.items():
+    for fn, (site,) in sites.items():
         assert site.file == app / "lib.php"
         assert LIB.encode()[site.offset - 1:site.offset] == b"{"
         name = fn.rpartition("::")[2].rpartition("\\")[2]
@@ -83,7 +84,7 @@ def test_a_locator_that_cannot_finish_raises_instead_of_finding_nothing(tmp_path
     app = _app(tmp_path)
     # a file name that is not UTF-8 is left out, not a reason to fail
     (app / os.fsdecode(b"caf\xe9.php")).write_text("<?php function settings() { return 1; }\n")
-    assert arg_probe.locate(app, FUNCTIONS)["Shop\\Models\\settings"].file == app / "lib.php"
+    assert [s.file for s in arg_probe.locate(app, FUNCTIONS)["Shop\\Models\\settings"]] == [app / "lib.php"]
     with pytest.raises(LockdownError, match=r"locating the probed functions took over 0 s \(1 files\)"):
         arg_probe.locate(app, FUNCTIONS, timeout=0.0001)
 
@@ -94,7 +95,7 @@ def test_probe_counts_distinct_object_and_argument_pairs_in_real_php(tmp_path):
     linked = tmp_path / "original-lib.php"
     os.link(app / "lib.php", linked)            # as in a hard-linked app copy
     sites = arg_probe.locate(app, FUNCTIONS)
-    numbers = arg_probe.instrument(list(sites.values()))
+    numbers = arg_probe.instrument([site for defs in sites.values() for site in defs])
     assert linked.read_bytes() == original      # written anew, never through the link
     patched = (app / "lib.php").read_text()
     assert patched.count("LockdownArgProbe::hit(") == 3
@@ -103,7 +104,7 @@ def test_probe_counts_distinct_object_and_argument_pairs_in_real_php(tmp_path):
     run = subprocess.run([tool("php"), "-d", f"auto_prepend_file={prepend}", str(app / "main.php")],
                          capture_output=True, text=True, env=dict(os.environ, HTTP_X_LOCKDOWN_PROBE="1"))
     assert run.returncode == 0 and run.stdout == "ok\n", run.stderr
-    rows = arg_probe.results(tmp_path / "probe", numbers)
+    rows = arg_probe.results(tmp_path / "probe", numbers, app)
     (settings,) = rows["Shop\\Models\\settings"]
     assert (settings["calls"], settings["distinct"], settings["distinct_arguments"]) == (30, 11, 11)
     (label,) = rows["Shop\\Models\\Item::label"]
@@ -112,15 +113,42 @@ def test_probe_counts_distinct_object_and_argument_pairs_in_real_php(tmp_path):
     assert rows["Shop\\Models\\Item::refs"][0]["calls"] == 1
 
 
+def test_every_definition_of_a_name_is_probed_and_the_one_that_ran_is_named(tmp_path):
+    """WordPress defines site_url() twice: the real one, and a stub in
+    wp-admin/includes/noop.php that only its installer loads. Probing the first file found (the
+    stub) saw no call and left the finding unprobed; every definition is probed instead."""
+    app = tmp_path / "app"
+    (app / "admin").mkdir(parents=True)
+    (app / "admin" / "noop.php").write_text("<?php\nfunction site_url() {}\n")
+    (app / "link.php").write_text("<?php\n\nfunction site_url($path = '')\n{\n    return 'http://x/' . $path;\n}\n")
+    (app / "main.php").write_text("<?php\nrequire __DIR__ . '/link.php';\n"
+                                  "foreach (['a', 'a', 'b', 'a'] as $p) { site_url($p); }\necho \"ok\\n\";\n")
+    sites = arg_probe.locate(app, ["site_url"])
+    assert [(s.file.relative_to(app).as_posix(), s.line) for s in sites["site_url"]] == \
+        [("admin/noop.php", 2), ("link.php", 3)]
+    numbers = arg_probe.instrument(sites["site_url"])
+    prepend = arg_probe.install(tmp_path / "probe")
+    run = subprocess.run([tool("php"), "-d", f"auto_prepend_file={prepend}", str(app / "main.php")],
+                         capture_output=True, text=True, env=dict(os.environ, HTTP_X_LOCKDOWN_PROBE="1"))
+    assert run.returncode == 0 and run.stdout == "ok\n", run.stderr
+    rows = arg_probe.results(tmp_path / "probe", numbers, app)
+    assert [(r["calls"], r["distinct"], r["defined_at"]) for r in rows["site_url"]] == [(4, 2, "link.php:3")]
+    result = ProbeResult(definitions={"site_url": ["admin/noop.php:2", "link.php:3"], "unused": ["u.php:1"]},
+                         rows=rows)
+    # the definition that ran; both, when none did
+    assert result.located == {"site_url": "link.php:3", "unused": "u.php:1"}
+    assert ProbeResult(definitions=result.definitions).located["site_url"] == "admin/noop.php:2, link.php:3"
+
+
 def test_probe_records_nothing_without_its_header(tmp_path):
     app = _app(tmp_path)
-    numbers = arg_probe.instrument(list(arg_probe.locate(app, FUNCTIONS).values()))
+    numbers = arg_probe.instrument([site for defs in arg_probe.locate(app, FUNCTIONS).values() for site in defs])
     prepend = arg_probe.install(tmp_path / "probe")
     env = {k: v for k, v in os.environ.items() if k != "HTTP_X_LOCKDOWN_PROBE"}
     run = subprocess.run([tool("php"), "-d", f"auto_prepend_file={prepend}", str(app / "main.php")],
                          capture_output=True, text=True, env=env)
     assert run.returncode == 0 and run.stdout == "ok\n", run.stderr
-    assert arg_probe.results(tmp_path / "probe", numbers) == {}
+    assert arg_probe.results(tmp_path / "probe", numbers, app) == {}
 
 
 def _finding(fn, share=8.0, calls=100, nested=()):
@@ -193,3 +221,4 @@ def test_a_failed_probe_keeps_the_findings_and_says_so():
     assert same is other and same.evidence == []
     assert {e.what: e.value for e in kept.evidence}["arguments"] == "not probed: the probe failed: port in use"
     assert kept.share_pct == 8.0 and kept.details["probe"]["requests"] == 0
+    assert kept.details["probe"]["not_probed"] == "the probe failed: port in use"

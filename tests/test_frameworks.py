@@ -205,7 +205,9 @@ def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     kept = [g for g in again["findings"] if g["id"] == "repeated-call"]
     assert again["probed"] is True
     assert (out / "verify" / f["key"] / "probe-run" / "logs").is_dir() == bool(again["dismissed"] + kept)
-    assert all(g["probe"]["calls"] > 0 and g["probe"]["located"] for g in kept), kept
+    # counted where they ran: site_url, also defined as a stub in wp-admin/includes/noop.php,
+    # went unprobed in CI while only the first definition found was probed
+    assert all(g["probe"].get("calls", 0) > 0 and g["probe"]["located"] for g in kept), kept
     assert not {g["subject"] for g in kept} & {f"repeated-call:{d['function']}" for d in again["dismissed"]}
     assert ("re-capture's candidates dismissed by the argument probe" in r.stdout) == bool(again["dismissed"])
     assert (prepared_root("wordpress") / "app" / diff["file"]).read_bytes() == prepared

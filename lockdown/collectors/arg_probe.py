@@ -67,9 +67,10 @@ def _utf8(text: str) -> bool:
     return True
 
 
-def locate(root: Path, functions: list[str], timeout: float = 300) -> dict[str, Site]:
-    """Definitions of `functions` (xhprof names: `Ns\\Class::method`, `Ns\\func`) under `root`.
-    A function not found (defined in eval'd code, or a name xhprof made up) is absent; a
+def locate(root: Path, functions: list[str], timeout: float = 300) -> dict[str, list[Site]]:
+    """Every definition of `functions` (xhprof names: `Ns\\Class::method`, `Ns\\func`) under
+    `root`, by file: an app may define a name in several files and load one of them, so each
+    definition is probed and the one that ran is known from the results. A function not found (defined in eval'd code, or a name xhprof made up) is absent; a
     locator that fails (PHP error, timeout) raises LockdownError with its first error line, so
     the run can say why its findings went unprobed."""
     files = source_files(root, functions)
@@ -91,18 +92,22 @@ def locate(root: Path, functions: list[str], timeout: float = 300) -> dict[str, 
         why = next((ln.strip() for ln in (run.stderr + run.stdout).splitlines() if ln.strip()), "no output")
         raise LockdownError(f"locating the probed functions failed (php exit {run.returncode}): {why[:300]}")
     wanted = {f.lower(): f for f in functions}
-    return {wanted[name.lower()]: Site(wanted[name.lower()], Path(d["file"]), d["offset"], d["line"])
-            for name, d in found.items() if name.lower() in wanted}
+    out: dict[str, list[Site]] = {}
+    for name, defs in found.items():
+        fn = wanted.get(name.lower())
+        if fn is not None and isinstance(defs, list):
+            out.setdefault(fn, []).extend(Site(fn, Path(d["file"]), d["offset"], d["line"]) for d in defs)
+    return {fn: sorted(sites, key=lambda s: (str(s.file), s.offset)) for fn, sites in out.items()}
 
 
-def instrument(sites: list[Site]) -> dict[int, str]:
-    """Insert the probe call into each site's file; returns probe number -> function. Each file
+def instrument(sites: list[Site]) -> dict[int, Site]:
+    """Insert the probe call into each site's file; returns probe number -> site. Each file
     is written anew and renamed into place, so a hard link to the original is never written
     through."""
     numbers = {}
     by_file: dict[Path, list[tuple[int, Site]]] = {}
     for n, site in enumerate(sites):
-        numbers[n] = site.function
+        numbers[n] = site
         by_file.setdefault(site.file, []).append((n, site))
     for path, entries in by_file.items():
         code = path.read_bytes()
@@ -124,14 +129,38 @@ def install(root: Path, chain_prepend: str | None = None) -> Path:
     return prepend
 
 
-def results(root: Path, numbers: dict[int, str]) -> dict[str, list[dict]]:
+COUNTS = ("calls", "distinct", "distinct_arguments")
+
+
+def results(root: Path, numbers: dict[int, Site], app_dir: Path) -> dict[str, list[dict]]:
     """function -> one row per probed request that called it:
-    {request, uri, calls, distinct, distinct_arguments}."""
+    {request, uri, calls, distinct, distinct_arguments, defined_at}, `defined_at` being the
+    definition that ran ("file:line" under `app_dir`). Two definitions of one name that both
+    ran in a request (one per class of a conditionally loaded pair) are counted together."""
     out: dict[str, list[dict]] = {}
     for line in read_jsonl(root / "out" / "probe.jsonl"):
+        per_request: dict[str, dict] = {}
         for n, v in (line.get("functions") or {}).items():
-            fn = numbers.get(int(n))
-            if fn is not None:
-                out.setdefault(fn, []).append({"request": line.get("request"), "uri": line.get("uri"),
-                                               **{k: v[k] for k in ("calls", "distinct", "distinct_arguments")}})
+            site = numbers.get(int(n))
+            if site is None:
+                continue
+            row = per_request.get(site.function)
+            if row is None:
+                row = per_request[site.function] = {"request": line.get("request"), "uri": line.get("uri"),
+                                                    **{k: 0 for k in COUNTS}, "defined_at": []}
+            for k in COUNTS:
+                row[k] += v[k]
+            row["defined_at"].append(site_label(site, app_dir))
+        for fn, row in per_request.items():
+            row["defined_at"] = ", ".join(row["defined_at"])
+            out.setdefault(fn, []).append(row)
     return out
+
+
+def site_label(site: Site, app_dir: Path) -> str:
+    """"file:line" of a definition, the file relative to the app when it is inside it."""
+    try:
+        name = site.file.relative_to(app_dir)
+    except ValueError:
+        name = site.file
+    return f"{name}:{site.line}"

@@ -25,8 +25,20 @@ from .stack import Stack, StackOptions
 
 @dataclass
 class ProbeResult:
-    located: dict[str, str] = field(default_factory=dict)        # function -> "file:line" in the app
-    rows: dict[str, list[dict]] = field(default_factory=dict)    # function -> per-request counts
+    definitions: dict[str, list[str]] = field(default_factory=dict)  # function -> every "file:line" in the app
+    rows: dict[str, list[dict]] = field(default_factory=dict)        # function -> per-request counts
+
+    @property
+    def located(self) -> dict[str, str]:
+        """function -> the definition that ran the most probed calls; all of them when none ran
+        (the finding then says the probed requests did not call it)."""
+        out = {}
+        for fn, defs in self.definitions.items():
+            ran: dict[str, int] = {}
+            for row in self.rows.get(fn, []):
+                ran[row["defined_at"]] = ran.get(row["defined_at"], 0) + row["calls"]
+            out[fn] = max(ran, key=ran.get) if ran else ", ".join(defs)
+        return out
 
 
 def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: list[str], *,
@@ -36,7 +48,8 @@ def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: l
     the app as `remedy` (a remediation under verification) leaves it, when given."""
     report = as_reporter(say)
     result = ProbeResult()
-    numbers: dict[int, str] = {}
+    numbers: dict[int, arg_probe.Site] = {}
+    app_dirs: list[Path] = []
     overrides = {**target.php_ini, **(php_ini or {})}
     prepend = arg_probe.install(run_dir / "probe", overrides.get("auto_prepend_file"))
 
@@ -44,15 +57,16 @@ def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: l
         if remedy is not None:
             remedy(stack)
         sites = arg_probe.locate(stack.app_dir, functions)
-        numbers.update(arg_probe.instrument(list(sites.values())))
-        for fn, site in sites.items():
-            result.located[fn] = f"{site.file.relative_to(stack.app_dir)}:{site.line}"
+        numbers.update(arg_probe.instrument([site for defs in sites.values() for site in defs]))
+        app_dirs.append(stack.app_dir)
+        for fn, defs in sites.items():
+            result.definitions[fn] = [arg_probe.site_label(site, stack.app_dir) for site in defs]
 
     opts = StackOptions(workers=2, php_ini=dict(php_ini or {}),
                         pool_ini={"auto_prepend_file": str(prepend)}, remedy=instrument)
     with Stack(target, run_dir, opts, say=say) as stack:
-        missing = sorted(set(functions) - set(result.located))
-        say(f"[probe] {len(result.located)} of {len(functions)} function(s) located"
+        missing = sorted(set(functions) - set(result.definitions))
+        say(f"[probe] {len(result.definitions)} of {len(functions)} function(s) located"
             + (f"; not found in the app's files: {', '.join(missing)}" if missing else ""))
         if not numbers:
             return result
@@ -61,7 +75,7 @@ def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: l
         with report.counted("argument probe", repeat * len(urls)) as done:
             drive(stack.base_url, urls, 1, requests=repeat * len(urls), capture=True,
                   id_prefix="p", headers={arg_probe.HEADER: "1"}, progress=done)
-    result.rows = arg_probe.results(run_dir / "probe", numbers)
+    result.rows = arg_probe.results(run_dir / "probe", numbers, app_dirs[0])
     return result
 
 

@@ -146,7 +146,8 @@ def _recaptured(g: Finding) -> dict:
            "share_pct": g.share_pct, "title": g.title}
     probe = g.details.get("probe")
     if isinstance(probe, dict):
-        row["probe"] = {k: probe.get(k) for k in ("located", "calls", "repeats", "repeat_pct")}
+        row["probe"] = {k: probe[k] for k in ("located", "calls", "repeats", "repeat_pct", "not_probed")
+                        if k in probe}
     return row
 
 

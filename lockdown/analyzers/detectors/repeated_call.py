@@ -229,7 +229,8 @@ def mark_unprobed(findings: list[Finding], why: str) -> list[Finding]:
     for f in findings:
         if f.id == ID and f.details.get("function"):
             f.evidence.insert(1, Evidence("arguments", f"not probed: {why}", "argument probe"))
-            f.details["probe"] = {"function": f.details["function"], "located": None, "requests": 0}
+            f.details["probe"] = {"function": f.details["function"], "located": None, "requests": 0,
+                                  "not_probed": why}
     return findings
 
 

@@ -4,7 +4,9 @@
  * right after the opening brace of each candidate function in a copy of the application.
  *
  * stdin: {"files": [path, ...], "functions": ["Ns\\Class::method", "Ns\\function", ...]}
- * stdout: {"Ns\\Class::method": {"file": path, "offset": bytes, "line": n}, ...}
+ * stdout: {"Ns\\Class::method": [{"file": path, "offset": bytes, "line": n}, ...], ...}
+ * Every definition of a name is listed: an app may define one function in several files and
+ * load one of them (WordPress's wp-admin/includes/noop.php stubs site_url() for its installer).
  * `offset` is the byte right after the body's "{"; `line` is the line of its `function`. Abstract and interface methods (no body),
  * closures and anonymous classes are never matched. PHP's own tokenizer, so strings, comments
  * and heredocs cannot fool it.
@@ -66,7 +68,7 @@ foreach ($in['files'] as $file) {
                 $qualified = $class !== null ? $class . '::' . $fn
                     : ($namespace !== '' ? $namespace . '\\' : '') . $fn;
                 $key = strtolower($qualified);
-                if (isset($wanted[$key]) && !isset($found[$qualified])) {
+                if (isset($wanted[$key])) {
                     // the body's brace: the first "{" or ";" after the parameter list's ")"
                     $paren = 0;
                     $pos = $offset;
@@ -79,7 +81,7 @@ foreach ($in['files'] as $file) {
                             $paren--;
                         } elseif ($paren === 0 && ($u === ';' || $u === '{')) {
                             if ($u === '{') {
-                                $found[$qualified] = ['file' => $file, 'offset' => $pos + 1, 'line' => $t[2]];
+                                $found[$qualified][] = ['file' => $file, 'offset' => $pos + 1, 'line' => $t[2]];
                             }
                             break;
                         }
