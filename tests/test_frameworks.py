@@ -187,6 +187,10 @@ def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     [diff] = f["remediations"]
     assert diff["file"] == "wp-includes/global-styles-and-settings.php" and diff["checked"]
     assert "+\t$settings  = wp_cache_get( $cache_key, 'theme_json' );" in diff["content"]
+    # the other confirmed repeated calls get the generic per-request memo, or say why not
+    for g in calls.values():
+        assert g["remediations"] or g["details"]["no_patch"], g["title"]
+        assert all(m["checked"] for m in g["remediations"]), g["remediations"]
     # verified on copies: the calls are cheap afterwards (the finding is gone) and every page
     # is the same as before, once each arm's own address is masked
     prepared = (prepared_root("wordpress") / "app" / diff["file"]).read_bytes()

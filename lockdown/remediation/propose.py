@@ -1,5 +1,6 @@
 """Attach concrete remediations to findings: diffs from the recipe catalogue, fs-scan's SQL
-from probing the registry, and the php.ini lines engine detectors already carry."""
+from probing the registry, a generic per-request memo for a probed repeated call no recipe
+knows, and the php.ini lines engine detectors already carry."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,7 @@ from ..analyzers.findings import Finding
 from ..bundle.model import Statement
 from ..harness.prepare import prepare
 from ..targets.config import Target
-from . import recipes, registry_probe
+from . import memoize, recipes, registry_probe
 
 
 def propose_all(findings: list[Finding], statements: list[Statement], target: Target, run_dir: Path,
@@ -21,4 +22,6 @@ def propose_all(findings: list[Finding], statements: list[Statement], target: Ta
         if f.id == "fs-scan":
             f.remediations.extend(registry_probe.propose(f, statements, target, run_dir / "probe", say))
         f.remediations.extend(recipes.propose(f, list(target.patchable), app, catalogue))
+        if f.id == "repeated-call" and not f.remediations:
+            f.remediations.extend(memoize.propose(f, list(target.patchable), app))
     return findings

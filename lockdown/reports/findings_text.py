@@ -15,9 +15,13 @@ def format_findings(findings: list[Finding]) -> str:
             lines.append(f"   - {e.what}: {e.value}  ({e.source})")
         for r in f.remediations:
             lines.append(f"   fix ({r.kind}{', ' + r.file if r.file else ''}; checked: {r.checked or 'no'}):")
+            if r.description:
+                lines.append(f"     ({r.description})")
             lines += [f"     {l}" for l in r.content.rstrip().splitlines()]
             for s in r.steps:
                 lines.append(f"     then: {' '.join(s)}")
+        if not f.remediations and f.details.get("no_patch"):
+            lines.append(f"   no patch proposed: {f.details['no_patch']}")
     return "\n".join(lines)
 
 

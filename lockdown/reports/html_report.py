@@ -467,6 +467,7 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
             "urls": [_text(u) for u in f.get("urls") or []],
             "requests": [(_text(r), anchors.get(r)) for r in f.get("requests") or []],
             "remediations": rems,
+            "no_patch": _text(f["details"].get("no_patch")) if isinstance(f.get("details"), dict) else "",
             "details": details[:MAX_DETAILS] + ("\n\u2026" if len(details) > MAX_DETAILS else ""),
             "writeup": f"findings/{key}.md" if writeup.is_file() else None,
             "verify": v})

@@ -1,0 +1,75 @@
+"""The generic fix for a confirmed repeated-call finding that no recipe knows: a per-request
+memo on the function the argument probe found repeating (php/memoize.php writes it with PHP's
+tokenizer). It is right only when the result depends on the arguments alone for the rest of
+the request, which no static check can prove: the diff is a proposal for `lockdown verify`,
+which measures it and compares every page before and after."""
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..analyzers.findings import Finding, Remediation
+from ..harness.toolchain import tool
+from .recipes import check_applies, unified_diff
+
+SCRIPT = Path(__file__).with_name("php") / "memoize.php"
+DESCRIPTION = ("generic per-request memo of {function}, keyed on its arguments: right only if its "
+               "result depends on them alone for the rest of the request; `lockdown verify` "
+               "measures it and compares every page")
+
+
+def memo_site(finding: Finding) -> tuple[str, str, int] | None:
+    """(function, file, line) the probe confirmed for this finding, or None when it was not
+    probed, or located in more than one place."""
+    probe = finding.details.get("probe") or {}
+    where, located = probe.get("function"), probe.get("located")
+    if finding.id != "repeated-call" or not probe.get("calls") or not where or not located or "," in located:
+        return None
+    rel, _, line = located.rpartition(":")
+    return (where, rel, int(line)) if rel and line.isdigit() else None
+
+
+def memoized(path: Path, function: str, line: int) -> tuple[str | None, str]:
+    """(the file's text with `function` memoized, "") or (None, why it cannot be)."""
+    name = function.rpartition("::")[2].rpartition("\\")[2]
+    with tempfile.TemporaryDirectory(prefix="lockdown-memo-") as tmp:
+        out = Path(tmp) / path.name
+        request = {"file": str(path), "line": line, "name": name, "method": "::" in function, "out": str(out)}
+        try:
+            run = subprocess.run([tool("php"), "-n", "-d", "extension=tokenizer", "-d", "memory_limit=512M",
+                                  str(SCRIPT)], input=json.dumps(request), capture_output=True, text=True,
+                                 timeout=60)
+        except subprocess.TimeoutExpired:
+            return None, "the memo writer took over 60 s"
+        try:
+            answer = json.loads(run.stdout)
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict):
+            first = next((ln.strip() for ln in (run.stderr + run.stdout).splitlines() if ln.strip()), "no output")
+            return None, f"the memo writer failed (php exit {run.returncode}): {first[:200]}"
+        if answer.get("written"):
+            return out.read_bytes().decode("utf-8", "replace"), ""
+        return None, str(answer.get("refused"))
+
+
+def propose(finding: Finding, patchable: list[str], app_dir: Path) -> list[Remediation]:
+    """The memo diff for a probed repeated-call finding in a patchable file. When none can be
+    made, `details.no_patch` says why, so the reader is not left wondering."""
+    site = memo_site(finding)
+    if site is None:
+        return []
+    function, rel, line = site
+    if rel not in patchable:
+        finding.details["no_patch"] = (f"{rel} is not one of the target's patchable files; declare it "
+                                       f"in target.toml to get a per-request memo of {function} to verify")
+        return []
+    text, why = memoized(app_dir / rel, function, line)
+    if text is None:
+        finding.details["no_patch"] = f"no per-request memo of {function}: {why}"
+        return []
+    diff = unified_diff(rel, (app_dir / rel).read_text(errors="replace"), text)
+    return [Remediation(kind="diff", content=diff, checked=check_applies(app_dir, rel, diff), file=rel,
+                        description=DESCRIPTION.format(function=function))]
