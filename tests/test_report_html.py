@@ -205,6 +205,9 @@ def inject(run):
     f["remediations"].append({"kind": "diff", "content": f"--- a/x\n+++ b/x\n@@ -1 +1 @@\n-{SCRIPT}\n+{IMG}\n",
                               "checked": IMG, "file": SCRIPT, "steps": [["php", IMG]], "description": SCRIPT})
     key = f["key"]
+    bare = data["findings"][1]          # a finding with no patch, and why (from memoize.py)
+    bare["remediations"] = []
+    bare["details"]["no_patch"] = f"no per-request memo of {FUNC}: {SQL}"
     data["dismissed"] = [{"id": "repeated-call", "function": FUNC, "defined_at": URL, "reason": SQL}]
     fpath.write_text(json.dumps(data))
     apath = run / "analysis.json"
@@ -294,6 +297,7 @@ def test_target_strings_are_text_never_script(home, run_dir, tmp_path):
         assert v.is_displayed() and "confirmed" in v.text and "+24.0%" in v.text
         # the page comparison names the page that changed, as text
         assert f"1 of 2 URLs serve a different page after the fix: {SCRIPT} (status 200 -> 500)" in v.text
+        assert f"No patch proposed: no per-request memo of {FUNC}: {SQL}." in body
         assert v.find_element("css selector", "svg.chart").is_displayed()
         assert v.find_element("css selector", "svg.lockdown-flamegraph").is_displayed()
         # interacting does not run anything either

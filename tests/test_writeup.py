@@ -67,6 +67,9 @@ def test_writeup_shows_target_strings_as_text(lockdown, minicms_run, tmp_path):
     f["title"] = f"{evil} `x` [link](javascript:alert(2))"
     f["evidence"][0]["value"] = f"{evil} | cell"
     f["urls"] = [f"/?q={evil}"]
+    bare = data["findings"][1]
+    bare["remediations"] = []
+    bare["details"]["no_patch"] = f"no per-request memo of {evil}: it prints output"
     (copy / "findings.json").write_text(json.dumps(data))
     r = lockdown("writeup", copy, "-o", tmp_path / "out")
     assert r.returncode == 0, r.stderr
@@ -77,6 +80,8 @@ def test_writeup_shows_target_strings_as_text(lockdown, minicms_run, tmp_path):
             if "<script>" in line:
                 assert line.startswith(("```", "URLs: `")) or re.search(r"`[^`]*<script>[^`]*`", line), line
         assert "](javascript:" not in text.replace("\\](javascript:", "")
+    bare_md = (tmp_path / "out" / f"{bare['key']}.md").read_text()
+    assert "No patch proposed: no per-request memo of &lt;script&gt;alert(1)&lt;/script&gt;: it prints output." in bare_md
 
 
 def test_writeup_bad_input_and_replacing_earlier_writeups(lockdown, minicms_run, tmp_path):
