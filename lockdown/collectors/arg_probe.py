@@ -70,9 +70,10 @@ def _utf8(text: str) -> bool:
 def locate(root: Path, functions: list[str], timeout: float = 300) -> dict[str, list[Site]]:
     """Every definition of `functions` (xhprof names: `Ns\\Class::method`, `Ns\\func`) under
     `root`, by file: an app may define a name in several files and load one of them, so each
-    definition is probed and the one that ran is known from the results. A function not found (defined in eval'd code, or a name xhprof made up) is absent; a
-    locator that fails (PHP error, timeout) raises LockdownError with its first error line, so
-    the run can say why its findings went unprobed."""
+    definition is probed and the one that ran is known from the results. A function not found
+    (defined in eval'd code, or a name xhprof made up) is absent; a locator that fails (PHP
+    error, timeout) raises LockdownError with its first error line, so the run can say why its
+    findings went unprobed."""
     files = source_files(root, functions)
     if not files:
         return {}

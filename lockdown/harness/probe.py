@@ -49,7 +49,6 @@ def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: l
     report = as_reporter(say)
     result = ProbeResult()
     numbers: dict[int, arg_probe.Site] = {}
-    app_dirs: list[Path] = []
     overrides = {**target.php_ini, **(php_ini or {})}
     prepend = arg_probe.install(run_dir / "probe", overrides.get("auto_prepend_file"))
 
@@ -58,7 +57,6 @@ def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: l
             remedy(stack)
         sites = arg_probe.locate(stack.app_dir, functions)
         numbers.update(arg_probe.instrument([site for defs in sites.values() for site in defs]))
-        app_dirs.append(stack.app_dir)
         for fn, defs in sites.items():
             result.definitions[fn] = [arg_probe.site_label(site, stack.app_dir) for site in defs]
 
@@ -75,7 +73,8 @@ def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: l
         with report.counted("argument probe", repeat * len(urls)) as done:
             drive(stack.base_url, urls, 1, requests=repeat * len(urls), capture=True,
                   id_prefix="p", headers={arg_probe.HEADER: "1"}, progress=done)
-    result.rows = arg_probe.results(run_dir / "probe", numbers, app_dirs[0])
+    # the copy is gone by now: its path only names the definitions that ran
+    result.rows = arg_probe.results(run_dir / "probe", numbers, stack.app_dir)
     return result
 
 
