@@ -44,6 +44,8 @@ function noisy() { echo "hi"; return 1; }
 function numbers() { yield 1; }
 function nothing(): void { $GLOBALS['n'] = 1; }
 function bare() { $GLOBALS['n'] = 2; }
+function tagged($a) { $GLOBALS['tagged'] = ($GLOBALS['tagged'] ?? 0) + 1; return $a * 2 ?>
+<?php }
 """
 
 RUN = r"""<?php
@@ -55,13 +57,20 @@ $out[] = \Shop\subsizes('x', [1, [2]]);
 $o = new \stdClass;
 $out[] = \Shop\subsizes(1, [$o]); $out[] = \Shop\subsizes(1, [$o]);       // objects: never remembered
 foreach ([1, 1, 5, 5] as $s) { $out[] = Sizes::table($s); }
+foreach ([2, 2, 3] as $a) { $out[] = \Shop\tagged($a); }                  // a return ended by a closing tag
 $out[] = Bigger::table(1);                                               // static::class is in the key
-echo json_encode(['out' => $out, 'runs' => $GLOBALS['runs'], 'tables' => Sizes::$runs]), "\n";
+echo json_encode(['out' => $out, 'runs' => $GLOBALS['runs'], 'tables' => Sizes::$runs,
+                  'tagged' => $GLOBALS['tagged']]), "\n";
 """
 
-LINES = {name: i for i, line in enumerate(LIB.splitlines(), 1)
-         for name in ["table", "label", "ref", "subsizes", "fill", "noisy", "numbers", "nothing", "bare"]
-         if f"function {name}(" in line or f"function &{name}(" in line}
+def line_of(text, name):
+    """The line of `function name(` (or `function &name(`) in `text`."""
+    return next(i for i, line in enumerate(text.splitlines(), 1)
+                if f"function {name}(" in line or f"function &{name}(" in line)
+
+
+LINES = {name: line_of(LIB, name)
+         for name in ["table", "label", "ref", "subsizes", "fill", "noisy", "numbers", "nothing", "bare"]}
 
 
 def _run(where, lib_text):
@@ -83,6 +92,9 @@ def test_memoized_functions_return_the_same_and_run_once_per_argument_list(tmp_p
     src.write_text(text)
     text, why = memoize.memoized(src, "Shop\\Sizes::table", LINES["table"])
     assert why == "" and text is not None
+    src.write_text(text)
+    text, why = memoize.memoized(src, "Shop\\tagged", line_of(text, "tagged"))
+    assert why == "" and text is not None
     # the lookup is inserted as lines of its own: every original line keeps its order
     assert [ln for ln in text.splitlines() if "lockdown" not in ln and ln.strip()][:5] == \
         [ln for ln in LIB.splitlines() if ln.strip()][:5]
@@ -94,6 +106,7 @@ def test_memoized_functions_return_the_same_and_run_once_per_argument_list(tmp_p
     # table: 1 and 5 on Sizes, and 1 again on Bigger (a different static::class)
     assert (before["tables"], after["tables"]) == (5, 3)
     assert after["out"][-1]["who"] == "Shop\\Bigger"
+    assert (before["tagged"], after["tagged"]) == (3, 2)
 
 
 def test_functions_a_memo_would_change_are_refused_with_the_reason(tmp_path):

@@ -173,7 +173,7 @@ for ($k = $open; $k < $n; $k++) {
         if ($tokens[$start] === ';') {
             continue;             // `return;`: nothing to remember
         }
-        // the expression ends at the ";" outside any bracket of its own
+        // the expression ends at the ";" (or closing tag) outside any bracket of its own
         $level = 0;
         for ($e = $start; $e < $n; $e++) {
             $u = id($tokens[$e]);
@@ -181,9 +181,12 @@ for ($k = $open; $k < $n; $k++) {
                 $level++;
             } elseif (in_array($u, [')', ']', '}'], true)) {
                 $level--;
-            } elseif ($u === ';' && $level === 0) {
+            } elseif (($u === ';' || $u === T_CLOSE_TAG) && $level === 0) {
                 break;
             }
+        }
+        if ($e >= $n) {
+            refuse("the return on line {$t[2]} does not end");
         }
         $edits[] = [$offsets[$start], '$lockdown_memo[ $lockdown_key ?? \'\' ] = ( '];
         $edits[] = [$offsets[$e], ' )'];
