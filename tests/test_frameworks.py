@@ -229,10 +229,13 @@ def test_mediawiki_localisation_fix_is_verified_with_its_rebuild_step(lockdown, 
     # probe of the re-capture is tested on WordPress
     r = lockdown("verify", out, "--finding", "db-static-cache", "--runs", "5", "--duration", "1",
                  "--warmup-duration", "1", "--requests", "20", "--no-probe", timeout=900)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # 1 s runs: no verdict asked (CI once saw +103% with the speed-adjusted CI at -0.9%..+316%,
+    # one pair caught in a host slowdown), but the doubling the finding predicts must show
+    assert r.returncode in (0, 3), r.stdout[-3000:] + r.stderr[-3000:]
     result = json.loads((out / "verify" / "db-static-cache" / "verify.json").read_text())
     assert result["reprofile"]["gone"] is True
-    assert result["bench"]["before"]["summary"]["rps_mean"] > 0 < result["bench"]["after"]["summary"]["rps_mean"]
+    before, after = (result["bench"][arm]["summary"]["rps_mean"] for arm in ("before", "after"))
+    assert after > 1.3 * before > 0, (before, after)
     # the static-array store serves every message the database did: the same pages, once the
     # request id, timings and parser-cache timestamps are masked (the target's [verify] volatile)
     pages = result["responses"]
