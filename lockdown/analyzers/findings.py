@@ -28,6 +28,7 @@ class Remediation:
     file: str | None = None          # the patched file, relative to the app tree (diff)
     steps: list = field(default_factory=list)   # commands to run after applying (e.g. a rebuild)
     description: str = ""
+    writes: list | None = None       # app-tree paths (files, directories) the steps write; None: any
 
 
 @dataclass

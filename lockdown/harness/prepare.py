@@ -140,6 +140,17 @@ def prepare(target: Target, say=print) -> Prepared:
     return Prepared(target, root)
 
 
+def discard(prepared: Prepared) -> None:
+    """Throw a prepared copy away (its files were changed by a run), so the next use builds it
+    again. Runs still using it keep their hard links; the name is freed first."""
+    gone = prepared.root.with_name(f".{prepared.root.name}.discarded-{os.getpid()}")
+    try:
+        prepared.root.rename(gone)
+    except OSError:
+        return
+    shutil.rmtree(gone, ignore_errors=True)
+
+
 def _build(target: Target, tmp: Path) -> None:
     copy_app(target, tmp / "app")
     with ProcessGroup(tmp / "work") as procs:

@@ -5,18 +5,19 @@ Use as a context manager: everything started is stopped on exit, whatever the ex
 from __future__ import annotations
 
 import shutil
-import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..errors import LockdownError
 from ..targets.config import Target
 from ..progress import as_reporter
-from . import ports
+from . import app_tree, ports
 from .mariadb import DatabaseServer, PrivateMariaDB, copy_datadir, parse_dsn
 from .nginx import Nginx
 from .phpfpm import PhpConfig, PhpFpm, build_php_config, check_ini
-from .prepare import APP_PASSWORD, APP_USER, app_env, prepare, run_target_command
+from .prepare import APP_PASSWORD, APP_USER, app_env, discard, prepare, run_target_command
 from .processes import ProcessGroup
 
 
@@ -32,8 +33,9 @@ class StackOptions:
     pool_ini: dict = field(default_factory=dict)      # php_admin_value[...] in the pool
     keep_data: bool = False
     # A change to this run's copies (app tree, database), applied after `configure` and before
-    # php-fpm starts: how `verify` serves a patched target. It gets its own full copy of the app
-    # tree (not hard links), so nothing it writes can reach the prepared tree.
+    # php-fpm starts: how `verify` serves a patched target. The app tree is hard links to the
+    # prepared one (harness/app_tree.py): a remedy calls `Stack.own` (or `own_all`) on what it
+    # is about to write, so nothing it writes can reach the prepared tree.
     remedy: Callable[["Stack"], None] | None = None
 
 
@@ -56,6 +58,14 @@ class Stack:
     @property
     def base_url(self) -> str:
         return self.nginx.base_url
+
+    def own(self, rel: str) -> Path:
+        """`app_dir/rel`, made this run's own file before something writes it."""
+        return app_tree.own(self.app_dir, rel)
+
+    def own_all(self) -> None:
+        """Every file of this run's app tree made its own, for a writer that names no files."""
+        app_tree.own_all(self.app_dir)
 
     def app_env(self) -> dict:
         """The environment of the target's configure command and of remediation steps."""
@@ -96,8 +106,8 @@ class Stack:
         check_ini(self.php)
         prepared = prepare(t, say=self.say)
         self.say(f"[start] run directory {self.run_dir}")
-        copy = "-a" if o.remedy else "-al"
-        subprocess.run(["cp", copy, str(prepared.app), str(self.app_dir)], check=True)
+        linked_at = time.time_ns()
+        app_tree.link_copy(prepared.app, self.app_dir)
         db_user, db_password = APP_USER, APP_PASSWORD
         if t.database:
             if o.mysql_dsn:
@@ -125,6 +135,14 @@ class Stack:
             run_target_command(self.procs, t, "configure", t.configure, self.app_env(), 300)
         if o.remedy is not None:
             o.remedy(self)
+            changed = app_tree.written_through(self.app_dir, linked_at)
+            if changed:
+                discard(prepared)
+                raise LockdownError(
+                    f"this run changed {len(changed)} file(s) of its app copy in place while they "
+                    f"were still hard links into the prepared tree ({', '.join(changed[:3])}); the "
+                    f"prepared copy of {t.name} was discarded and will be rebuilt on next use. "
+                    f"A remediation step must name what it writes (recipes.toml `writes`)")
         self.fpm.start()
         self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}"
                  + (f", and 1 with {o.instrumented_extension}" if o.instrumented_extension else ""))

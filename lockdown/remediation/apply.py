@@ -1,8 +1,9 @@
 """Apply remediations to a running stack's own copies: diffs to its private app tree, SQL to
 its database copy, steps in its app tree; php.ini lines become overrides before it starts.
 
-Only a Stack started with `remedy` has a private (not hard-linked) app tree, so nothing done
-here can reach the prepared tree or the user's files.
+A stack's app tree is hard links to the prepared tree: every file is made the run's own
+(`Stack.own`, harness/app_tree.py) before anything here writes it, so nothing done here can
+reach the prepared tree or the user's files.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from ..analyzers.findings import Remediation
 from ..errors import LockdownError
+from ..harness.app_tree import diff_files
 from ..harness.prepare import run_target_command
 from ..harness.stack import Stack
 
@@ -47,9 +49,11 @@ def ini_changes(remediations: list[Remediation], overrides: dict) -> dict:
     return out
 
 
-def apply_diff(app_dir: Path, r: Remediation, log: Path) -> None:
+def apply_diff(stack: Stack, r: Remediation, log: Path) -> None:
+    for rel in diff_files(r.content):
+        stack.own(rel)
     run = subprocess.run(["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch"],
-                         input=r.content, text=True, cwd=app_dir, capture_output=True)
+                         input=r.content, text=True, cwd=stack.app_dir, capture_output=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         out.write(run.stdout + run.stderr)
@@ -63,8 +67,14 @@ def apply_steps(stack: Stack, r: Remediation, say) -> None:
     """Run a diff's or SQL's follow-up commands (argv lists, e.g. a cache rebuild) in the app
     tree. An ini remediation's steps are an operator's words (restart php-fpm): the stack
     starts php-fpm with the new settings anyway."""
+    steps = [s for s in r.steps if isinstance(s, list)]
+    if steps and r.writes is None:
+        stack.own_all()  # steps that name nothing they write may rewrite any file
+    elif steps:
+        for rel in r.writes:
+            stack.own(rel)
     env = stack.app_env()
-    for i, step in enumerate(s for s in r.steps if isinstance(s, list)):
+    for i, step in enumerate(steps):
         say(f"[remedy] {' '.join(step)}")
         run_target_command(stack.procs, stack.target, f"remedy-step-{i + 1}", tuple(step), env, 900,
                            cwd=stack.app_dir)
@@ -77,7 +87,7 @@ def remedy(remediations: list[Remediation], say=print):
         for r in remediations:
             if r.kind == "diff":
                 say(f"[remedy] patch -p1 {r.file} in {stack.app_dir}")
-                apply_diff(stack.app_dir, r, stack.run_dir / "logs" / "remedy-patch.log")
+                apply_diff(stack, r, stack.run_dir / "logs" / "remedy-patch.log")
             elif r.kind == "sql":
                 if stack.db is None:
                     raise LockdownError("an SQL remediation needs the target's database, and this "

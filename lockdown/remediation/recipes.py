@@ -24,6 +24,7 @@ class Recipe:
     match: str | None = None
     regex: str | None = None
     steps: list = field(default_factory=list)
+    writes: list | None = None   # what the steps write (files, directories); unset: anything
     when: dict = field(default_factory=dict)
 
     def edit(self, text: str) -> str | None:
@@ -75,5 +76,6 @@ def propose(finding: Finding, patchable: list[str], app_dir: Path, recipes: list
         diff = unified_diff(r.file, old, new)
         out.append(Remediation(kind="diff", content=diff, checked=check_applies(app_dir, r.file, diff),
                                file=r.file, steps=[list(s) for s in r.steps],
+                               writes=list(r.writes) if r.writes is not None else None,
                                description=f"{r.source}"))
     return out

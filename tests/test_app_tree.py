@@ -1,0 +1,112 @@
+"""A run's app tree is hard links to the prepared tree; what a remediation writes is made the
+run's own first, and a write through a link is caught (harness/app_tree.py)."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from lockdown.analyzers.findings import Remediation
+from lockdown.errors import LockdownError
+from lockdown.harness import app_tree
+from lockdown.harness.prepare import prepare
+from lockdown.harness.stack import Stack, StackOptions
+from lockdown.remediation.apply import remedy
+from lockdown.remediation.recipes import unified_diff
+from lockdown.targets.registry import resolve
+
+from conftest import processes_mentioning, tree_digest
+
+
+@pytest.fixture
+def linked(tmp_path):
+    """A small prepared tree and a linked copy of it: (original, copy, time before the copy)."""
+    src = tmp_path / "prepared"
+    (src / "cache").mkdir(parents=True)
+    (src / "lib").mkdir()
+    (src / "config.php").write_text("<?php return ['store' => 'db'];\n")
+    (src / "cache" / "en.cdb").write_bytes(b"\0cdb" * 100)
+    (src / "lib" / "a.php").write_text("<?php // a\n")
+    os.chmod(src / "lib" / "a.php", 0o640)
+    since = time.time_ns()
+    app_tree.link_copy(src, tmp_path / "copy")
+    return src, tmp_path / "copy", since
+
+
+def test_owned_file_is_written_without_touching_the_original(linked):
+    src, copy, since = linked
+    before = tree_digest(src)
+    assert (copy / "config.php").stat().st_ino == (src / "config.php").stat().st_ino
+    path = app_tree.own(copy, "config.php")
+    assert path.stat().st_ino != (src / "config.php").stat().st_ino and path.stat().st_nlink == 1
+    assert path.read_bytes() == (src / "config.php").read_bytes()
+    path.write_text("<?php return ['store' => 'php'];\n")
+    assert tree_digest(src) == before and app_tree.written_through(copy, since) == []
+    # a directory: every file under it; mode kept; a path not there yet needs nothing
+    app_tree.own(copy, "lib")
+    assert (copy / "lib" / "a.php").stat().st_nlink == 1 and (copy / "lib" / "a.php").stat().st_mode & 0o777 == 0o640
+    assert app_tree.own(copy, "cache/new.php") == copy / "cache" / "new.php"
+    with pytest.raises(LockdownError, match="outside the app tree"):
+        app_tree.own(copy, "../prepared/config.php")
+
+
+def test_a_write_through_a_link_is_caught(linked):
+    src, copy, since = linked
+    with open(copy / "cache" / "en.cdb", "r+b") as f:   # in place, as a careless rebuild would
+        f.write(b"X")
+    (copy / "lib" / "new.php").write_text("new files are the copy's own\n")
+    assert app_tree.written_through(copy, since) == ["cache/en.cdb"]
+    assert (src / "cache" / "en.cdb").read_bytes().startswith(b"X")   # which is why it matters
+
+
+def test_own_all_unlinks_every_file_and_keeps_changes(linked):
+    src, copy, since = linked
+    before = tree_digest(src)
+    app_tree.own(copy, "config.php").write_text("changed\n")
+    app_tree.own_all(copy)
+    assert all(p.stat().st_nlink == 1 for p in copy.rglob("*") if p.is_file())
+    assert (copy / "config.php").read_text() == "changed\n"
+    for p in copy.rglob("*"):
+        if p.is_file():
+            p.write_text("overwritten in place\n")
+    assert tree_digest(src) == before
+    assert sorted(p.name for p in copy.parent.iterdir()) == ["copy", "prepared"]
+
+
+def test_diff_files_are_the_headers_only():
+    diff = ("--- a/config.php\t2026-11-22 08:00:00\n+++ b/config.php\t2026-11-22 08:01:00\n"
+            "@@ -1,3 +1,3 @@\n a\n--- ../removed SQL comment\n+++ ../added line\n \n"
+            "--- /dev/null\n+++ b/cache/new.php\n@@ -0,0 +1 @@\n+x\n"
+            "--- a/lib/a.php\n+++ b/lib/a.php\n@@ -1 +1 @@\n-old\n+new\n")
+    # inside a hunk, removing "-- ../removed SQL comment" and adding "++ ../added line" read like
+    # headers; the hunk's line counts say they are not
+    assert app_tree.diff_files(diff) == ["config.php", "cache/new.php", "lib/a.php"]
+
+
+def test_stack_refuses_a_remedy_that_writes_through_and_rebuilds_the_prepared_copy(tmp_path, monkeypatch):
+    """A remedy that writes a linked file in place: the run fails with one message naming the
+    file, the damaged prepared copy is thrown away, the next stack gets a fresh one."""
+    monkeypatch.setenv("LOCKDOWN_PREPARED_DIR", str(tmp_path / "prepared"))
+    target = resolve("hello")
+
+    def careless(stack):
+        with open(stack.app_dir / "index.php", "a") as f:
+            f.write("<?php echo 'patched';\n")
+
+    said = []
+    with pytest.raises(LockdownError, match=r"in place .*\(index\.php\).*discarded"):
+        with Stack(target, tmp_path / "run1", StackOptions(workers=1, remedy=careless), say=said.append):
+            pass
+    assert processes_mentioning(str(tmp_path / "run1")) == []
+    assert [p.name for p in (tmp_path / "prepared").iterdir() if p.is_dir()] == []
+    # the next stack prepares hello again, and a diff remediation patches its own copy only
+    prepare(target)
+    prepared = next(p for p in (tmp_path / "prepared").iterdir() if p.is_dir())
+    original = (prepared / "app" / "index.php").read_text()
+    diff = unified_diff("index.php", original, original + "<?php // patched\n")
+    rem = Remediation(kind="diff", content=diff, file="index.php")
+    with Stack(target, tmp_path / "run2", StackOptions(workers=1, remedy=remedy([rem], said.append)),
+               say=said.append) as stack:
+        assert (stack.app_dir / "index.php").read_text().endswith("<?php // patched\n")
+        assert (prepared / "app" / "index.php").read_text() == original
