@@ -29,7 +29,7 @@ PYTHON=${PYTHON:-python3}
 stamp=".setup-stamp"
 want="$(cat setup.py | sha256sum | cut -c1-16) $(pwd) $($PYTHON -c 'import sys; print(sys.executable)')"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
-   && [ "$(cd / && $PYTHON -c 'import click, jinja2, elftools, pytest, selenium, lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))' 2>/dev/null)" = "$(pwd)" ] \
+   && [ "$(cd / && $PYTHON -c 'import click, jinja2, elftools, pytest, xdist, selenium, lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))' 2>/dev/null)" = "$(pwd)" ] \
    && command -v lockdown >/dev/null; then
   echo "setup: Python package present"
   exit 0

@@ -89,6 +89,19 @@ def minicms_run(home, tmp_path_factory):
     return r, out
 
 
+SHARED_FIXTURES = ("wordpress_bundle", "minicms_run")   # session-wide, each a minute or more
+
+
+@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config, items):
+    """Group tests for `pytest -n N --dist loadgroup` (make test): the tests that use one of
+    the expensive session fixtures run on one worker, so no worker builds it a second time;
+    every other test runs with the rest of its file, so a module fixture is built once."""
+    for item in items:
+        group = next((name for name in SHARED_FIXTURES if name in item.fixturenames), item.path.name)
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 def tree_digest(root: Path) -> str:
     """Names and contents of every file under `root`: any write shows."""
     h = hashlib.sha256()
