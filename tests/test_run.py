@@ -105,18 +105,18 @@ def test_minicms_files_store_read_per_key_matches_the_ground_truth(lockdown, tmp
     truth = ground_truth(lockdown, "minicms-files", tmp_path)
     out = tmp_path / "out"
     # The message getters cost 10-17 us per call here, just under repeated-call's 20 us floor;
-    # on a busier host they cross it (CI once reported two). With the floor at 5 us they are
-    # always candidates, and the argument probe must dismiss them: each call asks another key.
+    # with the other test worker busy they cross it, on /?p=list their keys repeat (one label
+    # per post), and the probe confirms them. Which URLs cross depends on the host's speed, so
+    # this test of the file store keeps repeated-call out (floor 1 ms); the probe's verdicts
+    # are tested in test_probe_dismisses_candidates_called_on_different_data.
     thresholds = tmp_path / "thresholds.toml"
-    thresholds.write_text("[repeated-call]\nmin_us_per_call = 5\n")
-    r = lockdown("run", "minicms-files", "-o", out, "--no-bench", "--requests", "40",
+    thresholds.write_text("[repeated-call]\nmin_us_per_call = 1000\n")
+    r = lockdown("run", "minicms-files", "-o", out, "--no-bench", "--no-probe", "--requests", "40",
                  "--thresholds", thresholds, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     data = json.loads((out / "findings.json").read_text())
-    assert [f["id"] for f in data["findings"] if f["severity"] != "info"] == ["file-static-cache"]
-    dismissed = {d["function"]: d for d in data["dismissed"]}
-    assert "LocalisationCache::message" in dismissed, data["dismissed"]
-    assert all(d["probe"]["repeats"] == 0 for d in dismissed.values())
+    assert [f["id"] for f in data["findings"] if f["severity"] != "info"] == ["file-static-cache"], \
+        [(f["title"], f["details"].get("probe")) for f in data["findings"]]
     [f] = [f for f in data["findings"] if f["id"] == "file-static-cache"]
     d = f["details"]
     assert d["function"] == "LCStoreHashFile::get"
