@@ -1,11 +1,13 @@
 """A run's copy of the prepared app tree: hard links, and files made the run's own before a
 remediation writes them.
 
-A full copy costs seconds to tens of seconds (minicms's 15,655 files took 12 s, MediaWiki's
-24,750 took 16-22 s on this VM; hard links take about 1 s), and `verify` makes three copies
-of the patched app. So every run links the tree, and whoever is about to write a file of it
-(a diff, a remediation step, the argument probe) first gives that file an inode of its own:
-writing through a shared inode would change the prepared tree, and every later run with it.
+A full copy is slow here (bench/app_copy.py: a median 9 s for minicms, 13 s for MediaWiki;
+about 1 s as links, docs/verify.md), and `verify` serves the patched app three times. So
+every run links the tree, and a writer gives a file an inode of its own before writing it:
+a diff's files and a recipe step's declared `writes` through `own`, a step that declares
+nothing through `own_all`; the argument probe and the targets' configure scripts write a new
+file and rename it over. Writing through a shared inode would change the prepared tree, and
+every later run with it; `written_through` catches a writer that did.
 """
 from __future__ import annotations
 

@@ -141,8 +141,9 @@ class Stack:
                 raise LockdownError(
                     f"this run changed {len(changed)} file(s) of its app copy in place while they "
                     f"were still hard links into the prepared tree ({', '.join(changed[:3])}); the "
-                    f"prepared copy of {t.name} was discarded and will be rebuilt on next use. "
-                    f"A remediation step must name what it writes (recipes.toml `writes`)")
+                    f"prepared copy of {t.name} was discarded and will be rebuilt on next use; a "
+                    f"recipe's steps must name what they write (`writes` in recipes.toml), and a "
+                    f"configure script must write a new file and rename it over")
         self.fpm.start()
         self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}"
                  + (f", and 1 with {o.instrumented_extension}" if o.instrumented_extension else ""))
