@@ -110,3 +110,29 @@ def test_stack_refuses_a_remedy_that_writes_through_and_rebuilds_the_prepared_co
                say=said.append) as stack:
         assert (stack.app_dir / "index.php").read_text().endswith("<?php // patched\n")
         assert (prepared / "app" / "index.php").read_text() == original
+
+
+@pytest.mark.parametrize("writes", [None, ["index.php"], ["cache"]])
+def test_remediation_steps_own_what_they_declare(tmp_path, monkeypatch, writes):
+    """A step that rewrites index.php in place (file_put_contents): with nothing declared the
+    whole tree is copied first, with index.php declared that file is; declaring something
+    else lets the write through, and the stack refuses to serve it."""
+    monkeypatch.setenv("LOCKDOWN_PREPARED_DIR", str(tmp_path / "prepared"))
+    target = resolve("hello")
+    original = (prepare(target).app / "index.php").read_text()
+    step = ["php", "-r", "file_put_contents('index.php', '<?php echo \"rebuilt\";');"]
+    rem = Remediation(kind="diff", content="", steps=[step], writes=writes)   # only the step writes
+    said = []
+    opts = StackOptions(workers=1, remedy=remedy([rem], said.append))
+    if writes == ["cache"]:
+        with pytest.raises(LockdownError, match=r"\(index\.php\)"):
+            with Stack(target, tmp_path / "run", opts, say=said.append):
+                pass
+        return
+    with Stack(target, tmp_path / "run", opts, say=said.append) as stack:
+        assert (stack.app_dir / "index.php").read_text() == '<?php echo "rebuilt";'
+        assert (prepare(target).app / "index.php").read_text() == original
+        whole = "[remedy] the steps name nothing they write: the whole app tree becomes this run's own copy"
+        assert (whole in said) == (writes is None)
+        if writes is None:
+            assert all(p.stat().st_nlink == 1 for p in stack.app_dir.rglob("*") if p.is_file())

@@ -69,7 +69,8 @@ def apply_steps(stack: Stack, r: Remediation, say) -> None:
     starts php-fpm with the new settings anyway."""
     steps = [s for s in r.steps if isinstance(s, list)]
     if steps and r.writes is None:
-        stack.own_all()  # steps that name nothing they write may rewrite any file
+        say("[remedy] the steps name nothing they write: the whole app tree becomes this run's own copy")
+        stack.own_all()
     elif steps:
         for rel in r.writes:
             stack.own(rel)
