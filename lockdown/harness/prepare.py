@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import paths
 from ..errors import LockdownError, PhaseFailed
 from ..targets.config import Target
+from . import ports
 from .logs import tail
 from .mariadb import DatabaseServer, PrivateMariaDB
 from .processes import ProcessGroup
@@ -156,24 +157,28 @@ def _build(target: Target, tmp: Path) -> None:
     with ProcessGroup(tmp / "work") as procs:
         db = None
         mysql = None
-        if target.database:
-            PrivateMariaDB.initialize(procs, tmp / "data")
-            mysql = PrivateMariaDB(procs, tmp / "work" / "mysql", tmp / "data")
-            db = mysql.start()
-            name = target.database
-            db.sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4;"
-                   + "".join(f"CREATE USER '{APP_USER}'@'{h}' IDENTIFIED BY '{APP_PASSWORD}';"
-                             f"GRANT ALL ON `{name}`.* TO '{APP_USER}'@'{h}';"
-                             for h in ("localhost", "127.0.0.1")))
-            for sql in (target.schema, target.seed):
-                if sql:
-                    db.load_file(sql, name)
-        env = app_env(target, tmp / "app", PLACEHOLDER_URL, db, target.database)
-        if target.configure:
-            run_target_command(procs, target, "configure", target.configure, env, 300)
-        if target.install:
-            run_target_command(procs, target, "install", target.install, env, target.install_timeout)
-        if db is not None:
-            db.dump(target.database, tmp / "dump.sql")
-            mysql.stop()
+        try:
+            if target.database:
+                PrivateMariaDB.initialize(procs, tmp / "data")
+                mysql = PrivateMariaDB(procs, tmp / "work" / "mysql", tmp / "data")
+                db = mysql.start()
+                name = target.database
+                db.sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4;"
+                       + "".join(f"CREATE USER '{APP_USER}'@'{h}' IDENTIFIED BY '{APP_PASSWORD}';"
+                                 f"GRANT ALL ON `{name}`.* TO '{APP_USER}'@'{h}';"
+                                 for h in ("localhost", "127.0.0.1")))
+                for sql in (target.schema, target.seed):
+                    if sql:
+                        db.load_file(sql, name)
+            env = app_env(target, tmp / "app", PLACEHOLDER_URL, db, target.database)
+            if target.configure:
+                run_target_command(procs, target, "configure", target.configure, env, 300)
+            if target.install:
+                run_target_command(procs, target, "install", target.install, env, target.install_timeout)
+            if db is not None:
+                db.dump(target.database, tmp / "dump.sql")
+                mysql.stop()
+        finally:
+            if mysql is not None:   # a failed build leaves no /tmp socket directory behind either
+                ports.remove_short_socket_dir(mysql.socket)
     shutil.rmtree(tmp / "work" / "mysql", ignore_errors=True)

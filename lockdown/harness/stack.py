@@ -47,6 +47,7 @@ class Stack:
         self.say = say
         self.procs = ProcessGroup(run_dir)
         self.db: DatabaseServer | None = None
+        self.mysql: PrivateMariaDB | None = None
         self.db_name: str | None = None
         self.db_user: str | None = None
         self.db_password: str | None = None
@@ -93,6 +94,8 @@ class Stack:
             ports.remove_short_socket_dir(self.fpm.instrumented_socket)
         if self.db is not None:
             ports.remove_short_socket_dir(self.db.socket)
+        if self.mysql is not None:   # also when it never started (a port in use, a bad datadir)
+            ports.remove_short_socket_dir(self.mysql.socket)
         if not self.options.keep_data:
             shutil.rmtree(self.run_dir / "mysql" / "data", ignore_errors=True)
             shutil.rmtree(self.app_dir, ignore_errors=True)
@@ -122,8 +125,8 @@ class Stack:
             else:
                 datadir = self.run_dir / "mysql" / "data"
                 copy_datadir(prepared.datadir, datadir)
-                mysql = PrivateMariaDB(self.procs, self.run_dir / "mysql", datadir)
-                self.db = mysql.start()
+                self.mysql = PrivateMariaDB(self.procs, self.run_dir / "mysql", datadir)
+                self.db = self.mysql.start()
                 self.db_name = t.database
             self.say(f"[start] MariaDB {self.db.version} at {self.db.where()}")
         self.fpm = PhpFpm(self.procs, self.run_dir / "php", self.php, o.workers, o.pool_env,
