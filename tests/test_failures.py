@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from conftest import HELLO, REPO, lockdown_argv, processes_mentioning, run_dir_of, wait_for_line
+from lockdown.harness import ports
 
 SHORT = ("--runs", "1", "--duration", "1", "--warmup-duration", "0", "--warmup-requests", "1")
 
@@ -74,15 +75,21 @@ def test_sigint_and_sigterm_stop_everything(env):
         assert (Path(run_dir) / "logs" / "php-fpm.log").exists()     # logs are kept
 
 
-def test_kill_9_is_cleaned_up_by_next_command(env, lockdown):
+def test_kill_9_is_cleaned_up_by_next_command(env, tmp_path):
+    # a home deep enough that php-fpm's socket path is too long to bind: it lives in a /tmp
+    # directory of its own, which the killed lockdown cannot remove and the next command must
+    env = {**env, "LOCKDOWN_HOME": str(tmp_path / ("deep-home-" + "x" * 60))}
     proc = _start_bench(env)
     run_dir = run_dir_of(wait_for_line(proc, "[measure]"))
+    sockets = ports.short_socket_dir(Path(run_dir) / "php")
+    assert sockets.is_dir()
     proc.kill()
     proc.wait()
     time.sleep(0.5)
     # PR_SET_PDEATHSIG stops the direct children; whatever else is left, the next command stops.
-    r = lockdown("targets")
+    r = subprocess.run(lockdown_argv("targets"), capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0
+    assert not sockets.exists()
     deadline = time.monotonic() + 15
     while processes_mentioning(run_dir) and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -52,9 +52,14 @@ def unix_socket_path(preferred: Path) -> str:
     bytes): deep run directories (e.g. under pytest's tmp) would otherwise fail to bind."""
     if len(str(preferred).encode()) <= 100:
         return str(preferred)
-    short = Path("/tmp") / f"{SHORT_SOCKET_PREFIX}{hashlib.sha1(str(preferred.parent).encode()).hexdigest()[:12]}"
+    short = short_socket_dir(preferred.parent)
     short.mkdir(mode=0o700, exist_ok=True)
     return str(short / preferred.name)
+
+
+def short_socket_dir(directory: Path) -> Path:
+    """The /tmp directory standing in for `directory`'s sockets (named by a hash of it)."""
+    return Path("/tmp") / f"{SHORT_SOCKET_PREFIX}{hashlib.sha1(str(directory).encode()).hexdigest()[:12]}"
 
 
 def remove_short_socket_dir(path: str | None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from ..errors import LockdownError, PhaseFailed
 from .. import paths
+from . import ports
 
 _PR_SET_PDEATHSIG = 1
 
@@ -251,6 +253,9 @@ def sweep_orphans() -> list[str]:
                     time.sleep(0.05)
                 _killpg(group["pgid"], signal.SIGKILL)
                 stopped.append(group["name"])
+        if run_dir:   # the killed stack's sockets, when its paths were too long to bind
+            for part in ("php", "mysql"):
+                shutil.rmtree(ports.short_socket_dir(Path(run_dir) / part), ignore_errors=True)
         record.unlink(missing_ok=True)
         if stopped:
             messages.append(f"lockdown: stopped {', '.join(stopped)} left running by an "
