@@ -92,8 +92,6 @@ class Stack:
         if self.fpm is not None:
             ports.remove_short_socket_dir(self.fpm.socket)
             ports.remove_short_socket_dir(self.fpm.instrumented_socket)
-        if self.db is not None:
-            ports.remove_short_socket_dir(self.db.socket)
         if self.mysql is not None:   # also when it never started (a port in use, a bad datadir)
             ports.remove_short_socket_dir(self.mysql.socket)
         if not self.options.keep_data:
