@@ -11,7 +11,7 @@ DEMO_OUT ?= $(or $(LOCKDOWN_HOME),$(HOME)/.local/share/lockdown)/demo/$(shell da
 
 demo: setup
 	$(PYTHON) -m lockdown run minicms -o "$(DEMO_OUT)"
-	@echo "demo: outputs in $(DEMO_OUT) (findings.json, findings/*.md, bundle/, bench.json)"
+	@echo "demo: outputs in $(DEMO_OUT) (report.html, findings.json, findings/*.md, flamegraphs/*.svg, bundle/, bench.json)"
 
 # Two pytest workers (pytest-xdist): most tests wait on single requests and server start-ups,
 # so one worker kept the 2 cores about half busy (11 min 13 s; two workers: 6 min 14 s, 80%).

@@ -349,6 +349,14 @@ def test_bad_input_one_line_no_file(home, run_dir, tmp_path, damage, names):
     assert list(out_dir.iterdir()) == []
 
 
+def test_run_writes_the_report_and_verify_updates_it(home, run_dir, tmp_path):
+    """`lockdown run` leaves DIR/report.html; `lockdown verify` rewrites it, so the copy in the
+    run directory is what `lockdown report DIR` makes now, verification included."""
+    own = (run_dir / "report.html").read_text()
+    assert own == report_of(home, run_dir, tmp_path / "again.html").read_text()
+    assert "<h4>Verification: " in own and own.count("Not verified") == own.count('class="finding') - 1
+
+
 def test_without_bench_or_verify(home, run_dir, tmp_path):
     """`lockdown run --no-bench` writes no bench.json: the report says so and has the rest."""
     run = copy_run(run_dir, tmp_path / "run")

@@ -3,6 +3,7 @@ pathology yields its finding with evidence equal to the app's own ground truth, 
 checked patch, and the control no defect finding. Also the builtins table's exact counts."""
 import json
 import sys
+import xml.etree.ElementTree as ET
 
 
 FETCH = """\
@@ -84,6 +85,16 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
             assert f["remediations"] and all(x["checked"] for x in f["remediations"]), f["key"]
         assert (out / "findings" / f"{f['key']}.md").is_file()
     assert "finding(s), most costly first" in r.stdout and (out / "bench.json").is_file()
+    # ... and the report and flame graphs, named on the last line
+    last = r.stdout.strip().splitlines()[-1]
+    assert last.startswith(f"report: {out / 'report.html'};") and (out / "report.html").is_file()
+    for kind in ("php", "native"):
+        assert str(out / "flamegraphs" / f"{kind}.svg") in last
+    php_svg = ET.parse(out / "flamegraphs" / "php.svg").getroot()
+    titles = {t.text.rsplit(" (", 1)[0] for t in php_svg.iter("{http://www.w3.org/2000/svg}title")}
+    assert {"file_scan_directory", "theme_settings"} <= titles
+    native_svg = ET.parse(out / "flamegraphs" / "native.svg").getroot()
+    assert any("execute_ex" in (t.text or "") for t in native_svg.iter("{http://www.w3.org/2000/svg}title"))
     # the builtins table (lockdown analyze) reports the app's own directory call counts
     a = json.loads(lockdown("analyze", out / "bundle", "--json", "--url", "/", "--top", "50").stdout)
     rows = {b["name"]: b for b in a["builtins"]["top"]}
@@ -170,6 +181,8 @@ def test_minicms_queries_has_only_the_query_findings(lockdown, tmp_path):
     doc = json.loads(r.stdout)
     data = json.loads((out / "findings.json").read_text())
     assert {k: doc[k] for k in data} == data and doc["findings_json"] == str(out / "findings.json")
+    assert doc["report"] == str(out / "report.html") and (out / "report.html").is_file()
+    assert doc["flamegraphs"] == [str(out / "flamegraphs" / f"{k}.svg") for k in ("php", "native")]
     assert doc["bench"]["summary"]["rps_mean"] > 0
     assert json.loads((out / "bench.json").read_text())["config"]["warmup_duration"] == 1.0
     ids = sorted(f["id"] for f in data["findings"] if f["severity"] != "info")

@@ -154,5 +154,6 @@ def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_veri
     # the patch went to the run's private copy: the prepared app tree is byte-identical
     assert tree_digest(prepared_root("minicms") / "app") == digest
     # --json: quiet, and stdout is exactly the document verify.json holds
-    assert json.loads(v.stdout) == {**result, "verify_json": str(out / "verify" / "db-static-cache" / "verify.json")}
+    assert json.loads(v.stdout) == {**result, "verify_json": str(out / "verify" / "db-static-cache" / "verify.json"),
+                                    "report": str(out / "report.html")}
     assert v.stderr == ""

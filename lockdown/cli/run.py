@@ -1,5 +1,6 @@
 """`lockdown run TARGET -o DIR`: the whole loop -- bench, profile, analyze, detect, propose
-patches -- with findings.json and one markdown write-up per finding in DIR."""
+patches -- with findings.json, one markdown write-up per finding, flame graphs and the HTML
+report in DIR."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..remediation.propose import propose_all
 from ..reports.bench_table import format_bench
 from ..reports.findings_text import format_dismissed, format_findings
 from ..reports.output import write_json_atomic, write_text_atomic
+from ..reports.run_documents import write_flamegraphs, write_report
 from ..reports.run_results import FINDINGS_FORMAT
 from ..reports.writeup import finding_markdown
 from ..targets.registry import resolve
@@ -30,7 +32,8 @@ from .main import deadline, main
 @main.command("run")
 @click.argument("target")
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Directory for bench.json, the bundle, analysis.json, findings.json and write-ups.")
+              help="Directory for bench.json, the bundle, analysis.json, findings.json, write-ups, "
+                   "flame graphs and report.html.")
 @click.option("--runs", type=click.IntRange(1), default=3, show_default=True, help="Measured benchmark runs.")
 @click.option("--duration", type=click.IntRange(1), default=10, show_default=True,
               help="Seconds per measured run (whole seconds: the load generators take no fractions).")
@@ -95,8 +98,12 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     for f in findings:
         write_text_atomic(out / "findings" / f"{f.key}.md",
                           finding_markdown(f, t.name, str(out), str(bundle_dir)))
+    say("== report")
+    flames = write_flamegraphs(bundle, out)
+    report = write_report(out)
     if json_out is not None:
         emit(json_out, {"directory": str(out), "findings_json": str(out / "findings.json"),
+                        "report": str(report), "flamegraphs": [str(p) for p in flames],
                         "bench": bench and {"summary": bench["summary"], "runs": bench["runs"]},
                         **document})
         return
@@ -104,5 +111,6 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     click.echo(format_findings(findings))
     if dismissed:
         click.echo("\n" + format_dismissed(dismissed))
-    click.echo(f"\nfindings: {out / 'findings.json'}; write-ups: {out / 'findings'}/*.md; "
-               f"bundle: {bundle_dir}; flame graphs: lockdown flamegraph {bundle_dir} -o php.svg")
+    click.echo(f"\nreport: {report}; findings: {out / 'findings.json'}; write-ups: {out / 'findings'}/*.md; "
+               f"flame graphs: {', '.join(str(p) for p in flames) or 'none (no stacks captured)'}; "
+               f"bundle: {bundle_dir}")

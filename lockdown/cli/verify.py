@@ -10,6 +10,7 @@ import click
 from ..harness.bench import BenchOptions
 from ..remediation.verify import load_run, pick_finding, pick_remediations, verify
 from ..progress import for_command
+from ..reports.run_documents import write_report
 from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option
 from .main import deadline, main
@@ -47,10 +48,11 @@ def verify_cmd(directory, wanted, numbers, runs, duration, concurrency, workers,
     with deadline(timeout):
         result = verify(run, finding, rems, bench, requests, probe=not no_probe, say=say)
     written = run.directory / "verify" / finding.key / "verify.json"
+    report = write_report(run.directory)          # the run's report, now with this verification
     if json_out is not None:
-        emit(json_out, {**result, "verify_json": str(written)})
+        emit(json_out, {**result, "verify_json": str(written), "report": str(report)})
     else:
         click.echo("")
         click.echo(format_verify(result))
-        click.echo(f"\nresults: {written}")
+        click.echo(f"\nresults: {written}; report updated: {report}")
     raise SystemExit(CONFIRMED if result["confirmed"] else NOT_CONFIRMED)
