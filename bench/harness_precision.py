@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Run-to-run precision of the harness: coefficient of variation of RPS over 10 runs, set
-against the host's own speed over the same runs (the probe thread of harness/host_speed.py,
-measured during each run): no harness is steadier than the machine under it, so the ratio
+against the host's own capacity over the same runs (the speed of the probe thread of
+harness/host_speed.py times the CPU share the hypervisor did not steal, both measured during
+each run): no harness is steadier than the machine under it, so the ratio
 says how much noise the harness adds. (A floor measured after the runs, with
 bench/machine_noise.py, was tried: the host had calmed down by then, 4% against 14% during
 the runs, so only a baseline taken at the same moments is a fair one.)
@@ -31,14 +32,17 @@ def main() -> None:
           f"95% CI [{s['rps_ci95'][0]:.2f}, {s['rps_ci95'][1]:.2f}]")
     print(f"rps_cv {100 * s['rps_cv']:.2f}%  (min/max ratio {min(rps) / max(rps):.3f})")
     speeds = [r.get("host_speed", {}).get("speed") for r in data["runs"]]
+    steals = [r.get("host_cpu", {}).get("steal_pct") for r in data["runs"]]
     if s.get("rps_cv_speed_adjusted") is not None:
         print("host speed per run: " + " ".join(f"{x:.1f}" for x in speeds))
-        print(f"host speed CV {100 * s['host_speed_cv']:.2f}%; rps_cv with the host's speed taken out "
+        print("steal % per run: " + " ".join("?" if x is None else f"{x:.1f}" for x in steals))
+        capacity_cv = s.get("host_capacity_cv") or s["host_speed_cv"]
+        print(f"host speed CV {100 * s['host_speed_cv']:.2f}%; host capacity (speed x CPU not stolen) "
+              f"CV {100 * capacity_cv:.2f}%; rps_cv with the capacity taken out "
               f"{100 * s['rps_cv_speed_adjusted']:.2f}% (elasticity {s['speed_elasticity']:.2f})")
-        if s["host_speed_cv"]:
-            print(f"rps_cv / host speed CV: {s['rps_cv'] / s['host_speed_cv']:.2f} "
+        if capacity_cv:
+            print(f"rps_cv / host capacity CV: {s['rps_cv'] / capacity_cv:.2f} "
                   "(1 or below: the spread is the host's, not the harness's)")
-
 
 if __name__ == "__main__":
     main()

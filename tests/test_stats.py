@@ -3,6 +3,8 @@ import math
 
 import pytest
 
+from lockdown.harness.bench import capacities_of, speeds_of, summary_of
+from lockdown.reports.bench_table import format_bench
 from lockdown.analyzers.stats import (compare_paired, compare_speed_adjusted, ratios_speed_adjusted,
                                       speed_adjusted, summarize, t95)
 
@@ -89,3 +91,36 @@ def test_ratios_speed_adjusted_share_one_elasticity_across_groups():
     raw = [x[0] for x in groups["perf"]]
     assert max(raw) / min(raw) > 1.3
     assert ratios_speed_adjusted({"perf": [(0.9, 60, None)]}) is None
+
+
+# -- steal time: the capacity the benchmark takes out -------------------------------------------
+
+# `lockdown bench wordpress --runs 5 --duration 10` on this VM (2026-11-22): the probe's speed
+# held still while the hypervisor stole 6% to 17% of the CPU, and RPS followed 1 - steal.
+STOLEN = [(15.257, 33.765, 6.5), (14.767, 34.111, 6.3), (14.495, 34.654, 10.0),
+          (13.036, 33.513, 17.0), (13.756, 33.689, 14.5)]
+
+
+def stolen_runs():
+    return [{"rps": rps, "host_speed": {"speed": speed}, "host_cpu": {"busy_pct": 100 - steal, "steal_pct": steal}}
+            for rps, speed, steal in STOLEN]
+
+
+def test_capacity_is_the_speed_times_the_cpu_share_not_stolen():
+    runs = stolen_runs()
+    assert capacities_of(runs) == pytest.approx([s * (1 - t / 100) for _, s, t in STOLEN])
+    # runs recorded before the CPU figures existed count their speed alone; no speed, no capacity
+    assert capacities_of([{"rps": 1, "host_speed": {"speed": 40.0}}, {"rps": 1}]) == [40.0, None]
+
+
+def test_summary_takes_steal_out_where_the_speed_alone_cannot():
+    runs = stolen_runs()
+    s = summary_of(runs)
+    speed_only = speed_adjusted([r["rps"] for r in runs], speeds_of(runs))
+    assert s["rps_cv"] > 0.055 and speed_only["cv"] > 0.055          # the speed explains nothing
+    assert s["rps_cv_speed_adjusted"] < 0.03                            # the capacity explains most
+    assert s["speed_elasticity"] == pytest.approx(1.0, abs=0.2)         # RPS in proportion to it
+    assert s["host_steal_pct_max"] == 17.0 and s["host_capacity_cv"] > s["host_speed_cv"]
+    config = {"load": "wrk", "concurrency": 4, "workers": 4, "runs": 5, "duration": 10.0}
+    line = format_bench({"target": "t", "canonical": True, "config": config, "runs": [], "summary": s})
+    assert "steal took up to 17.0% of the CPU; RPS CV with both taken out: " in line

@@ -68,6 +68,8 @@ def compare_paired(before: list[float], after: list[float]) -> dict:
 # follows it (harness/host_speed.py). Regressing log RPS on the log of the speed the probe saw
 # during each run takes that out (analysis of covariance, as A/B tests adjust for a covariate);
 # the elasticity is fitted from the same runs, as memory-bound PHP slows more than the probe.
+# The benchmark passes each run's capacity as its "speed": the probe's speed times the share of
+# CPU time not stolen by the hypervisor (harness/bench.capacities_of).
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
     """Gauss-Jordan for a small square system; None when singular."""
@@ -136,9 +138,9 @@ def compare_speed_adjusted(before: list[float], before_speed: list[float | None]
     lo, hi = 100.0 * (math.exp(beta[1] - half) - 1.0), 100.0 * (math.exp(beta[1] + half) - 1.0)
     return {"runs": len(runs), "ratio": math.exp(beta[1]), "change_pct": 100.0 * (math.exp(beta[1]) - 1.0),
             "ci95_pct": [lo, hi], "significant": lo > 0 or hi < 0, "elasticity": beta[2],
-            "method": "log RPS regressed on the arm and the log of the host speed measured during "
-                      "each run (covariate adjustment); 95% CI from Student's t on the arm's "
-                      "coefficient"}
+            "method": "log RPS regressed on the arm and the log of the host capacity measured "
+                      "during each run (the probe's speed x the CPU share not stolen; covariate "
+                      "adjustment); 95% CI from Student's t on the arm's coefficient"}
 
 
 def ratios_speed_adjusted(groups: dict[str, list[tuple[float, float | None, float | None]]]) -> dict | None:

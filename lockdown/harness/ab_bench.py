@@ -16,7 +16,7 @@ from pathlib import Path
 from ..analyzers.stats import compare_paired, compare_speed_adjusted
 from ..targets.config import Target
 from .bench import (BenchOptions, load_version, measured_run, rps_of, run_line, sanity_check,
-                    speeds_of, summary_of, versions, warm_concurrent, warm_single)
+                    capacities_of, summary_of, versions, warm_concurrent, warm_single)
 from .responses import compare_arms
 from .stack import Stack, StackOptions
 
@@ -76,7 +76,7 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
         result[arm]["summary"] = summary_of(result[arm]["runs"])
     before, after = result["before"]["runs"], result["after"]["runs"]
     result["change_paired"] = compare_paired(rps_of(before), rps_of(after))
-    adjusted = compare_speed_adjusted(rps_of(before), speeds_of(before), rps_of(after), speeds_of(after))
+    adjusted = compare_speed_adjusted(rps_of(before), capacities_of(before), rps_of(after), capacities_of(after))
     result["change"] = verdict_change(result["change_paired"], adjusted)
     return result
 

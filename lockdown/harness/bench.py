@@ -163,17 +163,27 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
 
 def summary_of(runs: list[dict]) -> dict:
     """The `summary` of a list of measured runs: RPS mean, deviation, CV and 95% CI; the
-    host's speed over the runs and the CV that is left once it is taken out (stats.speed_adjusted)."""
+    host's speed and steal over the runs, and the CV that is left once the capacity they give
+    is taken out (stats.speed_adjusted on capacities_of). The keys keep their first names:
+    `rps_cv_speed_adjusted` and `speed_elasticity` are about the capacity since steal joined."""
     s = summarize(rps_of(runs))
-    speeds = speeds_of(runs)
-    adjusted = speed_adjusted(rps_of(runs), speeds)
-    known = [x for x in speeds if x]
-    speed = summarize(known) if len(known) == len(runs) else None
+    speeds, capacities = speeds_of(runs), capacities_of(runs)
+    adjusted = speed_adjusted(rps_of(runs), capacities)
+    speed = _summary_if_all(speeds)
+    capacity = _summary_if_all(capacities)
+    steals = [r.get("host_cpu", {}).get("steal_pct") for r in runs]
     return {"rps_mean": s["mean"], "rps_stddev": s["stddev"], "rps_cv": s["cv"],
             "rps_ci95": s["ci95"], "runs": s["n"],
             "host_speed_mean": speed and speed["mean"], "host_speed_cv": speed and speed["cv"],
+            "host_steal_pct_max": max((x for x in steals if x is not None), default=None),
+            "host_capacity_cv": capacity and capacity["cv"],
             "rps_cv_speed_adjusted": adjusted and adjusted["cv"],
             "speed_elasticity": adjusted and adjusted["elasticity"]}
+
+
+def _summary_if_all(values: list[float | None]) -> dict | None:
+    known = [x for x in values if x]
+    return summarize(known) if values and len(known) == len(values) else None
 
 
 def rps_of(runs: list[dict]) -> list[float]:
@@ -183,6 +193,20 @@ def rps_of(runs: list[dict]) -> list[float]:
 def speeds_of(runs: list[dict]) -> list[float | None]:
     """Each run's host speed (None for runs recorded before the probe existed)."""
     return [r.get("host_speed", {}).get("speed") for r in runs]
+
+
+def capacities_of(runs: list[dict]) -> list[float | None]:
+    """Each run's host capacity: the probe's speed (how fast a core ran while the VM had it)
+    times the share of the CPU time the hypervisor did not steal (how long the VM had it). The
+    probe times itself on its thread's CPU clock, which stolen time does not advance, so it
+    cannot see steal; on this VM steal went from 6% to 17% between runs with the speed
+    steady, and RPS followed 1 - steal (docs/bench.md). A run without a steal figure counts
+    its speed alone."""
+    out = []
+    for r, speed in zip(runs, speeds_of(runs)):
+        steal = r.get("host_cpu", {}).get("steal_pct")
+        out.append(speed * (1.0 - min(steal, 99.0) / 100.0) if speed and steal is not None else speed)
+    return out
 
 
 def warm_single(stack: Stack, opts: BenchOptions, paths: list[str], say) -> dict:

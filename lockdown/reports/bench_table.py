@@ -32,7 +32,10 @@ def format_bench(result: dict) -> str:
     lines.append(f"mean {_fmt(s['rps_mean'])} req/s, stddev {_fmt(s['rps_stddev'], '.2f')}, "
                  f"CV {_fmt(cv, '.2f')}%, 95% CI [{_fmt(lo)}, {_fmt(hi)}]")
     if s.get("rps_cv_speed_adjusted") is not None:
-        lines.append(f"host speed varied {_fmt(100 * s['host_speed_cv'], '.1f')}% (CV) over the runs; "
-                     f"RPS CV with it taken out: {_fmt(100 * s['rps_cv_speed_adjusted'], '.2f')}% "
+        steal = s.get("host_steal_pct_max")
+        stolen = "" if steal is None else f", steal took up to {_fmt(steal, '.1f')}% of the CPU"
+        lines.append(f"host speed varied {_fmt(100 * s['host_speed_cv'], '.1f')}% (CV) over the runs{stolen}; "
+                     f"RPS CV with {'both' if stolen else 'it'} taken out: "
+                     f"{_fmt(100 * s['rps_cv_speed_adjusted'], '.2f')}% "
                      f"(elasticity {_fmt(s['speed_elasticity'], '.2f')}; docs/bench.md)")
     return "\n".join(lines)

@@ -12,7 +12,7 @@ def effect_line(result: dict) -> str:
     c = result["bench"]["change"]
     lo, hi = c["ci95_pct"]
     ci = f"95% CI {_pct(lo)} .. {_pct(hi)}" if lo is not None else "no CI (one pair)"
-    how = "host speed taken out" if "elasticity" in c else "paired ratios"
+    how = "host speed and steal taken out" if "elasticity" in c else "paired ratios"
     return (f"{b['rps_mean']:.1f} -> {a['rps_mean']:.1f} req/s (mean of {b['runs']} runs each): "
             f"{_pct(c['change_pct'])}, {ci}, {c['pairs']} interleaved pairs, {how}"
             + ("" if c["significant"] else "; the interval includes zero"))
