@@ -13,8 +13,9 @@ import time
 import pytest
 
 from browser import headless_chromium, script_errors, wait_until
-from conftest import lockdown_runner
+from conftest import lockdown_runner, stolen_runs
 from lockdown.bundle.store import open_bundle
+from lockdown.harness.bench import summary_of
 from lockdown.analyzers.stacks import stacks
 from lockdown.reports.flamegraph import FlameOptions, render_diff_flamegraph
 
@@ -363,6 +364,20 @@ def test_without_bench_or_verify(home, run_dir, tmp_path):
     (run / "bench.json").unlink()
     html = report_of(home, run, tmp_path / "report.html").read_text()
     assert "No benchmark in this run" in html and 'id="ld-php"' in html and "Not verified" in html
+
+
+def test_bench_section_names_the_host_under_the_runs(home, run_dir, tmp_path):
+    """Each run's host speed, and the CV with the host's capacity taken out, as bench.json has
+    them: the runs of a bench where steal, not speed, moved (tests/test_stats.py)."""
+    run = copy_run(run_dir, tmp_path / "run")
+    bench = json.loads((run / "bench.json").read_text())
+    bench["runs"] = [{**bench["runs"][0], **r} for r in stolen_runs()]
+    bench["summary"] = summary_of(bench["runs"])
+    (run / "bench.json").write_text(json.dumps(bench))
+    html = report_of(home, run, tmp_path / "report.html").read_text()
+    assert "steal took up to 17.0% of the CPU" in html
+    assert f"coefficient of variation is {100 * bench['summary']['rps_cv_speed_adjusted']:.2f}%" in html
+    assert "<td class=\"n\">33.8</td></tr>" in html              # run 1's host speed, 33.765
 
 
 def test_chart_axis_and_bars_are_layout_only():

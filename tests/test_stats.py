@@ -3,6 +3,7 @@ import math
 
 import pytest
 
+from conftest import STOLEN, stolen_runs
 from lockdown.harness.bench import capacities_of, speeds_of, summary_of
 from lockdown.reports.bench_table import format_bench
 from lockdown.analyzers.stats import (compare_paired, compare_speed_adjusted, ratios_speed_adjusted,
@@ -94,17 +95,6 @@ def test_ratios_speed_adjusted_share_one_elasticity_across_groups():
 
 
 # -- steal time: the capacity the benchmark takes out -------------------------------------------
-
-# `lockdown bench wordpress --runs 5 --duration 10` on this VM (2026-11-22): the probe's speed
-# held still while the hypervisor stole 6% to 17% of the CPU, and RPS followed 1 - steal.
-STOLEN = [(15.257, 33.765, 6.5), (14.767, 34.111, 6.3), (14.495, 34.654, 10.0),
-          (13.036, 33.513, 17.0), (13.756, 33.689, 14.5)]
-
-
-def stolen_runs():
-    return [{"rps": rps, "host_speed": {"speed": speed}, "host_cpu": {"busy_pct": 100 - steal, "steal_pct": steal}}
-            for rps, speed, steal in STOLEN]
-
 
 def test_capacity_is_the_speed_times_the_cpu_share_not_stolen():
     runs = stolen_runs()

@@ -240,7 +240,8 @@ def _bench(bench: dict | None) -> dict | None:
                      "p99": lat.get("p99"), "max": lat.get("max"), "errors": r.get("errors"),
                      "requests": r.get("requests"),
                      "statuses": " ".join(f"{k}:{v}" for k, v in (r.get("status_counts") or {}).items()),
-                     "busy": host.get("busy_pct"), "steal": host.get("steal_pct")})
+                     "busy": host.get("busy_pct"), "steal": host.get("steal_pct"),
+                     "speed": (r.get("host_speed") or {}).get("speed")})
     s = bench.get("summary") or {}
     lo, hi = _ci(s.get("rps_ci95"))
     mean, sd = s.get("rps_mean"), s.get("rps_stddev")
@@ -253,10 +254,17 @@ def _bench(bench: dict | None) -> dict | None:
                         tooltip=f"mean {_num(mean)} req/s; 95% CI {_num(lo)} to {_num(hi)}; "
                                 f"runs as dots"))
     chart = charts.bar_chart(bars, "Requests per second by run", "req/s") if bars else None
-    cv = s.get("rps_cv")
-    return {"runs": runs, "mean": mean, "sd": sd, "cv_pct": None if cv is None else 100 * cv,
+    return {"runs": runs, "mean": mean, "sd": sd, "cv_pct": _pct_of(s.get("rps_cv")),
             "lo": lo, "hi": hi, "n": s.get("runs", len(runs)), "chart": chart,
-            "sanity": bench.get("sanity")}
+            "sanity": bench.get("sanity"),
+            # the host under the runs (docs/bench.md, "Host speed" and "Steal time")
+            "speed_cv_pct": _pct_of(s.get("host_speed_cv")), "steal_max": s.get("host_steal_pct_max"),
+            "adjusted_cv_pct": _pct_of(s.get("rps_cv_speed_adjusted")),
+            "elasticity": s.get("speed_elasticity")}
+
+
+def _pct_of(fraction) -> float | None:
+    return 100 * fraction if isinstance(fraction, (int, float)) else None
 
 
 def _subsystems(a: dict) -> dict | None:
