@@ -2,6 +2,7 @@
 run's own first, and a write through a link is caught (harness/app_tree.py)."""
 from __future__ import annotations
 
+import difflib
 import os
 import time
 
@@ -10,6 +11,7 @@ import pytest
 from lockdown.analyzers.findings import Remediation
 from lockdown.errors import LockdownError
 from lockdown.harness import app_tree
+from lockdown.harness.bench import fetch
 from lockdown.harness.prepare import prepare
 from lockdown.harness.stack import Stack, StackOptions
 from lockdown.remediation.apply import remedy
@@ -136,3 +138,32 @@ def test_remediation_steps_own_what_they_declare(tmp_path, monkeypatch, writes):
         assert (whole in said) == (writes is None)
         if writes is None:
             assert all(p.stat().st_nlink == 1 for p in stack.app_dir.rglob("*") if p.is_file())
+
+
+def test_fixes_applied_together_skip_a_change_already_made_and_stop_at_a_conflict(tmp_path, monkeypatch):
+    """`verify --all` applies several findings' diffs to one copy. Two findings can propose the
+    same change in different words (other context lines): the second is already applied and
+    is skipped, said so. A diff that changes the same line another way is a conflict: one
+    line, and no reject file left in the copy."""
+    monkeypatch.setenv("LOCKDOWN_PREPARED_DIR", str(tmp_path / "prepared"))
+    target = resolve("hello")
+    original = (prepare(target).app / "index.php").read_text()
+    fifty, sixty = original.replace("$i < 50", "$i < 5"), original.replace("$i < 50", "$i < 6")
+    same = [Remediation(kind="diff", content=unified_diff("index.php", original, fifty), file="index.php"),
+            Remediation(kind="diff", file="index.php", content="".join(difflib.unified_diff(
+                original.splitlines(True), fifty.splitlines(True), "a/index.php", "b/index.php", n=1)))]
+    assert same[0].content != same[1].content
+    said = []
+    with Stack(target, tmp_path / "run", StackOptions(workers=1, remedy=remedy(same, said.append)),
+               say=said.append) as stack:
+        assert (stack.app_dir / "index.php").read_text() == fifty
+        assert "[remedy] the diff against index.php is already applied (an earlier fix made the same change)" in said
+        assert fetch(stack.base_url + "/")[1].count(b"<li>") == 5
+    conflict = [same[0], Remediation(kind="diff", content=unified_diff("index.php", original, sixty), file="index.php")]
+    with pytest.raises(LockdownError, match=r"the diff against index\.php does not apply .*verify conflicting "
+                                            r"fixes one at a time"):
+        with Stack(target, tmp_path / "run2", StackOptions(workers=1, remedy=remedy(conflict, said.append)),
+                   say=said.append):
+            pass
+    assert not list((tmp_path / "run2").rglob("*.rej"))
+    assert (prepare(target).app / "index.php").read_text() == original

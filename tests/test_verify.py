@@ -5,6 +5,7 @@ flame graph shows the scan frames in blue; a diff remediation (db-static-cache) 
 is verified on the shared run, with the prepared tree left untouched."""
 import json
 import re
+import shutil
 
 import pytest
 
@@ -73,6 +74,13 @@ def test_bad_run_directory_and_finding_get_one_line(lockdown, tmp_path):
     assert r.returncode == 2 and "has no concrete remediation" in r.stderr
     r = lockdown("verify", tmp_path, "--finding", "n-plus-one", "--runs", "4")
     assert r.returncode == 2 and "--runs" in r.stderr
+    r = lockdown("verify", tmp_path, "--all")
+    assert r.returncode == 2 and "no finding in" in r.stderr and "concrete remediation" in r.stderr
+    for args, words in ((("--all", "--finding", "n-plus-one"), "give --finding KEY (one or more) or --all"),
+                        ((), "give --finding KEY (one or more) or --all"),
+                        (("--all", "--remediation", "2"), "--remediation picks among one finding's")):
+        r = lockdown("verify", tmp_path, *args)
+        assert r.returncode == 2 and words in r.stderr, (args, r.stderr)
     assert not (tmp_path / "verify").exists()
 
 
@@ -157,3 +165,40 @@ def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_veri
     assert json.loads(v.stdout) == {**result, "verify_json": str(out / "verify" / "db-static-cache" / "verify.json"),
                                     "report": str(out / "report.html")}
     assert v.stderr == ""
+
+
+def test_all_fixes_together_are_measured_as_one_change(lockdown, minicms_run, minicms_verified, tmp_path):
+    """`verify --all` on a copy of the shared minicms run: the first remediation of every
+    defect finding, applied to one copy (the two repeated-query findings propose the same
+    diff: applied once), measured against the unpatched site as one change, every finding gone
+    from the re-capture; the report and SUMMARY.md show it as the lockdown's headline."""
+    _, src = minicms_run
+    run = tmp_path / "run"
+    shutil.copytree(src, run, ignore=shutil.ignore_patterns("*-run", "verify", "report.html"))
+    v = lockdown("verify", run, "--all", *VERIFY_ARGS, timeout=900)
+    assert v.returncode in (0, 3), v.stdout[-3000:] + v.stderr[-3000:]
+    result = json.loads((run / "verify" / "all" / "verify.json").read_text())
+    assert (v.returncode == 0) == result["confirmed"]
+    findings = json.loads((run / "findings.json").read_text())["findings"]
+    defects = [f for f in findings if f["severity"] != "info" and f["remediations"]]
+    assert [f["key"] for f in result["findings"]] == [f["key"] for f in defects] and len(defects) >= 6
+    firsts = {(f["remediations"][0]["kind"], f["remediations"][0]["content"]) for f in defects}
+    assert len(result["remediations"]) == len(firsts) < len(defects)
+    assert result["finding"]["key"] == "all" and result["reprofile"]["gone"]
+    assert result["reprofile"]["gone_by_finding"] == {f["key"]: True for f in defects}
+    assert result["responses"]["same"] == result["responses"]["urls"] == 5
+    # together they buy far more than the one fix verified alone on the same run
+    single = json.loads(minicms_verified[0].stdout)["bench"]["change"]["change_pct"]
+    together = result["bench"]["change"]
+    assert together["significant"] and together["change_pct"] > max(100.0, 2 * single)
+    assert f"fixed together: {', '.join(f['key'] for f in defects)}" in v.stdout
+    assert f"findings gone from the re-capture: {len(defects)} of {len(defects)}" in v.stdout
+    html = (run / "report.html").read_text()
+    assert f"<h3>{len(defects)} fixes together (<code>all</code>)</h3>" in html
+    first = next(i for i, f in enumerate(findings, 1) if f["key"] == defects[0]["key"])
+    assert f'<a href="#finding-{first}"><code>{defects[0]["key"]}</code></a>' in html
+    w = lockdown("writeup", run, "-o", tmp_path / "issues")
+    assert w.returncode == 0, w.stderr
+    summary = (tmp_path / "issues" / "SUMMARY.md").read_text()
+    assert summary.splitlines()[2].startswith(f"**Headline:** {len(defects)} fixes together (`all`): **+")
+    assert f"lockdown verify {run} --all --runs 5 --duration 1" in summary

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ..harness.bench import BenchOptions
-from ..remediation.verify import load_run, pick_finding, pick_remediations, verify
+from ..remediation.verify import (distinct, load_run, pick_all, pick_finding, pick_remediations, verify,
+                                  verify_key)
 from ..progress import for_command
 from ..reports.run_documents import write_report
 from ..reports.verify_text import format_verify
@@ -21,10 +22,15 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
 
 @main.command("verify")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--finding", "wanted", required=True, metavar="KEY",
-              help="The finding's key in findings.json (fs-scan, repeated-call-2, ...) or its id.")
+@click.option("--finding", "wanted", multiple=True, metavar="KEY",
+              help="The finding's key in findings.json (fs-scan, repeated-call-2, ...) or its id. "
+                   "Repeatable: the fixes are applied together and measured as one change.")
+@click.option("--all", "everything", is_flag=True,
+              help="Every defect finding with a concrete remediation (the first of each), applied "
+                   "together: what the whole lockdown buys. Results in DIR/verify/all/.")
 @click.option("--remediation", "numbers", type=click.IntRange(1), multiple=True, metavar="N",
-              help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1].")
+              help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1]; "
+                   "with one --finding only.")
 @ab_options("arm")
 @click.option("--requests", type=click.IntRange(10), default=None,
               help="Requests in the re-capture [default: as many as the run's capture].")
@@ -33,21 +39,32 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("verify.json (measured change, re-capture, paths)")
-def verify_cmd(directory, wanted, numbers, runs, duration, concurrency, workers, load,
+def verify_cmd(directory, wanted, everything, numbers, runs, duration, concurrency, workers, load,
                warmup_duration, requests, no_probe, timeout, json_out):
     """Verify a finding of the `lockdown run` in DIRECTORY by measurement: the RPS change with
-    its 95% confidence interval, and whether a new capture still shows the finding. Exit 0 when
-    both confirm the fix, 3 when they do not."""
+    its 95% confidence interval, and whether a new capture still shows the finding. Several
+    findings (--finding repeated, or --all) are fixed together and measured as one change.
+    Exit 0 when both confirm the fix, 3 when they do not."""
+    if bool(wanted) == everything:
+        raise click.UsageError("give --finding KEY (one or more) or --all")
+    if numbers and (everything or len(wanted) > 1):
+        raise click.UsageError("--remediation picks among one finding's remediations; with several "
+                               "findings the first remediation of each is applied")
     run = load_run(directory.resolve())
-    finding = pick_finding(run, wanted)
-    rems = pick_remediations(finding, numbers)
+    check_destination(json_out)
+    say = for_command(f"verify {'all' if everything else '+'.join(wanted)}", json_out is not None)
+    if everything:
+        findings = pick_all(run, say)
+        rems = distinct([f.remediations[0] for f in findings])
+    else:
+        findings = list({f.key: f for f in (pick_finding(run, w) for w in wanted)}.values())
+        rems = distinct([r for f in findings for r in pick_remediations(f, numbers)])
+    key = verify_key(findings, everything)
     bench = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                          load=load, warmup_duration=warmup_duration)
-    check_destination(json_out)
-    say = for_command(f"verify {finding.key}", json_out is not None)
     with deadline(timeout):
-        result = verify(run, finding, rems, bench, requests, probe=not no_probe, say=say)
-    written = run.directory / "verify" / finding.key / "verify.json"
+        result = verify(run, findings, rems, bench, requests, probe=not no_probe, say=say, key=key)
+    written = run.directory / "verify" / key / "verify.json"
     report = write_report(run.directory)          # the run's report, now with this verification
     if json_out is not None:
         emit(json_out, {**result, "verify_json": str(written), "report": str(report)})

@@ -49,18 +49,32 @@ def ini_changes(remediations: list[Remediation], overrides: dict) -> dict:
     return out
 
 
-def apply_diff(stack: Stack, r: Remediation, log: Path) -> None:
+PATCH = ["patch", "-p1", "--batch", "--no-backup-if-mismatch"]
+
+
+def apply_diff(stack: Stack, r: Remediation, log: Path, say=print) -> None:
+    """Patch the stack's copy. A diff whose change is already there (an earlier fix of the same
+    verification made it: two findings, one remedy) is skipped and said so; any other failure
+    stops the verification."""
     for rel in diff_files(r.content):
         stack.own(rel)
-    run = subprocess.run(["patch", "-p1", "--forward", "--batch", "--no-backup-if-mismatch"],
-                         input=r.content, text=True, cwd=stack.app_dir, capture_output=True)
+    run = subprocess.run([*PATCH, "--forward"], input=r.content, text=True, cwd=stack.app_dir,
+                         capture_output=True)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         out.write(run.stdout + run.stderr)
-    if run.returncode != 0:
-        raise LockdownError(f"the diff against {r.file} does not apply to this run's copy "
-                            f"(patch exit {run.returncode}, log {log}); re-run `lockdown run` "
-                            f"if the target changed since")
+    if run.returncode == 0:
+        return
+    for rej in (stack.app_dir / f"{rel}.rej" for rel in diff_files(r.content)):
+        rej.unlink(missing_ok=True)
+    applied = subprocess.run([*PATCH, "--reverse", "--dry-run", "--fuzz=0"], input=r.content, text=True,
+                             cwd=stack.app_dir, capture_output=True)
+    if applied.returncode == 0:
+        say(f"[remedy] the diff against {r.file} is already applied (an earlier fix made the same change)")
+        return
+    raise LockdownError(f"the diff against {r.file} does not apply to this run's copy "
+                        f"(patch exit {run.returncode}, log {log}); re-run `lockdown run` "
+                        f"if the target changed since, or verify conflicting fixes one at a time")
 
 
 def apply_steps(stack: Stack, r: Remediation, say) -> None:
@@ -88,7 +102,7 @@ def remedy(remediations: list[Remediation], say=print):
         for r in remediations:
             if r.kind == "diff":
                 say(f"[remedy] patch -p1 {r.file} in {stack.app_dir}")
-                apply_diff(stack, r, stack.run_dir / "logs" / "remedy-patch.log")
+                apply_diff(stack, r, stack.run_dir / "logs" / "remedy-patch.log", say)
             elif r.kind == "sql":
                 if stack.db is None:
                     raise LockdownError("an SQL remediation needs the target's database, and this "

@@ -4,6 +4,11 @@ interleaved pairs; then the patched copy is captured again and the detectors (an
 argument probe, as in `run`) run on it, to see whether the finding is gone. Results go to
 DIR/verify/KEY/ (verify.json, the after bundle, differential flame graphs), replaced whole
 only when complete.
+
+Several findings can be verified together (`--all`, or `--finding` given more than once):
+their remediations are applied to the same copy and measured as one change -- what the whole
+lockdown buys, which is not the sum of the single gains (fixes overlap, and the bottleneck
+moves). KEY is then `all`, or the findings' keys joined with `+`.
 """
 from __future__ import annotations
 
@@ -77,6 +82,48 @@ def pick_finding(run: RunRecord, wanted: str) -> Finding:
                         f"{', '.join(keys) or 'none'}")
 
 
+ALL = "all"
+
+
+def verify_key(findings: list[Finding], everything: bool = False) -> str:
+    """The verify/ directory name: the finding's key, `all`, or the keys joined with `+`."""
+    if everything:
+        return ALL
+    return "+".join(f.key for f in findings)
+
+
+def pick_all(run: RunRecord, say=print) -> list[Finding]:
+    """Every defect finding with a concrete remediation lockdown can apply, in findings.json's
+    order. One it cannot (unloading an extension the system php.ini loads) is left out, and
+    said so, rather than stopping the others."""
+    chosen = []
+    for f in run.findings:
+        if not (f.is_defect and f.remediations):
+            continue
+        try:
+            ini_changes(f.remediations[:1], run.php_ini)
+        except LockdownError as e:
+            say(f"[verify] left out {f.key}: {e}")
+            continue
+        chosen.append(f)
+    if not chosen:
+        raise LockdownError(f"no finding in {run.directory / 'findings.json'} has a concrete "
+                            f"remediation lockdown can apply")
+    return chosen
+
+
+def distinct(remediations: list[Remediation]) -> list[Remediation]:
+    """Each remediation once: two findings can propose the same change (minicms's two
+    repeated-query findings both turn on its query memo), and a diff applies only once."""
+    seen, out = set(), []
+    for r in remediations:
+        key = (r.kind, r.file, r.content)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
 def pick_remediations(f: Finding, numbers: tuple[int, ...]) -> list[Remediation]:
     if not f.remediations:
         raise LockdownError(f"finding {f.key} has no concrete remediation to verify")
@@ -119,16 +166,19 @@ def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
     return written
 
 
-def verify(run: RunRecord, finding: Finding, remediations: list[Remediation], bench: BenchOptions,
-           requests: int | None, probe: bool = True, say=print) -> dict:
-    final = run.directory / "verify" / finding.key
-    work = final.with_name(f".{finding.key}.tmp-{os.getpid()}")
+def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediation], bench: BenchOptions,
+           requests: int | None, probe: bool = True, say=print, key: str | None = None) -> dict:
+    """Verify `findings` (one, or several together) with `remediations`; the result is also
+    written to DIR/verify/KEY/verify.json (KEY: `verify_key`)."""
+    key = key or verify_key(findings)
+    final = run.directory / "verify" / key
+    work = final.with_name(f".{key}.tmp-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        result = _verify(run, finding, remediations, bench, requests, probe, work, final, say)
+        result = _verify(run, findings, key, remediations, bench, requests, probe, work, final, say)
         write_json_atomic(work / "verify.json", result)
-        old = final.with_name(f".{finding.key}.old-{os.getpid()}")
+        old = final.with_name(f".{key}.old-{os.getpid()}")
         if final.exists():
             final.rename(old)
         work.rename(final)
@@ -151,14 +201,24 @@ def _recaptured(g: Finding) -> dict:
     return row
 
 
-def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOptions,
+def _summary(f: Finding) -> dict:
+    return {"key": f.key, "id": f.id, "title": f.title, "subject": f.subject, "share_pct": f.share_pct}
+
+
+def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remediation], bench: BenchOptions,
             requests: int | None, probe: bool, work: Path, final: Path, say) -> dict:
     t = run.target
     after_ini = ini_changes(rems, run.php_ini)
     patch = remedy(rems, say)
     before_opts = StackOptions(php_ini=dict(run.php_ini))
     after_opts = StackOptions(php_ini=after_ini, remedy=patch)
-    say(f"== A/B benchmark: {f.key} ({f.title})")
+    if len(findings) == 1:
+        f = findings[0]
+        finding = _summary(f)
+    else:
+        finding = {"key": key, "id": None, "subject": None, "share_pct": None,
+                   "title": f"{len(findings)} fixes together: {', '.join(g.key for g in findings)}"}
+    say(f"== A/B benchmark: {finding['key']} ({finding['title']})")
     ab = run_ab(t, work / "ab", before_opts, after_opts, bench, say=say)
     say("== re-profile with the remediation applied")
     capture = CaptureSettings(xhprof_every=run.xhprof_every)
@@ -170,14 +230,15 @@ def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOpt
     if probe:   # as `run` does, so a candidate its probe dismissed is not "still there" here
         after, dismissed = check_repeated_calls(t, after, run.thresholds, work / "probe-run",
                                                 php_ini=after_ini, remedy=patch, say=say)
-    remaining = still_there(f, after)
-    diffs = _diff_svgs(run.bundle, bundle_dir, work, f.key) if run.bundle.is_dir() else {}
+    left = {g.key: still_there(g, after) for g in findings}
+    remaining = list({h.key: h for g in findings for h in left[g.key]}.values())
+    diffs = _diff_svgs(run.bundle, bundle_dir, work, key) if run.bundle.is_dir() else {}
     change = ab["change"]
     confirmed = not remaining and change["significant"] and change["change_pct"] > 0
     return {
         "format": VERIFY_FORMAT,
-        "finding": {"key": f.key, "id": f.id, "title": f.title, "subject": f.subject,
-                    "share_pct": f.share_pct},
+        "finding": finding,
+        "findings": [_summary(g) for g in findings],
         "target": t.name,
         "remediations": [{"kind": r.kind, "file": r.file, "content": r.content, "steps": r.steps}
                          for r in rems],
@@ -186,6 +247,7 @@ def _verify(run: RunRecord, f: Finding, rems: list[Remediation], bench: BenchOpt
         "bench": ab,
         "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,
                       "gone": not remaining, "remaining": [g.key for g in remaining],
+                      "gone_by_finding": {k: not v for k, v in left.items()},
                       "findings": [_recaptured(g) for g in after],
                       "probed": probe, "dismissed": dismissed},
         "before_bundle": str(run.bundle),

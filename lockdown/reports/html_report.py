@@ -480,9 +480,14 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
             "writeup": f"findings/{key}.md" if writeup.is_file() else None,
             "verify": v})
     orphans = []
+    anchor_of = {f["key"]: f["anchor"] for f in out}
     for key, (vpath, data) in sorted(verify.items()):
         with _reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
+            # several findings fixed together (verify --all): each links to its finding
+            together = [(_text(g.get("key")), anchor_of.get(g.get("key")))
+                        for g in data.get("findings") or [] if isinstance(g, dict)]
             orphans.append({"key": key, "title": _text((data.get("finding") or {}).get("title")),
+                            "together": together if len(together) > 1 else [],
                             "verify": _verification(vpath, data, seen_ids)})
     return out, orphans
 

@@ -39,6 +39,11 @@ def expected_line(result: dict) -> str | None:
 
 def verdict_line(result: dict) -> str:
     r = result["reprofile"]
+    by_finding = r.get("gone_by_finding") or {}
+    if len(by_finding) > 1:
+        still = [k for k, gone in by_finding.items() if not gone]
+        return (f"findings gone from the re-capture: {len(by_finding) - len(still)} of {len(by_finding)}"
+                + (f" (still reported: {', '.join(still)})" if still else ""))
     gone = ("gone from the re-capture" if r["gone"]
             else f"still reported by the re-capture ({', '.join(r['remaining'])})")
     return f"finding {result['finding']['key']}: {gone}"
@@ -46,8 +51,10 @@ def verdict_line(result: dict) -> str:
 
 def format_verify(result: dict) -> str:
     paired = paired_line(result)
+    together = result.get("findings") or []
     lines = [f"verify {result['finding']['key']} on {result['target']}: "
              + ("CONFIRMED" if result["confirmed"] else "NOT CONFIRMED"),
+             *([f"  fixed together: {', '.join(f['key'] for f in together)}"] if len(together) > 1 else []),
              f"  remediation: {', '.join(r['kind'] + (' ' + r['file'] if r.get('file') else '') for r in result['remediations'])}",
              f"  throughput: {effect_line(result)}",
              *([f"  ({paired})"] if paired else []),

@@ -91,8 +91,10 @@ def finding_markdown(f: Finding, target: str, run_dir: str, bundle: str, verific
 def summary_markdown(r: RunResults) -> str:
     """SUMMARY.md: headline, methodology, baseline, results per fix, what did not pan out."""
     verified = [r.verified[f.key] for f in r.findings if f.key in r.verified]
+    # several findings fixed at once (verify --all, or --finding given more than once)
+    together = [v for k, v in sorted(r.verified.items()) if len(v.get("findings") or []) > 1]
     return _ENV.get_template("summary.md.j2").render(
-        r=r, b=r.bench, m=r.manifest, verified=verified,
+        r=r, b=r.bench, m=r.manifest, verified=verified, together=together,
         confirmed=sorted((v for v in verified if v["confirmed"]), key=lambda v: -v["bench"]["change"]["change_pct"]),
         failed=[v for v in verified if not v["confirmed"]],
         defects=[f for f in r.findings if f.is_defect],
