@@ -6,12 +6,20 @@ PYTHON ?= python3
 setup:
 	@bash scripts/setup.sh
 
-# The main job on the built-in default target: minicms with every pathology switched on.
-DEMO_OUT ?= $(or $(LOCKDOWN_HOME),$(HOME)/.local/share/lockdown)/demo/$(shell date +%Y%m%d-%H%M%S)
+# The main job on the built-in default target (minicms with every pathology switched on):
+# run (bench, capture, analysis, findings with checked patches, flame graphs, report.html),
+# then every fix applied at once and measured against the unpatched site (verify --all, which
+# exits 3 when not confirmed: the demo still goes on to the write-ups), then the write-ups.
+# (expanded once: the three commands must name the same directory)
+ifndef DEMO_OUT
+DEMO_OUT := $(or $(LOCKDOWN_HOME),$(HOME)/.local/share/lockdown)/demo/$(shell date +%Y%m%d-%H%M%S)
+endif
 
 demo: setup
 	$(PYTHON) -m lockdown run minicms -o "$(DEMO_OUT)"
-	@echo "demo: outputs in $(DEMO_OUT) (report.html, findings.json, findings/*.md, flamegraphs/*.svg, bundle/, bench.json)"
+	$(PYTHON) -m lockdown verify "$(DEMO_OUT)" --all || [ $$? -eq 3 ]
+	$(PYTHON) -m lockdown writeup "$(DEMO_OUT)" -o "$(DEMO_OUT)/issues"
+	@echo "demo: outputs in $(DEMO_OUT) (report.html, issues/SUMMARY.md, findings.json, findings/*.md, flamegraphs/*.svg, verify/all/, bundle/, bench.json)"
 
 # Two pytest workers (pytest-xdist): most tests wait on single requests and server start-ups,
 # so one worker kept the 2 cores about half busy (11 min 13 s; two workers: 6 min 14 s, 80%).
