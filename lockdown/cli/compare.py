@@ -1,6 +1,6 @@
 """`lockdown compare TARGET --with KEY=VALUE`: two engine configurations of one target (opcache
 off, JIT on, pcre.jit off, ...) measured against each other in interleaved A/B runs, with the
-host's speed taken out and the pages of both compared. Two separate `bench` runs minutes
+host's capacity (speed and steal) taken out and the pages of both compared. Two separate `bench` runs minutes
 apart differ by as much as the host's speed moves (docs/bench.md); interleaved pairs do not."""
 from __future__ import annotations
 

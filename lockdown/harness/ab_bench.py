@@ -82,7 +82,8 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
 
 
 def verdict_change(paired: dict, adjusted: dict | None) -> dict:
-    """The estimate the verdict uses: speed-adjusted when every run has a host speed."""
+    """The estimate the verdict uses: adjusted for the host's capacity (speed and steal) when
+    every run has a host speed."""
     if adjusted is None:
         return paired
     return {**adjusted, "pairs": paired["pairs"]}
