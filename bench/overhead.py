@@ -9,9 +9,9 @@ is the geometric mean. The host's CPU speed swings by tens of percent within a m
 shared VM (harness/host_speed.py): with one long capture pass between two baseline halves
 (K=1) that drift made single ratios range from 0.75 to 1.17 on WordPress; slices of a few
 seconds cancel most of it. Collector sets are rotated from run to run. Each slice also
-records the host's speed, and the ratios are also given at equal host speed: log ratio
-regressed on the log of the passes' speed ratio, one elasticity for all sets
-(stats.ratios_speed_adjusted).
+records the host's speed and steal, and the ratios are also given at equal host capacity
+(speed x CPU share not stolen, docs/bench.md "Steal time"): log ratio regressed on the log of
+the passes' capacity ratio, one elasticity for all sets (stats.ratios_speed_adjusted).
 
     python3 bench/overhead.py [--target wordpress] [--runs 5] [--duration 10] [--concurrency 1]
                               [--slices 4] [--collect SET ...]
@@ -53,9 +53,11 @@ def main() -> None:
                                  "--warmup-requests", "60", "--overhead-slices", str(args.slices))
             o = m["overhead"]
             ratios[collect].append(o["ratio"])
-            # the speed fit takes every slice: the host's speed moves within a run too
+            # the fit takes every slice: the host's speed and steal move within a run too; the
+            # capacity (speed x CPU not stolen) where the capture recorded it, else the speed
             speeds[collect].extend(
-                [(p["ratio"], p.get("capture_host_speed"), p.get("baseline_host_speed")) for p in o["slices"]]
+                [(p["ratio"], p.get("capture_host_capacity") or p.get("capture_host_speed"),
+                  p.get("baseline_host_capacity") or p.get("baseline_host_speed")) for p in o["slices"]]
                 if o.get("slices") else
                 [(o["ratio"], o.get("capture_host_speed"), o.get("baseline_host_speed"))])
             print(f"run {run + 1} {collect:30s} baseline {o['baseline_rps']:7.2f} req/s  "
@@ -71,7 +73,7 @@ def main() -> None:
     fit = ratios_speed_adjusted(speeds)
     if fit is None:
         return
-    print(f"at equal host speed (elasticity {fit['elasticity']:.2f}, fitted over all sets, one point "
+    print(f"at equal host capacity (speed and steal; elasticity {fit['elasticity']:.2f}, fitted over all sets, one point "
           f"per capture slice and its neighbours):")
     for collect in sets:
         g = fit["groups"][collect]

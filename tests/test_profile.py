@@ -169,6 +169,12 @@ def test_overhead_slices_pause_perf_and_the_slow_log_between_capture_slices(lock
     o = m["overhead"]
     assert len(o["slices"]) == 3 and len(o["baseline_slices_rps"]) == 4
     assert all(s["ratio"] > 0 and s["capture_host_speed"] and s["baseline_host_speed"] for s in o["slices"])
+    # each side's capacity: its speed times the CPU share the hypervisor left it
+    for s in o["slices"]:
+        for side in ("capture", "baseline"):
+            used = s[f"{side}_host_cpu"]
+            share = used["busy_pct"] / (used["busy_pct"] + used["steal_pct"])
+            assert s[f"{side}_host_capacity"] == pytest.approx(s[f"{side}_host_speed"] * share, abs=2e-3)
     product = 1.0
     for s in o["slices"]:
         product *= s["ratio"]

@@ -101,6 +101,9 @@ def test_capacity_is_the_speed_times_the_cpu_share_not_stolen():
     assert capacities_of(runs) == pytest.approx([s * (1 - t / 100) for _, s, t in STOLEN])
     # runs recorded before the CPU figures existed count their speed alone; no speed, no capacity
     assert capacities_of([{"rps": 1, "host_speed": {"speed": 40.0}}, {"rps": 1}]) == [40.0, None]
+    # a half-idle machine (a capture at concurrency 1): steal is a share of the CPU it wanted
+    half = {"rps": 1, "host_speed": {"speed": 40.0}, "host_cpu": {"busy_pct": 45.0, "steal_pct": 5.0}}
+    assert capacities_of([half]) == [pytest.approx(36.0)]
 
 
 def test_summary_takes_steal_out_where_the_speed_alone_cannot():

@@ -197,16 +197,17 @@ def speeds_of(runs: list[dict]) -> list[float | None]:
 
 def capacities_of(runs: list[dict]) -> list[float | None]:
     """Each run's host capacity: the probe's speed (how fast a core ran while the VM had it)
-    times the share of the CPU time the hypervisor did not steal (how long the VM had it). The
-    probe times itself on its thread's CPU clock, which stolen time does not advance, so it
-    cannot see steal; on this VM steal went from 6% to 17% between runs with the speed
-    steady, and RPS followed 1 - steal (docs/bench.md). A run without a steal figure counts
-    its speed alone."""
-    out = []
-    for r, speed in zip(runs, speeds_of(runs)):
-        steal = r.get("host_cpu", {}).get("steal_pct")
-        out.append(speed * (1.0 - min(steal, 99.0) / 100.0) if speed and steal is not None else speed)
-    return out
+    times the share of the CPU time it wanted that the hypervisor did not steal (how long the
+    VM had it; cpu.unstolen_share). The probe times itself on its thread's CPU clock, which
+    stolen time does not advance, so it cannot see steal; on this VM steal went from 6% to
+    17% between runs with the speed steady, and RPS followed 1 - steal (docs/bench.md). A run
+    without CPU figures counts its speed alone."""
+    return [capacity(speed, r.get("host_cpu")) for r, speed in zip(runs, speeds_of(runs))]
+
+
+def capacity(speed: float | None, usage: dict | None) -> float | None:
+    share = cpu.unstolen_share(usage)
+    return speed * share if speed and share else speed
 
 
 def warm_single(stack: Stack, opts: BenchOptions, paths: list[str], say) -> dict:

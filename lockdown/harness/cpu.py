@@ -37,6 +37,17 @@ def summarize(d: list[int]) -> dict:
             "iowait_pct": round(100.0 * iowait / total, 1)}
 
 
+def unstolen_share(usage: dict | None) -> float | None:
+    """Of the CPU time the machine wanted (busy + stolen), the share it got: 1 - steal / (busy
+    + steal). On saturated cores that is 1 - steal; on a half-idle machine (a capture at
+    concurrency 1) it is the busy core's loss, which machine-wide steal understates. None
+    without figures or demand."""
+    if not usage or usage.get("busy_pct") is None or usage.get("steal_pct") is None:
+        return None
+    wanted = usage["busy_pct"] + usage["steal_pct"]
+    return usage["busy_pct"] / wanted if wanted > 0 else None
+
+
 def usage(before: list[int], after: list[int]) -> dict:
     """`summarize` of the interval between two snapshots."""
     return summarize(delta(before, after))

@@ -32,7 +32,7 @@ from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, 
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu
-from .bench import DEFAULT_WORKERS, first_line, run_hook, sanity_check, versions
+from .bench import DEFAULT_WORKERS, capacity, first_line, run_hook, sanity_check, versions
 from .driver import DriveResult, drive, instrumented_paths
 from .host_speed import SpeedProbe
 from .phpfpm import php_facts
@@ -101,18 +101,29 @@ def _mean(values: list) -> float | None:
     return round(statistics.fmean(values), 3) if values else None
 
 
-def _overhead(chunks: list[DriveResult], baseline: list[DriveResult], speeds: dict) -> dict:
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _overhead(chunks: list[DriveResult], baseline: list[DriveResult], speeds: dict, cpus: dict) -> dict:
     """Throughput with collection over throughput without. Each capture slice is compared with
-    the uncollected slices just before and after it; the ratio is their geometric mean."""
+    the uncollected slices just before and after it; the ratio is their geometric mean. Each
+    pair also has the host capacity of both sides (speed x CPU share not stolen,
+    bench.capacity) for bench/overhead.py's adjustment."""
     pairs = []
     for i, c in enumerate(chunks):
         around = DriveResult.joined(baseline[i:i + 2])
         if around.rps > 0 and c.rps > 0:
             base_probes = speeds["baseline"][i].samples + speeds["baseline"][i + 1].samples
+            cap_speed, base_speed = _mean(speeds["capture"][i].samples), _mean(base_probes)
+            cap_cpu = cpu.summarize(cpus["capture"][i])
+            base_cpu = cpu.summarize(cpu.summed(cpus["baseline"][i:i + 2]))
             pairs.append({"capture_rps": round(c.rps, 3), "baseline_rps": round(around.rps, 3),
                           "ratio": round(c.rps / around.rps, 4),
-                          "capture_host_speed": _mean(speeds["capture"][i].samples),
-                          "baseline_host_speed": _mean(base_probes)})
+                          "capture_host_speed": cap_speed, "baseline_host_speed": base_speed,
+                          "capture_host_cpu": cap_cpu, "baseline_host_cpu": base_cpu,
+                          "capture_host_capacity": _round(capacity(cap_speed, cap_cpu)),
+                          "baseline_host_capacity": _round(capacity(base_speed, base_cpu))})
     ratio = math.exp(statistics.fmean(math.log(p["ratio"]) for p in pairs)) if pairs else 0.0
     base_speed = [x for p in speeds["baseline"] for x in p.samples]
     cap_speed = [x for p in speeds["capture"] for x in p.samples]
@@ -212,13 +223,17 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         baseline: list[DriveResult] = []
         # the host's speed during the uncollected and the collected passes (harness/host_speed.py)
         speeds: dict = {"baseline": [], "capture": []}
+        # and /proc/stat over each (its steal: the capacity the host gave each pass)
+        cpus: dict = {"baseline": [], "capture": []}
 
         def run_baseline() -> None:
             probe = SpeedProbe()
             speeds["baseline"].append(probe)
             n = len(baseline) + 1
+            before = cpu.snapshot()
             r = shown_drive(say, f"uncollected baseline ({n}/{k + 1})", stack.base_url, paths,
                             opts.concurrency, probe=probe, **base_part)
+            cpus["baseline"].append(cpu.delta(before, cpu.snapshot()))
             baseline.append(r)
             say(f"[baseline] {len(r.requests)} requests at concurrency {opts.concurrency}, nothing "
                 f"collected ({n}/{k + 1}): {r.rps:.1f} req/s")
@@ -253,6 +268,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                                           probe=probe, first_seq=sum(len(c.requests) for c in chunks),
                                           **part))
                 busy.append(cpu.delta(before, cpu.snapshot()))
+                cpus["capture"].append(busy[-1])
                 if i < k - 1:
                     for c in collectors:
                         c.pause()
@@ -299,7 +315,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                                  "private": not opts.mysql} if stack.db else None)
     say("[stop] everything stopped; assembling the bundle")
     if "baseline" in manifest and manifest["baseline"]["rps"] > 0:
-        manifest["overhead"] = _overhead(chunks, baseline, speeds)
+        manifest["overhead"] = _overhead(chunks, baseline, speeds, cpus)
     sent = captured.requests + (profiled.requests if profiled is not None else [])
     records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", sent, writer)
     collected = {}
