@@ -85,8 +85,10 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
             assert f["remediations"] and all(x["checked"] for x in f["remediations"]), f["key"]
         assert (out / "findings" / f"{f['key']}.md").is_file()
     assert "finding(s), most costly first" in r.stdout and (out / "bench.json").is_file()
-    # ... and the report and flame graphs, named on the last line
-    last = r.stdout.strip().splitlines()[-1]
+    # ... and the report and flame graphs, named on the line before the next steps
+    last, steps = r.stdout.strip().splitlines()[-2:]
+    assert steps == (f"next: lockdown verify {out} --finding KEY (one fix) or --all (every fix at once); "
+                     f"lockdown writeup {out} -o {out / 'issues'}")
     assert last.startswith(f"report: {out / 'report.html'};") and (out / "report.html").is_file()
     for kind in ("php", "native"):
         assert str(out / "flamegraphs" / f"{kind}.svg") in last

@@ -114,3 +114,6 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     click.echo(f"\nreport: {report}; findings: {out / 'findings.json'}; write-ups: {out / 'findings'}/*.md; "
                f"flame graphs: {', '.join(str(p) for p in flames) or 'none (no stacks captured)'}; "
                f"bundle: {bundle_dir}")
+    if any(f.is_defect and f.remediations for f in findings):
+        click.echo(f"next: lockdown verify {out} --finding KEY (one fix) or --all (every fix at once); "
+                   f"lockdown writeup {out} -o {out / 'issues'}")
