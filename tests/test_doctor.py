@@ -1,6 +1,7 @@
 """`lockdown doctor` on the real machine, and with an extension really missing."""
 import json
 import os
+import re
 from pathlib import Path
 
 
@@ -15,6 +16,13 @@ def test_doctor_passes_here(lockdown):
                    "perf sampling with DWARF call graphs", "mariadbd", "nginx",
                    "writable run directory"):
         assert needed in names
+    # the host's steadiness: measured, never required, a warning with advice above 5%
+    [row] = [c for c in data["checks"] if c["name"] == "host steadiness (benchmark precision)"]
+    m = re.fullmatch(r"(\d+) core\(s\) busy for 2 s: work per 0.2 s varied ([\d.]+)% \(CV\), "
+                     r"steal ([\d.]+)% of the CPU", row["detail"])
+    assert m and int(m.group(1)) == os.cpu_count() and not row["required"], row
+    steady = float(m.group(2)) <= 5.0 and float(m.group(3)) <= 5.0
+    assert row["ok"] == steady and (row["fix"] == "") == steady, row
 
 
 def test_doctor_reports_missing_extension(lockdown, tmp_path):

@@ -3,12 +3,14 @@ extension, sample a process with perf) rather than looking for files."""
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import paths
+from . import cpu
 from .toolchain import available, tool
 
 SETUP = "run `make setup` (installs the Debian packages lockdown needs)"
@@ -117,6 +119,49 @@ def run_dir_check() -> Check:
                      "set LOCKDOWN_HOME to a writable directory")
 
 
+# A fixed PHP loop on every core for STEADY_SECONDS, counting its work per STEADY_SLICE: how
+# much the machine's capacity moves right now, from slowdowns and from steal alike.
+STEADY_SECONDS, STEADY_SLICE, STEADY_LIMIT_PCT = 2.0, 0.2, 5.0
+STEADY_LOOP = ("$slice = {slice}; $end = microtime(true) + {seconds}; $next = microtime(true) + $slice; "
+               "$n = 0; $out = []; while (true) {{ for ($j = 0; $j < 2000; $j++) {{ $n++; }} "
+               "$t = microtime(true); if ($t >= $next) {{ $out[] = $n; $n = 0; $next += $slice; "
+               "if ($t >= $end) break; }} }} echo implode(' ', $out);")
+
+
+def steadiness_check() -> Check:
+    """Not a prerequisite: a spot reading of how steady the host is, since no benchmark here
+    is steadier than the machine under it (docs/bench.md, "Precision on this machine kind")."""
+    name = "host steadiness (benchmark precision)"
+    if not available("php"):
+        return Check(name, False, False, "php CLI not found", SETUP)
+    cores = os.cpu_count() or 1
+    loop = STEADY_LOOP.format(slice=STEADY_SLICE, seconds=STEADY_SECONDS)
+    before = cpu.snapshot()
+    procs = [subprocess.Popen([tool("php"), "-n", "-r", loop], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True) for _ in range(cores)]
+    try:
+        outs = [p.communicate(timeout=STEADY_SECONDS + 30)[0].split() for p in procs]
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+            p.wait()
+        return Check(name, False, False, "the CPU loop did not finish", "")
+    used = cpu.usage(before, cpu.snapshot())
+    slices = min((len(o) for o in outs), default=0)
+    if slices < 3:
+        return Check(name, False, False, "the CPU loop reported too little to judge", "")
+    work = [sum(int(o[i]) for o in outs) for i in range(slices)]
+    cv = round(100.0 * statistics.stdev(work) / statistics.fmean(work), 1)    # judged as shown
+    steal = used.get("steal_pct", 0.0)
+    ok = cv <= STEADY_LIMIT_PCT and steal <= STEADY_LIMIT_PCT
+    detail = (f"{cores} core(s) busy for {STEADY_SECONDS:g} s: work per {STEADY_SLICE:g} s varied "
+              f"{cv:.1f}% (CV), steal {steal:.1f}% of the CPU")
+    fix = ("" if ok else "a shared or busy machine: expect RPS to move about this much between runs; "
+           "read bench's CV with the host's capacity taken out, and compare settings or fixes with "
+           "`lockdown compare` / `lockdown verify` (interleaved pairs; docs/bench.md)")
+    return Check(name, ok, False, detail, fix)
+
+
 def run_checks() -> list[Check]:
     checks = [
         _version_check("php CLI", ["php", "-v"], "php8.2-cli"),
@@ -145,4 +190,5 @@ def run_checks() -> list[Check]:
         checks.append(Check(f"{target} package (target {target})", ok, False,
                             path if ok else f"{path} missing", "" if ok else f"apt-get install {pkg}"))
     checks.append(run_dir_check())
+    checks.append(steadiness_check())
     return checks
