@@ -142,10 +142,12 @@ def steadiness_check() -> Check:
     try:
         outs = [p.communicate(timeout=STEADY_SECONDS + 30)[0].split() for p in procs]
     except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-            p.wait()
         return Check(name, False, False, "the CPU loop did not finish", "")
+    finally:                        # also on Ctrl-C: no loop outlives the check
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     used = cpu.usage(before, cpu.snapshot())
     slices = min((len(o) for o in outs), default=0)
     if slices < 3:
