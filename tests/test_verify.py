@@ -203,3 +203,6 @@ def test_all_fixes_together_are_measured_as_one_change(lockdown, minicms_run, mi
     summary = (tmp_path / "issues" / "SUMMARY.md").read_text()
     assert summary.splitlines()[2].startswith(f"**Headline:** {len(defects)} fixes together (`all`): **+")
     assert f"lockdown verify {run} --all --runs 5 --duration 1" in summary
+    issue = (tmp_path / "issues" / f"{defects[0]['key']}.md").read_text()
+    assert f"Measured together with {len(defects) - 1} other fix(es) (`lockdown verify {run} --all`" in issue
+    assert "this finding is gone from that re-capture" in issue

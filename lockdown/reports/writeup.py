@@ -82,17 +82,23 @@ _ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=fm
                     ratio=fmt_ratio, predicted=predicted_ratio, pages=pages_line)
 
 
-def finding_markdown(f: Finding, target: str, run_dir: str, bundle: str, verification: dict | None = None) -> str:
-    """One finding as a lockdown issue; `verification` is its verify.json when measured."""
+def finding_markdown(f: Finding, target: str, run_dir: str, bundle: str, verification: dict | None = None,
+                     together: list[dict] = ()) -> str:
+    """One finding as a lockdown issue; `verification` is its verify.json when measured alone,
+    `together` the verify.json of each verification that fixed it with others (verify --all)."""
     return _ENV.get_template("finding.md.j2").render(f=f, target=target, run_dir=run_dir, bundle=bundle,
-                                                     v=verification)
+                                                     v=verification, together=together)
+
+
+def _together(r: RunResults) -> list[dict]:
+    """The verifications of several findings at once, by key."""
+    return [v for _, v in sorted(r.verified.items()) if len(v.get("findings") or []) > 1]
 
 
 def summary_markdown(r: RunResults) -> str:
     """SUMMARY.md: headline, methodology, baseline, results per fix, what did not pan out."""
     verified = [r.verified[f.key] for f in r.findings if f.key in r.verified]
-    # several findings fixed at once (verify --all, or --finding given more than once)
-    together = [v for k, v in sorted(r.verified.items()) if len(v.get("findings") or []) > 1]
+    together = _together(r)        # several findings fixed at once (verify --all, or --finding repeated)
     return _ENV.get_template("summary.md.j2").render(
         r=r, b=r.bench, m=r.manifest, verified=verified, together=together,
         confirmed=sorted((v for v in verified if v["confirmed"]), key=lambda v: -v["bench"]["change"]["change_pct"]),
@@ -103,7 +109,9 @@ def summary_markdown(r: RunResults) -> str:
 
 def writeups(r: RunResults) -> dict[str, str]:
     """File name -> markdown: one issue per finding, and SUMMARY.md."""
-    out = {f"{f.key}.md": finding_markdown(f, r.target, str(r.directory), str(r.bundle), r.verification(f.key))
+    together = _together(r)
+    out = {f"{f.key}.md": finding_markdown(f, r.target, str(r.directory), str(r.bundle), r.verification(f.key),
+                                           [v for v in together if f.key in v["reprofile"].get("gone_by_finding", {})])
            for f in r.findings}
     out["SUMMARY.md"] = summary_markdown(r)
     return out
