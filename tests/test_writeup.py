@@ -103,3 +103,11 @@ def test_writeup_bad_input_and_replacing_earlier_writeups(lockdown, minicms_run,
     r = lockdown("writeup", copy, "-o", tmp_path / "o2")
     assert r.returncode == 2 and "verify.json: damaged" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "o2").exists()
+    # fixes verified together, without which finding each re-capture still showed
+    (copy / "verify" / "fs-scan").rename(copy / "verify" / "all")
+    (copy / "verify" / "all" / "verify.json").write_text(json.dumps(
+        {"finding": {"key": "all"}, "findings": [{"key": "fs-scan"}, {"key": "n-plus-one"}],
+         "bench": {}, "reprofile": {"gone": True}}))
+    r = lockdown("writeup", copy, "-o", tmp_path / "o3")
+    assert r.returncode == 2 and "no reprofile.gone_by_finding" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "o3").exists()

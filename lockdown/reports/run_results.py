@@ -105,5 +105,9 @@ def load_results(directory: Path) -> RunResults:
             if not key or "bench" not in v or "reprofile" not in v:
                 raise RunDirError(f"{p}: damaged verification result (no finding key, bench or "
                                   f"reprofile); {redo}")
+            together = v.get("findings") or []
+            if len(together) > 1 and not isinstance(v["reprofile"].get("gone_by_finding"), dict):
+                raise RunDirError(f"{p}: damaged verification result ({len(together)} findings "
+                                  f"fixed together, but no reprofile.gone_by_finding); {redo}")
             verified[key] = v
     return RunResults(directory, data["target"], findings, bench, manifest, bundle, verified)
