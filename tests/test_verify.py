@@ -14,7 +14,7 @@ from lockdown.analyzers.stats import compare_paired
 from lockdown.errors import LockdownError
 from lockdown.harness.ab_bench import pair_order
 from lockdown.remediation.apply import ini_changes
-from lockdown.remediation.verify import still_there
+from lockdown.remediation.verify import new_in, still_there
 
 from conftest import VERIFY_ARGS, lockdown_runner, prepared_root, tree_digest
 
@@ -55,6 +55,9 @@ def test_same_problem_is_matched_by_subject_not_key():
     info = Finding("repeated-call", "t", "info", None, "s", details={"function": "theme_settings"})
     assert still_there(before, [other]) == []
     assert still_there(before, [other, same, info]) == [same]
+    # what the re-capture reports that the run did not: parse_blocks, once theme_settings is fixed
+    assert new_in([before], [same, other, info]) == [other]
+    assert new_in([before, other], [same, other]) == []
 
 
 # --- bad input --------------------------------------------------------------------------------
@@ -186,6 +189,7 @@ def test_all_fixes_together_are_measured_as_one_change(lockdown, minicms_run, mi
     assert len(result["remediations"]) == len(firsts) < len(defects)
     assert result["finding"]["key"] == "all" and result["reprofile"]["gone"]
     assert result["reprofile"]["gone_by_finding"] == {f["key"]: True for f in defects}
+    assert result["reprofile"]["new"] == []          # nothing else became worth reporting
     assert result["responses"]["same"] == result["responses"]["urls"] == 5
     # together they buy far more than the one fix verified alone on the same run
     single = json.loads(minicms_verified[0].stdout)["bench"]["change"]["change_pct"]

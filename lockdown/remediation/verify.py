@@ -139,6 +139,13 @@ def still_there(f: Finding, after: list[Finding]) -> list[Finding]:
     return [g for g in after if g.is_defect and g.subject == f.subject]
 
 
+def new_in(before: list[Finding], after: list[Finding]) -> list[Finding]:
+    """Defect findings of the re-capture about a problem the run did not report: with the fix
+    in, something else became worth reporting (the bottleneck moved)."""
+    known = {f.subject for f in before}
+    return [g for g in after if g.is_defect and g.subject not in known]
+
+
 def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
     """PHP and native differential flame graphs, before -> after, where both captures have them:
     one with AFTER's widths (what the patched code spends), one with BEFORE's (where what the
@@ -248,6 +255,7 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,
                       "gone": not remaining, "remaining": [g.key for g in remaining],
                       "gone_by_finding": {k: not v for k, v in left.items()},
+                      "new": [g.key for g in new_in(run.findings, after)],
                       "findings": [_recaptured(g) for g in after],
                       "probed": probe, "dismissed": dismissed},
         "before_bundle": str(run.bundle),

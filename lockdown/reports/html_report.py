@@ -432,6 +432,7 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "method": change.get("method"), "significant": change.get("significant"),
             "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
             "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
+            "new": [_text(k) for k in re_.get("new") or []],
             "pages": _pages(data.get("responses")),
             "remediations": [r for r in data.get("remediations") or [] if isinstance(r, dict)],
             "diffs": diffs}

@@ -60,6 +60,8 @@ def format_verify(result: dict) -> str:
              *([f"  ({paired})"] if paired else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
              f"  {verdict_line(result)}",
+             *([f"  new in the re-capture (not in the run): {', '.join(new)}"]
+               if (new := result["reprofile"].get("new")) else []),
              *([f"  re-capture's candidates dismissed by the argument probe: "
                 f"{', '.join(d.get('function', '?') for d in dismissed)}"]
                if (dismissed := result["reprofile"].get("dismissed")) else []),
