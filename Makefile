@@ -19,6 +19,7 @@ demo: setup
 	$(PYTHON) -m lockdown run minicms -o "$(DEMO_OUT)"
 	$(PYTHON) -m lockdown verify "$(DEMO_OUT)" --all || [ $$? -eq 3 ]
 	$(PYTHON) -m lockdown writeup "$(DEMO_OUT)" -o "$(DEMO_OUT)/issues"
+	@grep -m1 '^\*\*Headline' "$(DEMO_OUT)/issues/SUMMARY.md" || true
 	@echo "demo: outputs in $(DEMO_OUT) (report.html, issues/SUMMARY.md, findings.json, findings/*.md, flamegraphs/*.svg, verify/all/, bundle/, bench.json)"
 
 # Two pytest workers (pytest-xdist): most tests wait on single requests and server start-ups,
