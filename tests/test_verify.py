@@ -199,7 +199,8 @@ def test_all_fixes_together_are_measured_as_one_change(lockdown, minicms_run, mi
     assert f"findings gone from the re-capture: {len(defects)} of {len(defects)}" in v.stdout
     html = (run / "report.html").read_text()
     assert f"<h3>{len(defects)} fixes together (<code>all</code>)</h3>" in html
-    assert f"</b><span>req/s with {len(defects)} fixes together (" in html          # a summary card
+    assert f'</b><span>req/s with <a href="#verify-1">{len(defects)} fixes together</a> (' in html   # a card
+    assert f"findings gone: {len(defects)} of {len(defects)}" in html
     first = next(i for i, f in enumerate(findings, 1) if f["key"] == defects[0]["key"])
     assert f'<a href="#finding-{first}"><code>{defects[0]["key"]}</code></a>' in html
     w = lockdown("writeup", run, "-o", tmp_path / "issues")

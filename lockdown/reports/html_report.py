@@ -433,9 +433,17 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
             "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
             "new": [_text(k) for k in re_.get("new") or []],
+            "gone_of": _gone_of(re_.get("gone_by_finding")),
             "pages": _pages(data.get("responses")),
             "remediations": [r for r in data.get("remediations") or [] if isinstance(r, dict)],
             "diffs": diffs}
+
+
+def _gone_of(by_finding) -> tuple[int, int] | None:
+    """(gone, verified) of a verification of several findings together; None for one."""
+    if not isinstance(by_finding, dict) or len(by_finding) < 2:
+        return None
+    return sum(1 for gone in by_finding.values() if gone is True), len(by_finding)
 
 
 def _pages(responses) -> str | None:
@@ -487,7 +495,8 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
             # several findings fixed together (verify --all): each links to its finding
             together = [(_text(g.get("key")), anchor_of.get(g.get("key")))
                         for g in data.get("findings") or [] if isinstance(g, dict)]
-            orphans.append({"key": key, "title": _text((data.get("finding") or {}).get("title")),
+            orphans.append({"key": key, "anchor": f"verify-{len(orphans) + 1}",
+                            "title": _text((data.get("finding") or {}).get("title")),
                             "together": together if len(together) > 1 else [],
                             "verify": _verification(vpath, data, seen_ids)})
     return out, orphans
