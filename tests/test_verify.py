@@ -211,3 +211,35 @@ def test_all_fixes_together_are_measured_as_one_change(lockdown, minicms_run, mi
     issue = (tmp_path / "issues" / f"{defects[0]['key']}.md").read_text()
     assert f"Measured together with {len(defects) - 1} other fix(es) (`lockdown verify {run} --all`" in issue
     assert "this finding is gone from that re-capture" in issue
+
+
+def test_each_fix_is_also_left_out_once(lockdown, minicms_run, tmp_path):
+    """`verify --finding fs-scan --finding db-static-cache --each`: besides the two together,
+    each is left out once and "all but it" measured against "all", what it adds to the other;
+    the terminal, the report and SUMMARY.md show the rows verify.json holds."""
+    _, src = minicms_run
+    run = tmp_path / "run"
+    shutil.copytree(src, run, ignore=shutil.ignore_patterns("*-run", "verify", "report.html"))
+    v = lockdown("verify", run, "--finding", "fs-scan", "--finding", "db-static-cache", "--each",
+                 *VERIFY_ARGS, "--no-probe", timeout=900)
+    assert v.returncode in (0, 3), v.stdout[-3000:] + v.stderr[-3000:]
+    result = json.loads((run / "verify" / "fs-scan+db-static-cache" / "verify.json").read_text())
+    each = {tuple(e["findings"]): e for e in result["each"]}
+    assert set(each) == {("fs-scan",), ("db-static-cache",)}
+    scan = each[("fs-scan",)]
+    assert scan["remediation"]["kind"] == "sql" and each[("db-static-cache",)]["remediation"]["file"] == "config.php"
+    # the module scan is most of a request even with the messages cached: leaving it out costs a lot
+    assert scan["change"]["significant"] and scan["change"]["change_pct"] > 50 and scan["all_rps"] > scan["without_rps"]
+    assert all(e["pages"]["same"] == e["pages"]["urls"] == 5 for e in result["each"])
+    assert "  what each fix adds to the others (all but it -> all):" in v.stdout
+    assert f"    fs-scan: {scan['without_rps']:.1f} -> {scan['all_rps']:.1f} req/s" in v.stdout
+    html = (run / "report.html").read_text()
+    assert "<h4>What each fix adds to the others</h4>" in html and "<td><code>db-static-cache</code></td>" in html
+    w = lockdown("writeup", run, "-o", tmp_path / "issues")
+    assert w.returncode == 0, w.stderr
+    summary = (tmp_path / "issues" / "SUMMARY.md").read_text()
+    assert "| [`fs-scan`](fs-scan.md) | " in summary.split("What each fix adds to the others")[1]
+    assert "--finding fs-scan --finding db-static-cache --each --runs 5" in summary
+    # --each alone is a usage error
+    r = lockdown("verify", run, "--finding", "fs-scan", "--each")
+    assert r.returncode == 2 and "--each needs several findings" in r.stderr

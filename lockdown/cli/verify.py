@@ -28,6 +28,9 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
 @click.option("--all", "everything", is_flag=True,
               help="Every defect finding with a concrete remediation (the first of each), applied "
                    "together: what the whole lockdown buys. Results in DIR/verify/all/.")
+@click.option("--each", is_flag=True,
+              help="With several findings: also leave each fix out once and measure all but it against "
+                   "all, to see what it adds to the others (one more A/B per fix).")
 @click.option("--remediation", "numbers", type=click.IntRange(1), multiple=True, metavar="N",
               help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1]; "
                    "with one --finding only.")
@@ -39,7 +42,7 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("verify.json (measured change, re-capture, paths)")
-def verify_cmd(directory, wanted, everything, numbers, runs, duration, concurrency, workers, load,
+def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, concurrency, workers, load,
                warmup_duration, requests, no_probe, timeout, json_out):
     """Verify a finding of the `lockdown run` in DIRECTORY by measurement: the RPS change with
     its 95% confidence interval, and whether a new capture still shows the finding. Several
@@ -47,6 +50,8 @@ def verify_cmd(directory, wanted, everything, numbers, runs, duration, concurren
     Exit 0 when both confirm the fix, 3 when they do not."""
     if bool(wanted) == everything:
         raise click.UsageError("give --finding KEY (one or more) or --all")
+    if each and not (everything or len(wanted) > 1):
+        raise click.UsageError("--each needs several findings: --all, or --finding given more than once")
     if numbers and (everything or len(wanted) > 1):
         raise click.UsageError("--remediation picks among one finding's remediations; with several "
                                "findings the first remediation of each is applied")
@@ -63,7 +68,8 @@ def verify_cmd(directory, wanted, everything, numbers, runs, duration, concurren
     bench = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                          load=load, warmup_duration=warmup_duration)
     with deadline(timeout):
-        result = verify(run, findings, rems, bench, requests, probe=not no_probe, say=say, key=key)
+        result = verify(run, findings, rems, bench, requests, probe=not no_probe, say=say, key=key,
+                        each=each)
     written = run.directory / "verify" / key / "verify.json"
     report = write_report(run.directory)          # the run's report, now with this verification
     if json_out is not None:

@@ -112,14 +112,17 @@ def pick_all(run: RunRecord, say=print) -> list[Finding]:
     return chosen
 
 
+def _ident(r: Remediation) -> tuple:
+    return (r.kind, r.file, r.content)
+
+
 def distinct(remediations: list[Remediation]) -> list[Remediation]:
     """Each remediation once: two findings can propose the same change (minicms's two
     repeated-query findings both turn on its query memo), and a diff applies only once."""
     seen, out = set(), []
     for r in remediations:
-        key = (r.kind, r.file, r.content)
-        if key not in seen:
-            seen.add(key)
+        if _ident(r) not in seen:
+            seen.add(_ident(r))
             out.append(r)
     return out
 
@@ -174,16 +177,18 @@ def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
 
 
 def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediation], bench: BenchOptions,
-           requests: int | None, probe: bool = True, say=print, key: str | None = None) -> dict:
+           requests: int | None, probe: bool = True, say=print, key: str | None = None,
+           each: bool = False) -> dict:
     """Verify `findings` (one, or several together) with `remediations`; the result is also
-    written to DIR/verify/KEY/verify.json (KEY: `verify_key`)."""
+    written to DIR/verify/KEY/verify.json (KEY: `verify_key`). With `each` (several findings),
+    also what each fix adds to the others (`_each`)."""
     key = key or verify_key(findings)
     final = run.directory / "verify" / key
     work = final.with_name(f".{key}.tmp-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     try:
-        result = _verify(run, findings, key, remediations, bench, requests, probe, work, final, say)
+        result = _verify(run, findings, key, remediations, bench, requests, probe, work, final, say, each)
         write_json_atomic(work / "verify.json", result)
         old = final.with_name(f".{key}.old-{os.getpid()}")
         if final.exists():
@@ -212,8 +217,32 @@ def _summary(f: Finding) -> dict:
     return {"key": f.key, "id": f.id, "title": f.title, "subject": f.subject, "share_pct": f.share_pct}
 
 
+def _each(run: RunRecord, findings: list[Finding], rems: list[Remediation], after: StackOptions,
+          bench: BenchOptions, work: Path, say) -> list[dict]:
+    """What each fix adds to the others: every distinct remediation left out once, "all but
+    it" (before) against "all" (after) in interleaved pairs, as the main A/B measures. The
+    complement of verifying a fix alone, which says what it buys on the unpatched site.
+    Findings sharing one remediation are left out together."""
+    groups: dict[tuple, list[str]] = {}
+    for f in findings:
+        groups.setdefault(_ident(f.remediations[0]), []).append(f.key)
+    out = []
+    for n, (ident, keys) in enumerate(groups.items(), 1):
+        others = [r for r in rems if _ident(r) != ident]
+        say(f"== without {', '.join(keys)} ({n}/{len(groups)}): all fixes but it against all")
+        before = StackOptions(php_ini=ini_changes(others, run.php_ini), remedy=remedy(others, say))
+        ab = run_ab(run.target, work / f"each-{n}", before, after, bench, say=say)
+        change, pages = ab["change"], ab.get("responses") or {}
+        out.append({"findings": keys, "remediation": {"kind": ident[0], "file": ident[1]},
+                    "without_rps": ab["before"]["summary"]["rps_mean"],
+                    "all_rps": ab["after"]["summary"]["rps_mean"],
+                    "change": {k: change.get(k) for k in ("ratio", "change_pct", "ci95_pct", "significant")},
+                    "pages": {k: pages.get(k) for k in ("same", "urls")}})
+    return out
+
+
 def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remediation], bench: BenchOptions,
-            requests: int | None, probe: bool, work: Path, final: Path, say) -> dict:
+            requests: int | None, probe: bool, work: Path, final: Path, say, each: bool = False) -> dict:
     t = run.target
     after_ini = ini_changes(rems, run.php_ini)
     patch = remedy(rems, say)
@@ -238,6 +267,7 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         after, dismissed = check_repeated_calls(t, after, run.thresholds, work / "probe-run",
                                                 php_ini=after_ini, remedy=patch, say=say)
     left = {g.key: still_there(g, after) for g in findings}
+    contributions = _each(run, findings, rems, after_opts, bench, work, say) if each and len(findings) > 1 else None
     remaining = list({h.key: h for g in findings for h in left[g.key]}.values())
     diffs = _diff_svgs(run.bundle, bundle_dir, work, key) if run.bundle.is_dir() else {}
     change = ab["change"]
@@ -261,4 +291,5 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         "before_bundle": str(run.bundle),
         "diff_svg": diffs,
         "confirmed": confirmed,
+        **({"each": contributions} if contributions is not None else {}),
     }

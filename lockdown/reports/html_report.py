@@ -439,6 +439,19 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "diffs": diffs}
 
 
+def _each_rows(each) -> list[dict]:
+    """verify --each: per fix left out, all-but-it and all RPS and the change, as recorded."""
+    rows = []
+    for e in each if isinstance(each, list) else []:
+        if not isinstance(e, dict) or not isinstance(e.get("change"), dict):
+            continue
+        lo, hi = _ci(e["change"].get("ci95_pct"))
+        rows.append({"findings": [_text(k) for k in e.get("findings") or []], "without": e.get("without_rps"),
+                     "all": e.get("all_rps"), "change_pct": e["change"].get("change_pct"), "lo": lo, "hi": hi,
+                     "significant": e["change"].get("significant")})
+    return rows
+
+
 def _gone_of(by_finding) -> tuple[int, int] | None:
     """(gone, verified) of a verification of several findings together; None for one."""
     if not isinstance(by_finding, dict) or len(by_finding) < 2:
@@ -498,6 +511,7 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
             orphans.append({"key": key, "anchor": f"verify-{len(orphans) + 1}",
                             "title": _text((data.get("finding") or {}).get("title")),
                             "together": together if len(together) > 1 else [],
+                            "each": _each_rows(data.get("each")),
                             "verify": _verification(vpath, data, seen_ids)})
     return out, orphans
 

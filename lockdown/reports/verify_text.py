@@ -66,6 +66,14 @@ def format_verify(result: dict) -> str:
                 f"{', '.join(d.get('function', '?') for d in dismissed)}"]
                if (dismissed := result["reprofile"].get("dismissed")) else []),
              *([f"  pages: {pages_line(result['responses'])}"] if result.get("responses") else [])]
+    if result.get("each"):
+        lines.append("  what each fix adds to the others (all but it -> all):")
+        for e in result["each"]:
+            c = e["change"]
+            lo, hi = c["ci95_pct"] or (None, None)
+            ci = f"95% CI {_pct(lo)} .. {_pct(hi)}" if lo is not None else "no CI"
+            lines.append(f"    {', '.join(e['findings'])}: {e['without_rps']:.1f} -> {e['all_rps']:.1f} req/s, "
+                         f"{_pct(c['change_pct'])}, {ci}" + ("" if c["significant"] else "; the interval includes zero"))
     for kind, name in (result.get("diff_svg") or {}).items():
         if name:
             lines.append(f"  {kind} differential flame graph: {name}")
