@@ -44,5 +44,6 @@ def main() -> None:
             print(f"rps_cv / host capacity CV: {s['rps_cv'] / capacity_cv:.2f} "
                   "(1 or below: the spread is the host's, not the harness's)")
 
+
 if __name__ == "__main__":
     main()

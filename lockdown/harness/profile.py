@@ -223,8 +223,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         baseline: list[DriveResult] = []
         # the host's speed during the uncollected and the collected passes (harness/host_speed.py)
         speeds: dict = {"baseline": [], "capture": []}
-        # and /proc/stat over each (its steal: the capacity the host gave each pass)
-        cpus: dict = {"baseline": [], "capture": []}
+        # and /proc/stat over each (busy and steal: the capacity the host gave each pass)
+        cpus: dict[str, list[list[int]]] = {"baseline": [], "capture": []}
 
         def run_baseline() -> None:
             probe = SpeedProbe()
@@ -255,7 +255,6 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                     f"{', '.join(map(str, workers))}")
             collectors = ([slow] if slow is not None else []) + \
                 ([perf] if "perf" in settings.collect else [])
-            busy: list[list[int]] = []      # /proc/stat per capture slice, not the ones between
             for i, part in enumerate(parts):
                 if i:
                     for c in collectors:
@@ -267,13 +266,13 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                                           stack.base_url, paths, opts.concurrency, capture=True,
                                           probe=probe, first_seq=sum(len(c.requests) for c in chunks),
                                           **part))
-                busy.append(cpu.delta(before, cpu.snapshot()))
-                cpus["capture"].append(busy[-1])
+                cpus["capture"].append(cpu.delta(before, cpu.snapshot()))
                 if i < k - 1:
                     for c in collectors:
                         c.pause()
                     run_baseline()
-            manifest["host_cpu"] = cpu.summarize(cpu.summed(busy))
+            # the capture slices only, not the uncollected ones between
+            manifest["host_cpu"] = cpu.summarize(cpu.summed(cpus["capture"]))
             captured = DriveResult.joined(chunks)
             say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
                 f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")

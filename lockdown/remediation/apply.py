@@ -56,7 +56,8 @@ def apply_diff(stack: Stack, r: Remediation, log: Path, say=print) -> None:
     """Patch the stack's copy. A diff whose change is already there (an earlier fix of the same
     verification made it: two findings, one remedy) is skipped and said so; any other failure
     stops the verification."""
-    for rel in diff_files(r.content):
+    files = diff_files(r.content)
+    for rel in files:
         stack.own(rel)
     run = subprocess.run([*PATCH, "--forward"], input=r.content, text=True, cwd=stack.app_dir,
                          capture_output=True)
@@ -65,8 +66,8 @@ def apply_diff(stack: Stack, r: Remediation, log: Path, say=print) -> None:
         out.write(run.stdout + run.stderr)
     if run.returncode == 0:
         return
-    for rej in (stack.app_dir / f"{rel}.rej" for rel in diff_files(r.content)):
-        rej.unlink(missing_ok=True)
+    for rel in files:
+        (stack.app_dir / f"{rel}.rej").unlink(missing_ok=True)
     applied = subprocess.run([*PATCH, "--reverse", "--dry-run", "--fuzz=0"], input=r.content, text=True,
                              cwd=stack.app_dir, capture_output=True)
     if applied.returncode == 0:

@@ -249,8 +249,7 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
     before_opts = StackOptions(php_ini=dict(run.php_ini))
     after_opts = StackOptions(php_ini=after_ini, remedy=patch)
     if len(findings) == 1:
-        f = findings[0]
-        finding = _summary(f)
+        finding = _summary(findings[0])
     else:
         finding = {"key": key, "id": None, "subject": None, "share_pct": None,
                    "title": f"{len(findings)} fixes together: {', '.join(g.key for g in findings)}"}

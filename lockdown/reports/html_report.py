@@ -355,20 +355,30 @@ def _requests(a: dict, records: dict, stmts: dict, anchors: dict, findings: list
     return {"rows": rows, "total": len(all_rows), "shown": len(rows)}
 
 
+WHOLE_CAPTURE = "all requests except the xhprof-instrumented ones"
+
+
+def capture_flamegraph(bundle: Bundle, kind: str, title: str, **options) -> str:
+    """The SVG of a whole capture's `kind` stacks (the xhprof-instrumented requests left out,
+    exact builtin colours from the bundle's manifest), as the report embeds it and `lockdown
+    run` writes it (reports/run_documents.py); LockdownError when that collector was off or
+    saw nothing."""
+    folded = stacks(bundle, kind, counts=True)
+    opts = FlameOptions(title=title, subtitle=WHOLE_CAPTURE, palette=kind,
+                        builtins=php_builtins(bundle.manifest.get("php") or {}), **options)
+    return render_flamegraph(folded, opts)
+
+
 def _flame(bundle: Bundle, kind: str) -> dict:
-    php = bundle.manifest.get("php") or {}
-    builtins = php_builtins(php)
     title = "PHP stacks (Excimer)" if kind == "php" else "Native stacks (perf)"
     try:
-        folded = stacks(bundle, kind, counts=True)
+        svg = capture_flamegraph(bundle, kind, title, width=FLAME_WIDTH, minwidth=FLAME_MINWIDTH,
+                                 id_prefix=f"ld-{kind}")
     except BundleError:
         raise
     except LockdownError as e:          # that collector was off, or saw nothing
         return {"kind": kind, "title": title, "svg": None, "note": str(e)}
-    opts = FlameOptions(title=title, subtitle="all requests except the xhprof-instrumented ones",
-                        width=FLAME_WIDTH, minwidth=FLAME_MINWIDTH, palette=kind, builtins=builtins,
-                        id_prefix=f"ld-{kind}")
-    return {"kind": kind, "title": title, "svg": Markup(inline_svg(render_flamegraph(folded, opts))), "note": ""}
+    return {"kind": kind, "title": title, "svg": Markup(inline_svg(svg)), "note": ""}
 
 
 def _read_svg(ref, vdir: Path) -> tuple[Markup | None, str]:

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analyzers.stacks import KINDS, stacks
+from ..analyzers.stacks import KINDS
 from ..bundle.store import Bundle, BundleError
 from ..errors import LockdownError
-from .flamegraph import FlameOptions, php_builtins, render_flamegraph
-from .html_report import report_html
+from .html_report import capture_flamegraph, report_html
 from .output import write_text_atomic
 
 REPORT = "report.html"
@@ -28,20 +27,16 @@ def write_flamegraphs(bundle: Bundle, run_dir: Path) -> list[Path]:
     """RUN/flamegraphs/php.svg and native.svg (the `lockdown flamegraph` defaults over the
     whole capture); a kind whose collector was off or saw nothing is left out."""
     written = []
-    php = bundle.manifest.get("php") or {}
     for kind in sorted(KINDS, reverse=True):          # php first: what users open first
+        label = "PHP" if kind == "php" else "Native"
         try:
-            folded = stacks(bundle, kind, counts=True)
+            svg = capture_flamegraph(bundle, kind, f"{label} stacks: {bundle.root.name}")
         except BundleError:
             raise
         except LockdownError:
             continue
-        label = "PHP" if kind == "php" else "Native"
-        opts = FlameOptions(title=f"{label} stacks: {bundle.root.name}",
-                            subtitle="all requests except the xhprof-instrumented ones",
-                            palette=kind, builtins=php_builtins(php))
         out = run_dir / FLAMEGRAPHS / f"{kind}.svg"
         out.parent.mkdir(exist_ok=True)
-        write_text_atomic(out, render_flamegraph(folded, opts))
+        write_text_atomic(out, svg)
         written.append(out)
     return written
