@@ -11,6 +11,7 @@ import pytest
 
 from lockdown.analyzers.findings import Finding, Remediation
 from lockdown.analyzers.stats import compare_paired
+from lockdown.cli.verify import publish
 from lockdown.errors import LockdownError
 from lockdown.harness.ab_bench import pair_order
 from lockdown.remediation.apply import ini_changes
@@ -145,6 +146,35 @@ def test_fs_scan_differential_flame_graph_shows_the_scan_shrinking(scan_verified
     # in the after-widths picture the scan has no width at all
     after = (out / "verify" / "fs-scan" / result["diff_svg"]["php"]).read_text()
     assert "<title>file_scan_directory" not in after
+
+
+def test_a_report_that_cannot_be_rebuilt_costs_a_warning_not_the_verdict(scan_verified, tmp_path, capsys):
+    """verify.json is written before the run's report is rebuilt: when the report cannot be
+    (here analysis.json is damaged), the verdict is still shown and is still the exit status,
+    the old report.html is left as it was, and one line says what to run once it is fixed."""
+    out, v, _, _ = scan_verified
+    run = tmp_path / "run"
+    shutil.copytree(out, run)
+    (run / "analysis.json").write_text('{"subsystems": ')
+    before = (run / "report.html").read_bytes()
+    result = json.loads((run / "verify" / "fs-scan" / "verify.json").read_text())
+    assert publish(run, "fs-scan", result, None) == (0 if result["confirmed"] else 3)
+    shown = capsys.readouterr()
+    warning = shown.err.strip().splitlines()
+    assert len(warning) == 1 and warning[0].startswith("lockdown: warning: report.html not updated: ")
+    assert "analysis.json" in warning[0] and f"lockdown report {run}" in warning[0]
+    assert "CONFIRMED" in shown.out and "report NOT updated" in shown.out
+    assert (run / "report.html").read_bytes() == before
+    # --json: the document says so too
+    doc = tmp_path / "v.json"
+    assert publish(run, "fs-scan", result, doc) == (0 if result["confirmed"] else 3)
+    written = json.loads(doc.read_text())
+    assert written["report"] is None and "analysis.json" in written["report_error"]
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    # once analysis.json is whole again, the same call rebuilds the report
+    shutil.copy(out / "analysis.json", run / "analysis.json")
+    assert publish(run, "fs-scan", result, None) == (0 if result["confirmed"] else 3)
+    assert capsys.readouterr().err == "" and (run / "report.html").read_bytes() != before
 
 
 def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_verified):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import LockdownError
 from ..harness.bench import BenchOptions
 from ..remediation.verify import (distinct, load_run, pick_all, pick_finding, pick_remediations, verify,
                                   verify_key)
@@ -70,12 +71,26 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
     with deadline(timeout):
         result = verify(run, findings, rems, bench, requests, probe=not no_probe, say=say, key=key,
                         each=each)
-    written = run.directory / "verify" / key / "verify.json"
-    report = write_report(run.directory)          # the run's report, now with this verification
+    raise SystemExit(publish(run.directory, key, result, json_out))
+
+
+def publish(run_dir: Path, key: str, result: dict, json_out: Path | None) -> int:
+    """Rewrite RUN/report.html with the verification and show the verdict; returns the exit
+    status, which is the verdict's. verify.json is already written by then, so a report that
+    cannot be rebuilt (a damaged analysis.json, say) costs one warning line, not the
+    measurement: the old report stays as it was and `lockdown report` can be run again."""
+    written = run_dir / "verify" / key / "verify.json"
+    try:
+        report, problem = write_report(run_dir), None
+    except (LockdownError, OSError) as e:
+        report, problem = None, str(e)
+        click.echo(f"lockdown: warning: report.html not updated: {problem}; the verification is saved "
+                   f"in {written}, and `lockdown report {run_dir}` rebuilds the report once that is fixed", err=True)
+    paths = {"verify_json": str(written), "report": report and str(report)}
     if json_out is not None:
-        emit(json_out, {**result, "verify_json": str(written), "report": str(report)})
+        emit(json_out, {**result, **paths, **({"report_error": problem} if problem else {})})
     else:
         click.echo("")
         click.echo(format_verify(result))
-        click.echo(f"\nresults: {written}; report updated: {report}")
-    raise SystemExit(CONFIRMED if result["confirmed"] else NOT_CONFIRMED)
+        click.echo(f"\nresults: {written}; " + (f"report updated: {report}" if report else "report NOT updated"))
+    return CONFIRMED if result["confirmed"] else NOT_CONFIRMED
