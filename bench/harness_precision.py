@@ -20,7 +20,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="wordpress")
     ap.add_argument("--runs", type=int, default=10)
-    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--duration", type=int, default=10,
+                    help="seconds per run (whole seconds, as `lockdown bench` takes)")
     a = ap.parse_args()
     data = lockdown_bench(a.target, "--runs", str(a.runs), "--duration", str(a.duration))
     rps = [r["rps"] for r in data["runs"]]

@@ -19,7 +19,8 @@ def main() -> None:
     ap.add_argument("--target", default="wordpress")
     ap.add_argument("--ini", action="append", default=None, metavar="KEY=VALUE")
     ap.add_argument("--pairs", type=int, default=3)
-    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--duration", type=int, default=10,
+                    help="seconds per run (whole seconds, as `lockdown bench` takes)")
     a = ap.parse_args()
     ini = a.ini or ["opcache.enable=0"]
     variant_args = [x for kv in ini for x in ("--php-ini", kv)]

@@ -1,0 +1,63 @@
+"""The scripts in bench/ run and print what they promise. They are how the project measures
+itself, and nothing else calls them: harness_precision.py and php_ini_effect.py had passed
+`--duration 10.0` to `lockdown bench` since its --duration became whole seconds, and failed
+before their first run without anyone noticing. Each runs here at the smallest size on
+`hello`; the numbers are checked for consistency with each other, never against a timing."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from conftest import REPO, _env
+
+
+def bench_script(home, name: str, *args: str, timeout: float = 300) -> str:
+    """stdout of `python3 bench/NAME ARGS`, which must exit 0."""
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / name), *args], capture_output=True,
+                          text=True, timeout=timeout, env=_env(home), cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return proc.stdout
+
+
+def numbers(line: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?", line)]
+
+
+def test_harness_precision_prints_the_cv_and_the_host_beside_it(home):
+    out = bench_script(home, "harness_precision.py", "--target", "hello", "--runs", "3", "--duration", "1")
+    assert out.startswith("target hello: 3 runs of 1 s at concurrency ")
+    rps = numbers(re.search(r"^rps per run: (.*)$", out, re.M).group(1))
+    assert len(rps) == 3 and min(rps) > 0
+    cv = float(re.search(r"^rps_cv (\d+\.\d+)%  \(min/max ratio (\d\.\d+)\)$", out, re.M).group(1))
+    mean = sum(rps) / 3
+    sd = (sum((x - mean) ** 2 for x in rps) / 2) ** 0.5
+    assert abs(cv - 100 * sd / mean) < 0.2            # the CV of the runs it printed (rounded to 0.1)
+    # three runs are enough to set the host's capacity beside it
+    assert len(numbers(re.search(r"^host speed per run: (.*)$", out, re.M).group(1))) == 3
+    assert re.search(r"^rps_cv / host capacity CV: \d+\.\d\d ", out, re.M)
+
+
+def test_php_ini_effect_prints_the_ratio_of_its_pairs(home):
+    out = bench_script(home, "php_ini_effect.py", "--target", "hello", "--pairs", "1", "--duration", "1",
+                       "--ini", "opcache.enable=0")
+    last = out.strip().splitlines()[-1]
+    m = re.fullmatch(r"hello: baseline (\d+\.\d) req/s, opcache\.enable=0 (\d+\.\d) req/s, ratio (\d\.\d{3})", last)
+    assert m, out
+    base, variant, ratio = map(float, m.groups())
+    assert base > 0 and variant > 0 and abs(ratio - variant / base) < 0.002
+
+
+def test_machine_noise_measures_each_core_count(home):
+    out = bench_script(home, "machine_noise.py", "--runs", "2", "--seconds", "0.3", "--cores", "2")
+    lines = out.strip().splitlines()
+    assert [line.split(" core(s)")[0] for line in lines] == ["1", "2"]
+    for line in lines:
+        lo, mean, hi = map(float, re.search(r"min/mean/max (\S+)/(\S+)/(\S+),", line).groups())
+        assert lo <= mean == 1.0 <= hi                 # work per run, relative to the mean
+
+
+def test_fold_speed_times_lockdowns_folder(home):
+    out = bench_script(home, "fold_speed.py", "--mb", "1", "--repeat", "1")
+    line = next(x for x in out.splitlines() if x.startswith("lockdown fold_perf_text"))
+    assert "(baseline)" in line and numbers(line)[-1] > 0
