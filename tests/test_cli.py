@@ -1,6 +1,9 @@
 """The command line itself: version, help on every command, one-line errors."""
 from lockdown import __version__
 from lockdown.cli.main import main
+from lockdown.cli.reference import reference
+
+from conftest import REPO
 
 
 def test_version(lockdown):
@@ -15,6 +18,15 @@ def test_help_on_every_command(lockdown):
         r = lockdown(name, "--help")
         assert r.returncode == 0, (name, r.stderr)
         assert "Usage: lockdown " + name in r.stdout
+
+
+def test_command_reference_is_the_commands_own_help():
+    """docs/commands.md is every command's --help; a changed option without a regenerated
+    reference fails here (python3 -m lockdown.cli.reference > docs/commands.md)."""
+    committed = (REPO / "docs" / "commands.md").read_text()
+    assert committed == reference(), "docs/commands.md is stale: python3 -m lockdown.cli.reference > docs/commands.md"
+    for name in main.commands:
+        assert f"## lockdown {name}\n" in committed and f"Usage: lockdown {name} " in committed
 
 
 def test_targets_lists_builtins(lockdown):

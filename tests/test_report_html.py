@@ -348,6 +348,12 @@ def test_bad_input_one_line_no_file(home, run_dir, tmp_path, damage, names):
     assert len(lines) == 1 and lines[0].startswith("lockdown: error: "), r.stderr
     assert names in lines[0] and "Traceback" not in r.stderr
     assert list(out_dir.iterdir()) == []
+    # without -o (DIR/report.html): the report already there is left as it was
+    if run.is_dir():
+        (run / "report.html").write_text("the earlier report")
+        r = run_lockdown(home, "report", run)
+        assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1
+        assert (run / "report.html").read_text() == "the earlier report"
 
 
 def test_run_writes_the_report_and_verify_updates_it(home, run_dir, tmp_path):
@@ -355,6 +361,10 @@ def test_run_writes_the_report_and_verify_updates_it(home, run_dir, tmp_path):
     run directory is what `lockdown report DIR` makes now, verification included."""
     own = (run_dir / "report.html").read_text()
     assert own == report_of(home, run_dir, tmp_path / "again.html").read_text()
+    # `lockdown report DIR` alone rewrites that one, the same
+    r = run_lockdown(home, "report", run_dir)
+    assert r.returncode == 0 and r.stdout.strip() == f"wrote {run_dir / 'report.html'}"
+    assert (run_dir / "report.html").read_text() == own
     assert "<h4>Verification: " in own and own.count("Not verified") == own.count('class="finding') - 1
 
 

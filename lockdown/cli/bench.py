@@ -5,7 +5,7 @@ import click
 
 from .. import paths
 from ..errors import LockdownError
-from ..harness.bench import BenchOptions, run_bench
+from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions, run_bench
 from ..harness.loadgen import TOOLS
 from ..progress import for_command
 from ..reports.bench_table import format_bench
@@ -35,9 +35,9 @@ d = BenchOptions()
               help="Measured runs.")
 @click.option("--duration", "-d", type=click.IntRange(1), default=d.duration, show_default=True,
               help="Seconds per measured run (whole seconds: the load generators take no fractions).")
-@click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=True,
+@click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=DEFAULT_WORKERS_TEXT,
               help="Concurrent connections of the load generator.")
-@click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=True,
+@click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=DEFAULT_WORKERS_TEXT,
               help="php-fpm static workers.")
 @click.option("--load", type=click.Choice(TOOLS), default=d.load, show_default=True,
               help="Load generator.")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..harness.bench import BenchOptions
+from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions
 from ..harness.loadgen import TOOLS
 
 
@@ -46,9 +46,9 @@ def ab_options(each: str):
                      help=f"Measured runs per {each} (at least 5), interleaved in pairs."),
         click.option("--duration", "-d", type=click.IntRange(1), default=d.duration, show_default=True,
                      help="Seconds per measured run (whole seconds: the load generators take no fractions)."),
-        click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=True,
+        click.option("--concurrency", "-c", type=click.IntRange(1), default=d.concurrency, show_default=DEFAULT_WORKERS_TEXT,
                      help="Concurrent connections of the load generator."),
-        click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=True,
+        click.option("--workers", "-w", type=click.IntRange(1), default=d.workers, show_default=DEFAULT_WORKERS_TEXT,
                      help=f"php-fpm static workers of each {each}."),
         click.option("--load", type=click.Choice(TOOLS), default=d.load, show_default=True,
                      help="Load generator."),

@@ -27,6 +27,7 @@ from .stack import Stack, StackOptions
 from .toolchain import tool
 
 DEFAULT_WORKERS = max(2, 2 * (os.cpu_count() or 1))
+DEFAULT_WORKERS_TEXT = "twice the CPUs, at least 2"   # how --help names it, on any machine
 
 
 @dataclass
