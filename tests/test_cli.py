@@ -54,3 +54,17 @@ def test_bad_php_ini_option(lockdown):
     r = lockdown("bench", "hello", "--php-ini", "opcache.enable")
     assert r.returncode == 2
     assert "expected KEY=VALUE" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_usage_errors_are_one_line_too(lockdown, tmp_path):
+    """click's usage errors (a bad option value, a missing argument, an unknown command) in
+    the one-line form of every other error, naming the --help to read."""
+    for args, words in ((("analyze", tmp_path, "--top", "0"), "Invalid value for '--top'"),
+                        (("bench",), "Missing argument 'TARGET'"),
+                        (("nosuch",), "No such command 'nosuch'"),
+                        (("report", tmp_path, "-o", tmp_path), "is a directory")):
+        r = lockdown(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("lockdown: error: ") and words in r.stderr, \
+            (args, r.stderr)
+        assert "--help`)" in r.stderr and "Usage:" not in r.stderr

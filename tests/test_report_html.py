@@ -356,6 +356,16 @@ def test_bad_input_one_line_no_file(home, run_dir, tmp_path, damage, names):
         assert (run / "report.html").read_text() == "the earlier report"
 
 
+def test_the_report_is_never_written_over_what_it_reads(home, run_dir, tmp_path):
+    run = copy_run(run_dir, tmp_path / "run")
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    for out in (run / "analysis.json", run / "bundle" / "report.html", run / "findings" / "x.html"):
+        r = run_lockdown(home, "report", run, "-o", out)
+        assert r.returncode == 2 and r.stderr.startswith(f"lockdown: error: -o {out} would write over ")
+        assert r.stderr.count("\n") == 1
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 def test_run_writes_the_report_and_verify_updates_it(home, run_dir, tmp_path):
     """`lockdown run` leaves DIR/report.html; `lockdown verify` rewrites it, so the copy in the
     run directory is what `lockdown report DIR` makes now, verification included."""

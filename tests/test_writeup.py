@@ -98,6 +98,16 @@ def test_writeup_bad_input_and_replacing_earlier_writeups(lockdown, minicms_run,
     r = lockdown("writeup", copy, "-o", other)
     assert r.returncode == 2 and "not empty" in r.stderr and r.stderr.count("\n") == 1
     assert (other / "notes.txt").read_text() == "mine"
+    # earlier write-ups with something else beside them: replacing the directory would delete it
+    (out / "notes.txt").write_text("mine too")
+    r = lockdown("writeup", copy, "-o", out)
+    assert r.returncode == 2 and "notes.txt" in r.stderr and r.stderr.count("\n") == 1
+    assert (out / "notes.txt").read_text() == "mine too" and (out / "SUMMARY.md").is_file()
+    # the run directory itself, or a directory that holds it, is never the output
+    for target in (copy, tmp_path):
+        r = lockdown("writeup", copy, "-o", target)
+        assert r.returncode == 2 and "which this command reads" in r.stderr and r.stderr.count("\n") == 1
+    assert (copy / "findings.json").is_file()
     (copy / "verify" / "fs-scan").mkdir(parents=True)
     (copy / "verify" / "fs-scan" / "verify.json").write_text('{"finding": ')
     r = lockdown("writeup", copy, "-o", tmp_path / "o2")
@@ -111,3 +121,55 @@ def test_writeup_bad_input_and_replacing_earlier_writeups(lockdown, minicms_run,
     r = lockdown("writeup", copy, "-o", tmp_path / "o3")
     assert r.returncode == 2 and "no reprofile.gone_by_finding" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "o3").exists()
+
+
+def test_files_of_the_wrong_shape_are_one_line_for_writeup_and_report(lockdown, minicms_run, tmp_path):
+    """JSON that parses but is not what lockdown wrote (a string where a number was, a list of
+    the wrong things, a key that is a path) is one line naming the run directory, for the
+    write-ups and the report alike; nothing is written."""
+    _, run = minicms_run
+
+    def bench_runs(d):
+        d["runs"] = [1, "x"]
+
+    def share(d):
+        d["findings"][0]["share_pct"] = "x"
+
+    def key(d):
+        d["findings"][0]["key"] = "../escape"
+
+    for name, damage in (("bench.json", bench_runs), ("findings.json", share), ("findings.json", key)):
+        copy = tmp_path / f"run-{damage.__name__}"
+        shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*-run", "verify", "issues"))
+        data = json.loads((copy / name).read_text())
+        damage(data)
+        (copy / name).write_text(json.dumps(data))
+        out = tmp_path / f"issues-{damage.__name__}"
+        r = lockdown("writeup", copy, "-o", out)
+        assert r.returncode == 2 and r.stderr.startswith("lockdown: error: "), (damage.__name__, r.stderr)
+        assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+        assert not out.exists()
+    # the report: analysis.json's query classes with the wrong types
+    copy = tmp_path / "run-classes"
+    shutil.copytree(run, copy, ignore=shutil.ignore_patterns("*-run", "verify", "issues"))
+    analysis = json.loads((copy / "analysis.json").read_text())
+    analysis["queries"]["classes"] = [{"count": "x", "time_total": [], "example": None}]
+    (copy / "analysis.json").write_text(json.dumps(analysis))
+    before = (copy / "report.html").read_bytes()
+    r = lockdown("report", copy)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "unexpected content" in r.stderr, r.stderr
+    assert (copy / "report.html").read_bytes() == before
+
+
+def test_a_copied_run_reads_its_own_bundle(tmp_path):
+    """findings.json names the bundle where it was captured; a copy of the run directory
+    reads the copy beside it, and the named one only when it has none."""
+    from lockdown.reports.run_results import run_bundle
+    named = tmp_path / "original" / "bundle"
+    named.mkdir(parents=True)
+    copy = tmp_path / "copy"
+    (copy / "bundle").mkdir(parents=True)
+    assert run_bundle(copy, {"bundle": str(named)}) == copy / "bundle"
+    (copy / "bundle").rmdir()
+    assert run_bundle(copy, {"bundle": str(named)}) == named
+    assert run_bundle(copy, {"bundle": 5}) == copy / "bundle"

@@ -41,6 +41,28 @@ def deadline(seconds: float | None):
 
 
 class LockdownGroup(click.Group):
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """As click's, but a usage error (bad option value, missing argument) is one line, as
+        every other error is: click's own shows the usage, a hint and the error on four."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as e:    # plain `lockdown`: the help
+            e.show()
+            sys.exit(e.exit_code)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx else "lockdown"
+            click.echo(f"lockdown: error: {e.format_message().rstrip('.')} (see `{where} --help`)", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
     def invoke(self, ctx):
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _raise_terminated)

@@ -10,6 +10,7 @@ import click
 from ..reports.html_report import report_html
 from ..reports.output import write_text_atomic
 from ..reports.run_documents import REPORT
+from .destinations import check_not_input, run_inputs
 from .main import main
 
 
@@ -22,7 +23,8 @@ def report_cmd(run_dir, out):
     """HTML report of DIR (the -o of `lockdown run`): methodology, benchmark with error bars,
     findings with copyable patches and their verification, engine subsystems, time budget per
     URL, hot PHP functions and builtins, query digest, flame graphs and every request."""
-    html = report_html(run_dir)
     out = out or run_dir / REPORT
+    check_not_input(out, run_inputs(run_dir))
+    html = report_html(run_dir)
     write_text_atomic(out, html)
     click.echo(f"wrote {out}")

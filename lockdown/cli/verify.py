@@ -15,6 +15,7 @@ from ..progress import for_command
 from ..reports.run_documents import write_report
 from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option
+from .destinations import check_not_input, run_inputs
 from .main import deadline, main
 from .stack_options import ab_options
 
@@ -58,6 +59,7 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
                                "findings the first remediation of each is applied")
     run = load_run(directory.resolve())
     check_destination(json_out)
+    check_not_input(json_out, run_inputs(run.directory), "--json")
     say = for_command(f"verify {'all' if everything else '+'.join(wanted)}", json_out is not None)
     if everything:
         findings = pick_all(run, say)

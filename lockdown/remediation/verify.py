@@ -30,7 +30,7 @@ from ..harness.profile import ProfileOptions, run_profile
 from ..harness.stack import StackOptions
 from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph
 from ..reports.output import write_json_atomic, write_text_atomic
-from ..reports.run_results import findings_of, read_findings_file
+from ..reports.run_results import findings_of, read_findings_file, run_bundle
 from ..targets.config import Target
 from ..targets.registry import resolve
 from .apply import ini_changes, remedy
@@ -61,7 +61,7 @@ def load_run(directory: Path) -> RunRecord:
         return RunRecord(directory, target, findings, dict(run.get("php_ini", {})),
                          int(run.get("requests", 120)), int(run.get("xhprof_every", 10)),
                          with_defaults(run.get("thresholds")),
-                         Path(data.get("bundle") or directory / "bundle"))
+                         run_bundle(directory, data))
     except (ValueError, KeyError, TypeError) as e:
         raise LockdownError(f"{path}: damaged ({type(e).__name__}: {e}); run `lockdown run` again")
 

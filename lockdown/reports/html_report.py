@@ -15,7 +15,6 @@ script or load anything."""
 from __future__ import annotations
 
 import base64
-import contextlib
 import datetime
 import hashlib
 import json
@@ -34,7 +33,7 @@ from ..errors import LockdownError
 from . import charts
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
-from .run_results import REDO_RUN, RunDirError, read_findings_file, read_json
+from .run_results import REDO_RUN, RunDirError, read_findings_file, read_json, reading, run_bundle
 from .writeup import pages_line
 
 MAX_REQUESTS = 200        # requests in the drill-down (slowest first)
@@ -57,29 +56,12 @@ _CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.S)
 
 # ---------------------------------------------------------------- reading
 
-@contextlib.contextmanager
-def _reading(path: Path, redo: str):
-    """A file whose JSON parses but does not have the shape this report reads becomes one
-    line naming it (instead of a traceback)."""
-    try:
-        yield
-    except LockdownError:
-        raise
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
-        raise RunDirError(f"{path}: unexpected content ({type(e).__name__}: {e}); it was not "
-                          f"written by this lockdown or is damaged; {redo}") from None
-
-
 def _bundle_dir(run_dir: Path, findings: dict) -> Path:
-    """The run's bundle: DIR/bundle, else where findings.json says (a run moved elsewhere
-    keeps its bundle beside it)."""
-    local = run_dir / "bundle"
-    if local.is_dir():
-        return local
-    named = findings.get("bundle")
-    if isinstance(named, str) and Path(named).is_dir():
-        return Path(named)
-    raise RunDirError(f"{local}: missing; the report needs the run's capture bundle "
+    """The run's bundle (run_results.run_bundle), which the report cannot do without."""
+    bundle = run_bundle(run_dir, findings)
+    if bundle.is_dir():
+        return bundle
+    raise RunDirError(f"{run_dir / 'bundle'}: missing; the report needs the run's capture bundle "
                       f"(run `lockdown run TARGET -o DIR` again)")
 
 
@@ -493,7 +475,7 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
         v = None
         if key in verify:
             vpath, data = verify.pop(key)
-            with _reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
+            with reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
                 v = _verification(vpath, data, seen_ids)
         writeup = run["dir"] / "findings" / f"{key}.md"
         details = json.dumps(f.get("details") or {}, indent=1, ensure_ascii=False, default=str)
@@ -514,7 +496,7 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
     orphans = []
     anchor_of = {f["key"]: f["anchor"] for f in out}
     for key, (vpath, data) in sorted(verify.items()):
-        with _reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
+        with reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
             # several findings fixed together (verify --all): each links to its finding
             together = [(_text(g.get("key")), anchor_of.get(g.get("key")))
                         for g in data.get("findings") or [] if isinstance(g, dict)]
@@ -531,21 +513,21 @@ def build_model(run: dict) -> dict:
     redo = run["redo"]
     fpath, apath = run["dir"] / "findings.json", run["dir"] / "analysis.json"
     a = run["analysis"]
-    with _reading(apath, redo):
+    with reading(apath, redo):
         anchors = _anchor_map(a)
     seen_ids = {"ld-php", "ld-native"}
-    with _reading(fpath, redo):
+    with reading(fpath, redo):
         findings, orphans = _findings(run, anchors, seen_ids)
-    with _reading(run["dir"] / "bench.json", redo):
+    with reading(run["dir"] / "bench.json", redo):
         bench = _bench(run["bench"])
-    with _reading(run["bundle"].root / "manifest.json", "the bundle is damaged: capture it again"):
+    with reading(run["bundle"].root / "manifest.json", "the bundle is damaged: capture it again"):
         method = _methodology(run)
     bundle = run["bundle"]
-    with _reading(bundle.root, "the bundle is damaged: capture it again"):
+    with reading(bundle.root, "the bundle is damaged: capture it again"):
         records = {r.id: r for r in bundle.requests()}
         stmts = by_request(bundle.statements())
         flames = [_flame(bundle, "php"), _flame(bundle, "native")]
-    with _reading(apath, redo):
+    with reading(apath, redo):
         model = {"subsystems": _subsystems(a), "budget": _budget(a), "functions": _functions(a),
                  "queries": _queries(a), "requests": _requests(a, records, stmts, anchors, findings),
                  "analysis_requests": a.get("requests"), "left_out": a.get("instrumented_left_out")}
@@ -595,4 +577,7 @@ def render(model: dict) -> str:
 
 def report_html(run_dir: Path) -> str:
     """The report of a run directory, as one HTML document (text)."""
-    return render(build_model(load_run(Path(run_dir))))
+    run_dir = Path(run_dir)
+    run = load_run(run_dir)
+    with reading(run_dir, REDO_RUN):          # a shape the loading checks let through
+        return render(build_model(run))

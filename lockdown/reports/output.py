@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Mapping
 
@@ -11,8 +12,21 @@ from ..errors import LockdownError
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write to a temporary file beside `path` and rename it into place."""
-    path = Path(path)
+    """Write to a temporary file beside `path` and rename it into place. A symlink is
+    followed (its target is replaced, the link stays), and a path that is not a regular file
+    (/dev/stdout, a pipe) is written to directly: renaming over it would replace the device
+    node or link itself."""
+    given, path = str(path), Path(path)
+    if not given or not path.name or path.name in (".", ".."):
+        raise LockdownError(f"cannot write {given!r}: not a file name; choose another -o")
+    try:
+        mode = os.stat(path).st_mode          # follows links, /dev/stdout's to the pipe too
+    except OSError:
+        mode = None                           # nothing there yet (or a link to nothing yet)
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return _write_through(path, text)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8", newline="\n") as f:
@@ -20,6 +34,16 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         tmp.replace(path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
+        raise LockdownError(f"cannot write {path}: {e.strerror or e}; choose another -o")
+    return path
+
+
+def _write_through(path: Path, text: str) -> Path:
+    """A character device or a pipe: no rename, and no half-file to leave behind."""
+    try:
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+    except OSError as e:
         raise LockdownError(f"cannot write {path}: {e.strerror or e}; choose another -o")
     return path
 
@@ -41,7 +65,9 @@ def write_dir_atomic(dest: str | os.PathLike, files: Mapping[str, bytes | str],
     for rel in files:
         parts = Path(rel).parts
         if not parts or Path(rel).is_absolute() or ".." in parts:
-            raise ValueError(f"not a path inside the directory: {rel!r}")
+            # names come from the input (a finding's key, a request id): a damaged one is bad input
+            raise LockdownError(f"cannot write {dest}: {rel!r} is not a file name inside it (a "
+                                f"damaged key or id in the input?)")
     staging = dest.parent / f".{dest.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:

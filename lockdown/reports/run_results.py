@@ -6,9 +6,12 @@ statistic). A damaged file is one clear error naming it.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import jinja2
 
 from ..analyzers.findings import Finding
 from ..errors import LockdownError
@@ -42,6 +45,31 @@ def read_json(path: Path, redo: str, required: bool = True) -> dict | None:
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: not a JSON object; {redo}")
     return data
+
+
+@contextlib.contextmanager
+def reading(path: Path, redo: str):
+    """A file whose JSON parses but does not have the shape lockdown reads (a string where a
+    number was, a missing key a template needs) becomes one line naming it, instead of a
+    traceback from deep inside a report or a write-up."""
+    try:
+        yield
+    except LockdownError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ArithmeticError,
+            jinja2.TemplateError) as e:
+        raise RunDirError(f"{path}: unexpected content ({type(e).__name__}: {e}); it was not "
+                          f"written by this lockdown or is damaged; {redo}") from None
+
+
+def run_bundle(run_dir: Path, findings: dict) -> Path:
+    """The run's bundle: DIR/bundle, else where findings.json says it was captured (a run
+    directory copied elsewhere reads its own copy, not the original's)."""
+    local = Path(run_dir) / "bundle"
+    named = findings.get("bundle")
+    if local.is_dir() or not isinstance(named, str):
+        return local
+    return Path(named)
 
 
 def read_findings_file(run_dir: Path) -> dict:
@@ -91,7 +119,7 @@ def load_results(directory: Path) -> RunResults:
     if not isinstance(data.get("target"), str):
         raise RunDirError(f"{directory / 'findings.json'}: no target name; {REDO_RUN}")
     bench = read_json(directory / "bench.json", REDO_RUN, required=False)
-    bundle = Path(data.get("bundle") or directory / "bundle")
+    bundle = run_bundle(directory, data)
     manifest = read_json(bundle / "manifest.json", REDO_RUN, required=False) or {}
     verified = {}
     vdir = directory / "verify"
