@@ -86,7 +86,12 @@ def test_bad_inputs_get_one_line(lockdown, wordpress_bundle, tmp_path):
     bad = tmp_path / "bad.folded"
     bad.write_text("main;a 1 2 3 x\n")
     cases.append((("flamegraph", "--diff", bad, bad, "-o", tmp_path / "x.svg"), "not a folded-stacks file"))
+    # never over an input: into the bundle, or over a folded file it reads
+    cases += [(("flamegraph", b1, "-o", b1 / "requests.jsonl", "--format", "folded"), "which this command reads"),
+              (("flamegraph", "--diff", bad, bad, "-o", bad, "--format", "svg"), "which this command reads")]
+    inside = {p: p.stat().st_size for p in b1.rglob("*") if p.is_file()}
     for args, message in cases:
         r = lockdown(*args)
         assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.folded"]   # nothing half-written
+    assert {p: p.stat().st_size for p in b1.rglob("*") if p.is_file()} == inside

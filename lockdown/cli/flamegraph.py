@@ -13,6 +13,7 @@ from ..errors import LockdownError
 from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph, render_flamegraph
 from ..reports.output import write_json_atomic, write_text_atomic
 from ..reports.speedscope import to_speedscope
+from .destinations import check_not_input
 from .main import main
 
 FORMATS = ("svg", "folded", "speedscope")
@@ -76,6 +77,7 @@ def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, wid
         raise click.UsageError("give either BUNDLE or --diff BEFORE AFTER, not both")
     if not diff and not bundle:
         raise click.UsageError("give a BUNDLE (or --diff BEFORE AFTER)")
+    check_not_input(out, [bundle, *(diff or ())])
     svg = fmt == "svg"
     scope = f"request {request_id}" if request_id else f"URL {url}" if url else "all requests"
     if diff:
