@@ -1,10 +1,14 @@
 """`lockdown flamegraph` on a real WordPress capture: SVG, folded and speedscope outputs for the
 whole capture, one URL and one request, differential graphs, and clear errors on bad input."""
 import json
+import os
+import subprocess
 import xml.etree.ElementTree as ET
 from collections import Counter
 
 from lockdown.analyzers.folded import read_folded
+
+from conftest import _env, lockdown_argv, lockdown_runner
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -95,3 +99,22 @@ def test_bad_inputs_get_one_line(lockdown, wordpress_bundle, tmp_path):
         assert r.returncode == 2 and message in r.stderr and r.stderr.count("\n") == 1, (args, r.stderr)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.folded"]   # nothing half-written
     assert {p: p.stat().st_size for p in b1.rglob("*") if p.is_file()} == inside
+
+
+def test_folded_stacks_to_dev_stdout(wordpress_bundle, home, tmp_path):
+    """`-o /dev/stdout` writes the document to the command's stdout (a pipe, or a file the
+    shell opened, appended to as `>>` asks), and says "wrote" on stderr, out of the way."""
+    _, b1 = wordpress_bundle
+    file_out = tmp_path / "folded.txt"
+    expected = lockdown_runner(home)("flamegraph", b1, "-o", tmp_path / "ref.folded")
+    assert expected.returncode == 0
+    reference = (tmp_path / "ref.folded").read_text()
+    piped = subprocess.run(lockdown_argv("flamegraph", b1, "-o", "/dev/stdout", "--format", "folded"),
+                           capture_output=True, text=True, env=_env(home), timeout=300)
+    assert piped.returncode == 0 and piped.stdout == reference and piped.stderr == "wrote /dev/stdout\n"
+    file_out.write_text("kept\n")
+    with open(file_out, "a") as f:
+        r = subprocess.run(lockdown_argv("flamegraph", b1, "-o", "/dev/stdout", "--format", "folded"),
+                           stdout=f, stderr=subprocess.PIPE, text=True, env=_env(home), timeout=300)
+    assert r.returncode == 0 and file_out.read_text() == "kept\n" + reference
+    assert os.path.islink("/dev/stdout")            # and the system's link is still a link

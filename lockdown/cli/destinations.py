@@ -3,10 +3,15 @@ or folded stacks written into the bundle they came from would succeed and destro
 and every later command would then fail on it."""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Iterable
 
+import click
+
 from ..errors import LockdownError
+from ..reports.output import is_special
 
 
 def check_not_input(out: Path | None, inputs: Iterable[Path | None], option: str = "-o") -> None:
@@ -26,6 +31,16 @@ def check_not_input(out: Path | None, inputs: Iterable[Path | None], option: str
         if target in source.parents:
             raise LockdownError(f"{option} {out} holds {given}, which this command reads; "
                                 f"choose another {option}")
+
+
+def say_written(out: Path) -> None:
+    """"wrote OUT" on stdout, or on stderr when OUT is not a plain file (`-o /dev/stdout`, a
+    pipe): there it would land in the middle of the document itself."""
+    try:
+        plain = stat.S_ISREG(os.stat(out).st_mode) and not is_special(out)
+    except OSError:
+        plain = False
+    click.echo(f"wrote {out}", err=not plain)
 
 
 def run_inputs(run_dir: Path) -> list[Path]:

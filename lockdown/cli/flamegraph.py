@@ -13,7 +13,7 @@ from ..errors import LockdownError
 from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph, render_flamegraph
 from ..reports.output import write_json_atomic, write_text_atomic
 from ..reports.speedscope import to_speedscope
-from .destinations import check_not_input
+from .destinations import check_not_input, say_written
 from .main import main
 
 FORMATS = ("svg", "folded", "speedscope")
@@ -104,4 +104,4 @@ def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, wid
                                 palette="php" if kind == "php" else "native",
                                 builtins=php_builtins(php))
             write_text_atomic(out, render_flamegraph(folded, opts))
-    click.echo(f"wrote {out}")
+    say_written(out)

@@ -10,7 +10,7 @@ import click
 from ..reports.html_report import report_html
 from ..reports.output import write_text_atomic
 from ..reports.run_documents import REPORT
-from .destinations import check_not_input, run_inputs
+from .destinations import check_not_input, run_inputs, say_written
 from .main import main
 
 
@@ -27,4 +27,4 @@ def report_cmd(run_dir, out):
     check_not_input(out, run_inputs(run_dir))
     html = report_html(run_dir)
     write_text_atomic(out, html)
-    click.echo(f"wrote {out}")
+    say_written(out)

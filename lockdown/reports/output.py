@@ -23,7 +23,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         mode = os.stat(path).st_mode          # follows links, /dev/stdout's to the pipe too
     except OSError:
         mode = None                           # nothing there yet (or a link to nothing yet)
-    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+    if is_special(path) or mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
         return _write_through(path, text)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
@@ -38,11 +38,19 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
+def is_special(path: Path) -> bool:
+    """/dev/stdout, /dev/fd/3, /proc/self/fd/1: written to, never renamed over."""
+    return str(Path(path).absolute()).startswith(("/dev/", "/proc/"))
+
+
 def _write_through(path: Path, text: str) -> Path:
-    """A character device or a pipe: no rename, and no half-file to leave behind."""
+    """A character device or a pipe: no rename, and no half-file to leave behind. Appended:
+    /dev/stdout may be a file the shell opened (`>` emptied it already, `>>` must keep it)."""
     try:
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
+        with open(path, "a", encoding="utf-8", newline="\n") as f:
             f.write(text)
+    except BrokenPipeError:
+        pass                                  # the reader stopped early (`| head`): its choice
     except OSError as e:
         raise LockdownError(f"cannot write {path}: {e.strerror or e}; choose another -o")
     return path
