@@ -1,4 +1,7 @@
 """Analysis of bundles: engine subsystems from native frames, and the time budget."""
+import pytest
+
+from lockdown.analyzers.analysis import SelectionError, select
 from lockdown.analyzers.budget import request_budgets
 from lockdown.analyzers.subsystems import CATEGORIES, categorise, load_rules
 from lockdown.bundle.model import PerfSample, RequestRecord, Statement
@@ -74,3 +77,18 @@ def test_xhprof_exclusive_time_and_builtins():
     assert t["str_replace"]["calls"] == 34 and t["str_replace"]["allocations"] == 68
     rows = hot_builtins([profile, profile], ["str_replace", "strlen"], ["PDO"])
     assert [(b.name, b.calls, b.exclusive_us) for b in rows] == [("str_replace", 68, 500), ("PDO::query", 6, 500)]
+
+
+def test_selection_errors_name_what_was_asked():
+    rs = [RequestRecord(id=f"r{i}", pid=1, method="GET", uri=u, status=200, start_ns=0, end_ns=1, start_unix=0,
+                        wall_us=1, cpu_us=1, peak_memory=1, instrumented=False, url=u)
+          for i, u in enumerate(["/", "/a"])]
+    assert select(rs, url="/a") == rs[1:] and select(rs, request="r0") == rs[:1]
+    with pytest.raises(SelectionError, match=r"^B/requests.jsonl holds no requests; capture again$"):
+        select([], source="B/requests.jsonl")
+    with pytest.raises(SelectionError, match=r"^no request '' in this bundle \(it has e.g. r0, r1\)"):
+        select(rs, request="")
+    with pytest.raises(SelectionError, match=r"^no URL '' in this bundle \(it has e.g. /, /a\)"):
+        select(rs, url="")
+    with pytest.raises(SelectionError, match=r"^no request 'r0' for URL '/a' in this bundle"):
+        select(rs, request="r0", url="/a")

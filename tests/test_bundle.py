@@ -1,10 +1,82 @@
 """Bundles on disk: a real (small) capture, then every kind of damage a reader must reject
-with one line naming the file."""
+with one line naming the file. Most damage is "rehashed": the manifest rewritten to match the
+damaged files, so that only the readers' own checks of encoding, JSON and shapes can catch it."""
+import hashlib
 import json
+import math
+import re
 import shutil
 
 import pytest
 
+from lockdown.bundle.model import ExcimerProfile, PerfSample, RecordError, RequestRecord, Statement
+from lockdown.bundle.store import strict_json
+
+
+def _rehashed(*edits):
+    """A damage function: the edits, then the manifest made to match every file of the bundle."""
+    def damage(b):
+        for edit in edits:
+            edit(b)
+        m = json.loads((b / "manifest.json").read_text())
+        m["files"] = {str(p.relative_to(b)): {"bytes": p.stat().st_size,
+                                              "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+                      for p in sorted(b.rglob("*")) if p.is_file() and p.name != "manifest.json"}
+        (b / "manifest.json").write_text(json.dumps(m))
+    return damage
+
+
+def _poke(p, offset, byte):
+    data = bytearray(p.read_bytes())
+    data[offset] = byte
+    p.write_bytes(bytes(data))
+
+
+def _set(rel, field, value, then=None):
+    """An edit: `field` of the first record of `rel` set to `value` (deleted for ...), and the
+    line's text passed through `then` (for JSON that json.dumps does not write)."""
+    def edit(b):
+        lines = (b / rel).read_text().splitlines()
+        d = json.loads(lines[0])
+        if value is ...:
+            del d[field]
+        else:
+            d[field] = value
+        lines[0] = then(json.dumps(d)) if then else json.dumps(d)
+        (b / rel).write_text("".join(line + "\n" for line in lines))
+    return edit
+
+
+def _write(rel, text):
+    """An edit: file `rel` (the first xhprof profile for "xhprof") replaced by `text`."""
+    def edit(b):
+        p = sorted((b / "xhprof").iterdir())[0] if rel == "xhprof" else b / rel
+        p.parent.mkdir(exist_ok=True)
+        p.write_text(text)
+    return edit
+
+
+def _manifest(change):
+    def edit(b):
+        m = json.loads((b / "manifest.json").read_text())
+        change(m)
+        (b / "manifest.json").write_text(json.dumps(m))
+    return edit
+
+
+# The hello capture has no perf and no statements: those files are written whole.
+SAMPLE = {"time_ns": 1, "pid": 2, "tid": 2, "comm": "php-fpm8.2", "period": 10, "request": None,
+          "frames": [["2c7780", "_emalloc", 112, "/usr/sbin/php-fpm8.2"]]}
+STATEMENT = {"seq": 0, "request": None, "attribution": "none", "thread_id": 1, "schema": "", "sql": "SELECT 1",
+             "duration_us": 1, "lock_us": 0, "rows_sent": 1, "rows_examined": 0, "rows_affected": 0,
+             "timestamp": 1, "candidates": []}
+
+
+def _record(rel, base, **fields):
+    return _write(rel, json.dumps({**base, **fields}) + "\n")
+
+
+EXCIMER_INDEX = _rehashed(_set("excimer.jsonl", "stacks", ["a"]), _set("excimer.jsonl", "samples", [[1, 1, 5]]))
 BUNDLE_ERRORS = [
     ("truncated", lambda b: _truncate(b / "requests.jsonl"), "requests.jsonl: ", "truncated or damaged"),
     ("missing file", lambda b: (b / "excimer.jsonl").unlink(), "excimer.jsonl: missing from the bundle", ""),
@@ -12,6 +84,53 @@ BUNDLE_ERRORS = [
     ("damaged manifest", lambda b: (b / "manifest.json").write_text("{\"format\": "), "manifest.json: damaged", ""),
     ("other version", lambda b: _set_version(b, 99), "bundle format version 99 is not supported", ""),
     ("flipped bytes", lambda b: _flip(b / "requests.jsonl"), "requests.jsonl: content differs", ""),
+    # encoding and JSON
+    ("not utf-8 in a record", _rehashed(lambda b: _poke(b / "requests.jsonl", 8, 0xFF)),
+     "requests.jsonl line 1: not UTF-8 text", "capture it again"),
+    ("not utf-8 in xhprof", _rehashed(lambda b: _poke(sorted((b / "xhprof").iterdir())[0], 3, 0xFF)),
+     "cannot read the xhprof profile (not UTF-8 text", ""),
+    ("not utf-8 in the manifest", lambda b: _poke(b / "manifest.json", 3, 0xFF),
+     "manifest.json: damaged (not UTF-8 text", ""),
+    ("NaN", _rehashed(_set("requests.jsonl", "wall_us", math.nan)),
+     "requests.jsonl line 1: damaged JSON (NaN is not a number)", ""),
+    ("float overflow", _rehashed(_set("requests.jsonl", "start_unix", 0.125, lambda t: t.replace("0.125", "1e999"))),
+     "requests.jsonl line 1: damaged JSON (number 1e999 is too large)", ""),
+    # record fields
+    ("null int", _rehashed(_set("requests.jsonl", "wall_us", None)),
+     "requests.jsonl line 1: field wall_us is not an int (null)", ""),
+    ("int beyond 64 bits", _rehashed(_set("requests.jsonl", "pid", 2**64)), "field pid is not an int", ""),
+    ("int for a bool", _rehashed(_set("requests.jsonl", "instrumented", 1)),
+     "field instrumented is not true or false (1)", ""),
+    ("missing field", _rehashed(_set("requests.jsonl", "id", ...)), "requests.jsonl line 1: field id is missing", ""),
+    ("excimer stack index", EXCIMER_INDEX,
+     "excimer.jsonl line 1: field samples: item 0 is not [time ns, weight >= 0, stack index < 1]", ""),
+    ("excimer negative weight",
+     _rehashed(_set("excimer.jsonl", "stacks", ["a"]), _set("excimer.jsonl", "samples", [[1, -1, 0]])),
+     "excimer.jsonl line 1: field samples: item 0", ""),
+    ("excimer stack not text", _rehashed(_set("excimer.jsonl", "stacks", [5])),
+     "field stacks is not a list of strings ([5])", ""),
+    ("perf frames null", _rehashed(_record("perf/samples.jsonl", SAMPLE, frames=None)),
+     "perf/samples.jsonl line 1: field frames is not a list (null)", ""),
+    ("perf address not hex", _rehashed(_record("perf/samples.jsonl", SAMPLE, frames=[["zz", "f", None, "/x.so"]])),
+     "field frames: item 0 is not [address hex, symbol, offset or null, dso]", ""),
+    ("statement attribution", _rehashed(_record("statements.jsonl", STATEMENT, attribution="maybe")),
+     "statements.jsonl line 1: field attribution is \"maybe\", not one of", ""),
+    # whole files
+    ("xhprof null", _rehashed(_write("xhprof", "null")), "cannot read the xhprof profile (not an object (null))", ""),
+    ("xhprof a list", _rehashed(_write("xhprof", "[1, 2]")), "cannot read the xhprof profile (not an object", ""),
+    ("xhprof count not a number", _rehashed(_write("xhprof", '{"main()": {"ct": "x", "wt": 1}}')),
+     "entry 'main()': ct is not a number", ""),
+    ("build ids a list", _rehashed(_write("perf/buildids.json", '["a"]')),
+     "perf/buildids.json: not an object of DSO path -> build id strings", ""),
+    ("build ids truncated", _rehashed(_write("perf/buildids.json", '{"/usr/sbin/php-fpm8.2": "8e85')),
+     "perf/buildids.json: cannot read the build ids (damaged JSON", ""),
+    # the manifest
+    ("manifest target", _manifest(lambda m: m.update(target="hello")), "manifest.json: target is not an object", ""),
+    ("manifest function list", _manifest(lambda m: m["php"].update(internal_functions=[1, 2])),
+     "php.internal_functions is not a list of strings or null", ""),
+    ("manifest file outside", _manifest(lambda m: m["files"].update({"../x": {"bytes": 1, "sha256": ""}})),
+     "files lists '../x', not a path inside the bundle", ""),
+    ("manifest version true", _manifest(lambda m: m.update(version=True)), "version true is not a number", ""),
 ]
 
 
@@ -82,3 +201,87 @@ def test_damaged_bundle_is_one_line(lockdown, hello_bundle, tmp_path, name, dama
 def test_not_a_bundle(lockdown, tmp_path):
     r = lockdown("validate", tmp_path / "nothing")
     assert r.returncode == 2 and "no such bundle directory" in r.stderr
+
+
+def test_validate_takes_a_request_without_a_receive_time(lockdown, hello_bundle, tmp_path):
+    b = tmp_path / "b"
+    shutil.copytree(hello_bundle, b)
+    # int | None: well typed; the perf check (client windows) reads it
+    _rehashed(_set("requests.jsonl", "client_end_ns", None),
+              _manifest(lambda m: m["capture"]["collect"].append("perf")))(b)
+    r = lockdown("validate", b)
+    assert r.returncode in (0, 1) and "Traceback" not in r.stderr, r.stderr
+
+
+READERS = {"analyze": lambda b, out: ("analyze", b),
+           "flamegraph": lambda b, out: ("flamegraph", b, "-o", out / "php.svg"),
+           "export": lambda b, out: ("export", b, "-o", out / "export")}
+READER_ERRORS = [
+    # analyze, flamegraph and export check only sizes: damage that keeps them must still be one line
+    (command, *case) for case in [
+        ("not utf-8, same size", lambda b: _poke(b / "requests.jsonl", 8, 0xFF),
+         "requests.jsonl line 1: not UTF-8 text"),
+        ("no requests", _rehashed(_write("requests.jsonl", "")), "requests.jsonl holds no requests; capture again"),
+    ] for command in READERS
+] + [(command, "excimer stack index", EXCIMER_INDEX, "excimer.jsonl line 1: field samples: item 0")
+     for command in ("analyze", "flamegraph")]
+
+
+@pytest.mark.parametrize("command,name,damage,message", READER_ERRORS,
+                         ids=[f"{e[0]}-{e[1]}" for e in READER_ERRORS])
+def test_readers_reject_damage_in_one_line(lockdown, hello_bundle, tmp_path, command, name, damage, message):
+    b = tmp_path / "b"
+    shutil.copytree(hello_bundle, b)
+    damage(b)
+    r = lockdown(*READERS[command](b, tmp_path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    assert r.stderr.startswith("lockdown: error: ") and message in r.stderr, r.stderr
+
+
+# --- records, without a capture ----------------------------------------------------------------
+
+REQUEST = {"id": "r1", "pid": 1, "method": "GET", "uri": "/", "status": 200, "start_ns": 0, "end_ns": 10,
+           "start_unix": 1.5, "wall_us": 10, "cpu_us": 5, "peak_memory": 1, "instrumented": False}
+
+
+@pytest.mark.parametrize("kind,base,changes,message", [
+    (RequestRecord, REQUEST, {"status": True}, "field status is not an int (true)"),
+    (RequestRecord, REQUEST, {"wall_us": 1.0}, "field wall_us is not an int (1.0)"),
+    (RequestRecord, REQUEST, {"start_ns": -2**63 - 1}, "field start_ns is not an int"),
+    (RequestRecord, REQUEST, {"start_unix": math.inf}, "field start_unix is not a number"),
+    (RequestRecord, REQUEST, {"start_unix": 1e30}, "field start_unix is not a time in seconds since 1970"),
+    (RequestRecord, REQUEST, {"url": 5}, "field url is not a string or null (5)"),
+    (RequestRecord, REQUEST, {"db_threads": [1, "2"]}, "field db_threads is not a list of ints or null"),
+    (Statement, STATEMENT, {"candidates": "r1"}, "field candidates is not a list of strings"),
+    (PerfSample, SAMPLE, {"frames": [["ff", "f", -1, "/x.so"]]}, "field frames: item 0 is not [address hex"),
+    (PerfSample, SAMPLE, {"frames": [["ff f", "f", None, "/x.so"]]}, "field frames: item 0"),
+    (PerfSample, SAMPLE, {"frames": [["f" * 17, "f", None, "/x.so"]]}, "field frames: item 0"),
+    (PerfSample, SAMPLE, {"frames": [["ff", "f", None]]}, "field frames: item 0"),
+    (ExcimerProfile, {"request": "r1", "pid": 1, "stacks": ["a"]}, {"samples": [[1, 1, 0], [2, math.nan, 0]]},
+     "field samples: item 1 is not"),
+    (ExcimerProfile, {"request": "r1", "pid": 1, "stacks": ["a"]}, {"samples": [[1, 2**63, 0]]},
+     "field samples: item 0 is not"),
+    (ExcimerProfile, {"request": "r1", "pid": 1, "stacks": ["a"]}, {"samples": [[1, 1, True]]},
+     "field samples: item 0 is not"),
+])
+def test_records_reject_wrong_types(kind, base, changes, message):
+    with pytest.raises(RecordError, match=re.escape(message)):
+        kind.from_json({**base, **changes})
+
+
+def test_records_take_what_writers_write():
+    r = RequestRecord.from_json({**REQUEST, "start_unix": 2, "url": None, "db_threads": [7], "later": "x"})
+    assert (r.start_unix, r.url, r.db_threads) == (2, None, [7])       # an int is a number; unknown fields ignored
+    p = ExcimerProfile.from_json({"request": "r1", "pid": 1, "stacks": ["a", "a;b"],
+                                  "samples": [[1, 1, 0], [2, 2.5, 1]]})
+    assert p.folded() == {"a": 1, "a;b": 2.5}
+    top = ["ffffffffffffffff", "[unknown]", None, "[unknown]"]
+    s = PerfSample.from_json({**SAMPLE, "frames": [top, *SAMPLE["frames"]]})
+    assert len(s.frames) == 2 and PerfSample.from_json({**SAMPLE, "frames": []}).frames == []
+
+
+@pytest.mark.parametrize("text", [b'{"a": NaN}', b'[Infinity]', b'[-Infinity]', b'[1e999]', b'["\xff"]'])
+def test_strict_json_rejects_what_no_writer_writes(text):
+    with pytest.raises(ValueError):
+        strict_json(text)

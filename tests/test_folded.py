@@ -246,12 +246,28 @@ def test_read_sums_repeats_and_skips_empty_lines(tmp_path):
     ("a;b -1\n", 1),
     (" 5\n", 1),
     ("a 1\nb 2\na;b 1 2\n", 3),          # differential input: two counts
-])
+    ("a 1\nb " + "9" * 400 + "\n", 2),    # beyond a float: the renderers' arithmetic overflows
+    ("a " + "9" * 400 + ".5\n", 1),        # float() gives inf
+    ("a " + "9" * 5000 + "\n", 1),         # more digits than int() takes
+    ("a 1" + "0" * 308 + "\nb 1" + "0" * 308 + "\n", 2),     # each fits, the total does not
+], ids=lambda v: repr(v[:30]) if isinstance(v, str) else str(v))
 def test_read_rejects_malformed_lines(tmp_path, text, line):
     path = tmp_path / "bad.folded"
     path.write_bytes(text.encode())
     with pytest.raises(ValueError, match=rf"line {line}\b"):
         read_folded(path)
+
+
+def test_flamegraph_of_a_folded_file_rejects_what_is_not_finite(lockdown, tmp_path):
+    path = tmp_path / "in.folded"
+    path.write_text("a;b 1\n", encoding="utf-8")
+    r = lockdown("flamegraph", path, "-o", tmp_path / "x.svg", "--minwidth", "nan")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--minwidth" in r.stderr, r.stderr
+    path.write_text("a;b 1\nc " + "9" * 400 + ".5\n", encoding="utf-8")
+    for out in ("x.svg", "x.folded"):
+        r = lockdown("flamegraph", path, "-o", tmp_path / out)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "line 2" in r.stderr, r.stderr
+        assert not (tmp_path / out).exists()
 
 
 # --- speedscope ------------------------------------------------------------------------------

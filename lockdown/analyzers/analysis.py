@@ -5,6 +5,7 @@ request, so the same tables answer "where does this site spend time", "and on th
 in this request"."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import asdict
 
@@ -20,20 +21,27 @@ class SelectionError(LockdownError):
     """--request or --url names nothing in the bundle."""
 
 
-def select(requests: list, request: str | None = None, url: str | None = None) -> list:
-    """The requests a view covers; one clear error when the selection is empty."""
+def select(requests: list, request: str | None = None, url: str | None = None,
+           source: str | os.PathLike = "the bundle's requests.jsonl") -> list:
+    """The requests a view covers; one clear error when the selection is empty. `source` is
+    the bundle's requests file, named when it holds no request at all."""
+    if not requests:
+        raise SelectionError(f"{source} holds no requests; capture again")
     chosen = [r for r in requests if (request is None or r.id == request)
               and (url is None or (r.url or r.uri) == url)]
     if not chosen:
-        what = f"request {request!r}" if request else f"URL {url!r}"
-        known = sorted({r.url or r.uri for r in requests})[:5] if url else [r.id for r in requests[:3]]
-        raise SelectionError(f"no {what} in this bundle (it has e.g. {', '.join(known) or 'none'}); "
+        if request is not None:
+            what = f"request {request!r}" + (f" for URL {url!r}" if url is not None else "")
+            known = [r.id for r in requests[:3]]
+        else:
+            what, known = f"URL {url!r}", sorted({r.url or r.uri for r in requests})[:5]
+        raise SelectionError(f"no {what} in this bundle (it has e.g. {', '.join(known)}); "
                              f"see `lockdown analyze BUNDLE --json` for the list")
     return chosen
 
 
 def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str | None = None) -> dict:
-    requests = select(bundle.requests(), request, url)
+    requests = select(bundle.requests(), request, url, bundle.root / "requests.jsonl")
     ids = {r.id for r in requests}
     whole = request is None and url is None
     instrumented = {r.id for r in requests if r.instrumented}

@@ -57,6 +57,7 @@ Output: stacks joined with ";", sorted by code point (Perl `cmp`), `stack count`
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -302,8 +303,10 @@ _TRAILING_COUNT = re.compile(r"\s\d+(?:\.\d*)?$", re.ASCII)
 
 def read_folded(path: str | os.PathLike) -> dict[str, Number]:
     """Folded file -> {stack: count}; repeated stacks are summed, empty lines skipped. Anything
-    else that is not `stack count` raises ValueError naming the line."""
+    else that is not `stack count` raises ValueError naming the line, and so does a count that
+    would make the total overflow a float (the renderers work in floats)."""
     out: dict[str, Number] = {}
+    total: Number = 0
     with open(path, encoding="utf-8") as f:
         for n, raw in enumerate(f, 1):
             line = raw.rstrip("\n")
@@ -315,6 +318,20 @@ def read_folded(path: str | os.PathLike) -> dict[str, Number]:
             stack, count = m.groups()
             if _TRAILING_COUNT.search(stack):
                 raise ValueError(f"{path} line {n}: two counts (differential input): {line[:80]!r}")
-            value: Number = float(count) if "." in count else int(count)
+            try:
+                value: Number = float(count) if "." in count else int(count)
+            except ValueError:                  # more digits than int() takes
+                value = math.inf
+            total += value
+            if not _finite(total):
+                raise ValueError(f"{path} line {n}: count {count[:20]}{'...' if len(count) > 20 else ''} "
+                                 f"is too large (the counts must add up to a finite number)")
             out[stack] = out.get(stack, 0) + value
     return out
+
+
+def _finite(v: Number) -> bool:
+    try:
+        return math.isfinite(v)
+    except OverflowError:                       # an int beyond the range of a float
+        return False

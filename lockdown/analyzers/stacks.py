@@ -15,7 +15,7 @@ KINDS = ("native", "php")
 
 
 def request_ids(bundle: Bundle, request: str | None = None, url: str | None = None) -> set[str]:
-    chosen = select(bundle.requests(), request, url)
+    chosen = select(bundle.requests(), request, url, bundle.root / "requests.jsonl")
     if request is None:
         chosen = [r for r in chosen if not r.instrumented]
     return {r.id for r in chosen}

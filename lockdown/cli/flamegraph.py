@@ -2,6 +2,7 @@
 and differential flame graphs of two captures."""
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
@@ -31,6 +32,14 @@ def _format_of(out: Path, given: str | None) -> str:
         return "folded"
     raise LockdownError(f"cannot tell the format from {out.name!r}: name it .svg, .folded or .json, "
                         f"or give --format {'|'.join(FORMATS)}")
+
+
+def _finite(ctx, param, value: float) -> float:
+    """click's FloatRange(0) lets nan through (every comparison with it is false) and inf (no
+    upper bound); neither is a width."""
+    if not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number")
+    return value
 
 
 def _stacks_of(source: Path, kind: str, request, url, counts: bool) -> tuple[dict, dict]:
@@ -63,7 +72,7 @@ def _stacks_of(source: Path, kind: str, request, url, counts: bool) -> tuple[dic
                    "show, in blue).")
 @click.option("--reverse", is_flag=True, help="Merge stacks from the leaf: who calls the hot functions.")
 @click.option("--inverted", is_flag=True, help="Icicle graph: root at the top.")
-@click.option("--minwidth", type=click.FloatRange(0), default=0.1, show_default=True,
+@click.option("--minwidth", type=click.FloatRange(0), default=0.1, show_default=True, callback=_finite,
               help="Leave out frames narrower than this many pixels.")
 @click.option("--width", type=click.IntRange(200), default=1200, show_default=True, help="SVG width in pixels.")
 @click.option("--title", help="Title of the graph.")
