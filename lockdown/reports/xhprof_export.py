@@ -82,7 +82,7 @@ def profiled(bundle: Bundle, request: str | None = None,
         raise LockdownError(f"{bundle.root}: no xhprof profiles in this bundle (captured without the "
                             f"xhprof collector or with --xhprof-every 0); capture again with "
                             f"`lockdown profile TARGET --xhprof-every N`")
-    chosen = select(bundle.requests(), request, url)
+    chosen = select(bundle.requests(), request, url, bundle.root / "requests.jsonl")
     pairs = [(r, bundle.xhprof(r.id)) for r in chosen if r.id in have]
     if not pairs:
         what = f"request {request!r}" if request else f"URL {url!r}"
