@@ -103,7 +103,10 @@ def test_writeup_bad_input_and_replacing_earlier_writeups(lockdown, minicms_run,
     r = lockdown("writeup", copy, "-o", out)
     assert r.returncode == 2 and "notes.txt" in r.stderr and r.stderr.count("\n") == 1
     assert (out / "notes.txt").read_text() == "mine too" and (out / "SUMMARY.md").is_file()
-    # the run directory itself, or a directory that holds it, is never the output
+    # the run directory itself, or a directory that holds it, is never the output; a new
+    # directory inside it is (make demo writes DIR/issues)
+    r = lockdown("writeup", copy, "-o", copy / "issues")
+    assert r.returncode == 0 and (copy / "issues" / "SUMMARY.md").is_file(), r.stderr
     for target in (copy, tmp_path):
         r = lockdown("writeup", copy, "-o", target)
         assert r.returncode == 2 and "which this command reads" in r.stderr and r.stderr.count("\n") == 1

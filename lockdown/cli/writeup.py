@@ -51,7 +51,7 @@ def writeup_cmd(directory, out):
     """Write the lockdown issues of the run in DIRECTORY: one markdown file per finding (title,
     where it is hot, evidence, proposed change, measured effect, how to reproduce) and
     SUMMARY.md (headline, methodology, baseline, results per fix, what did not pan out)."""
-    check_not_input(out, [directory, *run_inputs(directory)])
+    check_not_input(out, run_inputs(directory))     # DIR/issues is fine, DIR itself is not
     results = load_results(directory.resolve())
     with reading(directory, REDO_RUN):
         files = writeups(results)
