@@ -11,7 +11,7 @@ from ..progress import for_command
 from ..reports.bench_table import format_bench
 from ..reports.output import write_json_atomic
 from ..targets.registry import resolve
-from .destinations import check_not_input
+from .destinations import check_not_input, target_inputs
 from .json_output import check_destination, deliver, json_option
 from .main import deadline, main
 from .stack_options import stack_options
@@ -61,7 +61,7 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
         hooks={"before-warmup": exec_before_warmup, "after-warmup": exec_after_warmup,
                "after-benchmark": exec_after_benchmark})
     check_destination(json_out)
-    check_not_input(json_out, [t.directory, t.app_source, t.app_files], "--json")
+    check_not_input(json_out, target_inputs(t), "--json")
     if run_dir is not None:
         run_dir.mkdir(parents=True, exist_ok=True)
     run_dir = (run_dir or paths.new_run_dir(t.name, "bench")).resolve()

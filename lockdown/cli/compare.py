@@ -18,7 +18,7 @@ from ..reports.compare_text import format_compare
 from ..reports.output import write_json_atomic
 from ..targets.registry import resolve
 from .bench import parse_ini
-from .destinations import check_not_input
+from .destinations import check_not_input, target_inputs
 from .json_output import check_destination, deliver, json_option
 from .main import deadline, main
 from .stack_options import ab_options
@@ -52,7 +52,7 @@ def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers,
     opts = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                         load=load, warmup_duration=warmup_duration)
     check_destination(json_out)
-    check_not_input(json_out, [t.directory, t.app_source, t.app_files], "--json")
+    check_not_input(json_out, target_inputs(t), "--json")
     directory = paths.new_run_dir(t.name, "compare") if run_dir is None else paths.empty_dir(run_dir, "--run-dir")
     say = for_command(f"compare {t.name}", json_out is not None)
     with deadline(timeout):

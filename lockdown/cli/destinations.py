@@ -3,15 +3,13 @@ or folded stacks written into the bundle they came from would succeed and destro
 and every later command would then fail on it."""
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Iterable
 
 import click
 
 from ..errors import LockdownError
-from ..reports.output import is_special
+from ..reports.output import writes_through
 
 
 def check_not_input(out: Path | None, inputs: Iterable[Path | None], option: str = "-o") -> None:
@@ -34,13 +32,15 @@ def check_not_input(out: Path | None, inputs: Iterable[Path | None], option: str
 
 
 def say_written(out: Path) -> None:
-    """"wrote OUT" on stdout, or on stderr when OUT is not a plain file (`-o /dev/stdout`, a
+    """"wrote OUT" on stdout, or on stderr when OUT was written through (`-o /dev/stdout`, a
     pipe): there it would land in the middle of the document itself."""
-    try:
-        plain = stat.S_ISREG(os.stat(out).st_mode) and not is_special(out)
-    except OSError:
-        plain = False
-    click.echo(f"wrote {out}", err=not plain)
+    click.echo(f"wrote {out}", err=writes_through(out))
+
+
+def target_inputs(target) -> list[Path | None]:
+    """What a command that runs a target reads of it: the target's directory and the app's
+    source (a file written there would also change the hash its prepared install is kept by)."""
+    return [target.directory, target.app_source, target.app_files]
 
 
 def run_inputs(run_dir: Path) -> list[Path]:

@@ -19,11 +19,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     given, path = str(path), Path(path)
     if not given or not path.name or path.name in (".", ".."):
         raise LockdownError(f"cannot write {given!r}: not a file name; choose another -o")
-    try:
-        mode = os.stat(path).st_mode          # follows links, /dev/stdout's to the pipe too
-    except OSError:
-        mode = None                           # nothing there yet (or a link to nothing yet)
-    if is_special(path) or mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+    if writes_through(path):
         return _write_through(path, text)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
@@ -38,9 +34,18 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     return path
 
 
-def is_special(path: Path) -> bool:
-    """/dev/stdout, /dev/fd/3, /proc/self/fd/1: written to, never renamed over."""
-    return str(Path(path).absolute()).startswith(("/dev/", "/proc/"))
+def writes_through(path: Path) -> bool:
+    """Whether `path` is written to in place rather than renamed over: anything under /dev or
+    /proc (/dev/stdout, /dev/fd/3) and anything there that is neither a regular file nor a
+    directory (a pipe, a device). Links are followed, /dev/stdout's to the pipe too; nothing
+    there yet (or a link to nothing yet) is a new regular file."""
+    if str(Path(path).absolute()).startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 def _write_through(path: Path, text: str) -> Path:
