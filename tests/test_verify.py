@@ -13,7 +13,7 @@ from lockdown.analyzers.findings import Finding, Remediation
 from lockdown.analyzers.stats import compare_paired
 from lockdown.cli.verify import publish
 from lockdown.errors import LockdownError
-from lockdown.harness.ab_bench import pair_order
+from lockdown.harness.ab_bench import arm_order, pair_order
 from lockdown.remediation.apply import ini_changes
 from lockdown.remediation.verify import new_in, still_there
 
@@ -23,6 +23,10 @@ from conftest import VERIFY_ARGS, lockdown_runner, prepared_root, tree_digest
 
 def test_pairs_alternate_their_order():
     assert pair_order(3) == ["before", "after", "after", "before", "before", "after"]
+
+
+def test_rounds_rotate_so_every_arm_leads_equally():
+    assert arm_order(("a", "b", "c"), 4) == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
 
 
 def test_paired_change_and_its_interval():
@@ -256,6 +260,14 @@ def test_each_fix_is_also_left_out_once(lockdown, minicms_run, tmp_path):
     result = json.loads((run / "verify" / "fs-scan+db-static-cache" / "verify.json").read_text())
     each = {tuple(e["findings"]): e for e in result["each"]}
     assert set(each) == {("fs-scan",), ("db-static-cache",)}
+    # one benchmark of four arms, in rounds: each left-out arm is paired with the after arm's runs
+    bench = result["bench"]
+    assert len(bench["order"]) == 20 and set(bench["others"]) == {"without-1", "without-2"}
+    assert all(len(bench[arm]["runs"]) == 5 for arm in ("before", "after"))
+    assert all(len(o["runs"]) == 5 and "change_pct" in o["change"] for o in bench["others"].values())
+    assert all(e["all_rps"] == bench["after"]["summary"]["rps_mean"] for e in result["each"])
+    assert {e["without_rps"] for e in result["each"]} == {o["summary"]["rps_mean"] for o in bench["others"].values()}
+    assert "4 arms: before, after, without-1, without-2" in bench["design"]
     scan = each[("fs-scan",)]
     assert scan["remediation"]["kind"] == "sql" and each[("db-static-cache",)]["remediation"]["file"] == "config.php"
     # the module scan is most of a request even with the messages cached: leaving it out costs a lot

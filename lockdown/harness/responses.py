@@ -169,9 +169,10 @@ def compare_learned(first: tuple[int, str], again: tuple[int, str], after: tuple
     return row
 
 
-def compare_arms(stacks: dict, paths: list[str], volatile: tuple[str, ...]) -> dict:
-    """Fetch each path twice from the before arm and once from the after arm (`stacks`: arm ->
-    running Stack) and compare. A page that differs between the two views of the same arm
+def compare_arms(stacks: dict, paths: list[str], volatile: tuple[str, ...],
+                 reference: str = "before", other: str = "after") -> dict:
+    """Fetch each path twice from the `reference` arm and once from the `other` arm (`stacks`:
+    arm -> running Stack) and compare. A page that differs between the two views of the same arm
     changes by itself: what changed is learned and masked (compare_learned)."""
     def get(arm: str, path: str) -> tuple[int, str]:
         stack = stacks[arm]
@@ -183,7 +184,7 @@ def compare_arms(stacks: dict, paths: list[str], volatile: tuple[str, ...]) -> d
 
     rows = []
     for path in dict.fromkeys(paths):
-        first, again, after = get("before", path), get("before", path), get("after", path)
+        first, again, after = get(reference, path), get(reference, path), get(other, path)
         row = compare_pages(again, after) if first == again else compare_learned(first, again, after)
         rows.append({"url": path, **row})
     return {"urls": len(rows), "same": sum(r["same"] is True for r in rows),

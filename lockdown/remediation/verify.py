@@ -217,24 +217,32 @@ def _summary(f: Finding) -> dict:
     return {"key": f.key, "id": f.id, "title": f.title, "subject": f.subject, "share_pct": f.share_pct}
 
 
-def _each(run: RunRecord, findings: list[Finding], rems: list[Remediation], after: StackOptions,
-          bench: BenchOptions, work: Path, say) -> list[dict]:
-    """What each fix adds to the others: every distinct remediation left out once, "all but
-    it" (before) against "all" (after) in interleaved pairs, as the main A/B measures. The
-    complement of verifying a fix alone, which says what it buys on the unpatched site.
+def _left_out(run: RunRecord, findings: list[Finding], rems: list[Remediation], say) -> dict[str, tuple]:
+    """The extra arms of `--each`: every distinct remediation left out once ("all but it"),
+    arm name -> (the findings it fixes, its remediation's identity, the arm's StackOptions).
     Findings sharing one remediation are left out together."""
     groups: dict[tuple, list[str]] = {}
     for f in findings:
         groups.setdefault(_ident(f.remediations[0]), []).append(f.key)
-    out = []
+    arms = {}
     for n, (ident, keys) in enumerate(groups.items(), 1):
         others = [r for r in rems if _ident(r) != ident]
-        say(f"== without {', '.join(keys)} ({n}/{len(groups)}): all fixes but it against all")
-        before = StackOptions(php_ini=ini_changes(others, run.php_ini), remedy=remedy(others, say))
-        ab = run_ab(run.target, work / f"each-{n}", before, after, bench, say=say)
-        change, pages = ab["change"], ab.get("responses") or {}
-        out.append({"findings": keys, "remediation": {"kind": ident[0], "file": ident[1]},
-                    "without_rps": ab["before"]["summary"]["rps_mean"],
+        say(f"[each] arm without-{n}: all fixes but {', '.join(keys)}")
+        arms[f"without-{n}"] = (keys, ident, StackOptions(php_ini=ini_changes(others, run.php_ini),
+                                                          remedy=remedy(others, say)))
+    return arms
+
+
+def _each(left_out: dict[str, tuple], ab: dict) -> list[dict]:
+    """What each fix adds to the others: "all but it" against "all" (the after arm), paired by
+    round in the same benchmark as the main A/B. The complement of verifying a fix alone,
+    which says what it buys on the unpatched site."""
+    out = []
+    for arm, (keys, ident, _) in left_out.items():
+        got = ab["others"][arm]
+        change, pages = got["change"], got.get("responses") or {}
+        out.append({"findings": keys, "remediation": {"kind": ident[0], "file": ident[1]}, "arm": arm,
+                    "without_rps": got["summary"]["rps_mean"],
                     "all_rps": ab["after"]["summary"]["rps_mean"],
                     "change": {k: change.get(k) for k in ("ratio", "change_pct", "ci95_pct", "significant")},
                     "pages": {k: pages.get(k) for k in ("same", "urls")}})
@@ -254,7 +262,9 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         finding = {"key": key, "id": None, "subject": None, "share_pct": None,
                    "title": f"{len(findings)} fixes together: {', '.join(g.key for g in findings)}"}
     say(f"== A/B benchmark: {finding['key']} ({finding['title']})")
-    ab = run_ab(t, work / "ab", before_opts, after_opts, bench, say=say)
+    left_out = _left_out(run, findings, rems, say) if each and len(findings) > 1 else {}
+    ab = run_ab(t, work / "ab", before_opts, after_opts, bench, say=say,
+                others={arm: spec[2] for arm, spec in left_out.items()})
     say("== re-profile with the remediation applied")
     capture = CaptureSettings(xhprof_every=run.xhprof_every)
     bundle_dir = run_profile(t, work / "profile-run", work / "bundle",
@@ -266,7 +276,7 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         after, dismissed = check_repeated_calls(t, after, run.thresholds, work / "probe-run",
                                                 php_ini=after_ini, remedy=patch, say=say)
     left = {g.key: still_there(g, after) for g in findings}
-    contributions = _each(run, findings, rems, after_opts, bench, work, say) if each and len(findings) > 1 else None
+    contributions = _each(left_out, ab) if left_out else None
     remaining = list({h.key: h for g in findings for h in left[g.key]}.values())
     diffs = _diff_svgs(run.bundle, bundle_dir, work, key) if run.bundle.is_dir() else {}
     change = ab["change"]
