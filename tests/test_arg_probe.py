@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from lockdown.analyzers.detectors import load_thresholds
+from lockdown.analyzers.detectors import load_thresholds, repeated_call
 from lockdown.analyzers.detectors.repeated_call import apply_probe, candidates, mark_unprobed
 from lockdown.analyzers.findings import Evidence, Finding
 from lockdown.collectors import arg_probe
@@ -154,7 +154,7 @@ def test_probe_records_nothing_without_its_header(tmp_path):
 def _finding(fn, share=8.0, calls=100, nested=()):
     return Finding("repeated-call", f"{fn} runs {calls} times per request doing the same work", "medium",
                    share, "s", evidence=[Evidence("calls per request", calls, "xhprof of r1"),
-                                         Evidence("inclusive time per call (us, median)", 50, "xhprof")],
+                                         Evidence(repeated_call.SAVE_LABEL, share, "xhprof")],
                    urls=["/"], details={"function": fn, "nested": list(nested)})
 
 
@@ -177,6 +177,9 @@ def test_apply_probe_keeps_repeats_rescaled_and_dismisses_different_data():
     assert values["calls of theme_settings that repeat an earlier (object, arguments) pair"] == "148 of 200 (74%)"
     assert values["distinct (object, arguments) pairs per request"] == "1..51"
     assert values["defined at"] == "inc/theme.php:42"
+    # the evidence row of the share says what the finding says, and how it was rescaled
+    assert values[repeated_call.SAVE_LABEL] == kept[0].share_pct
+    assert "x 148 repeats measured / 198 assumed" in {e.what: e.source for e in kept[0].evidence}[repeated_call.SAVE_LABEL]
     assert "not probed" in {e.what: e.value for e in kept[1].evidence}["arguments"]
     (d,) = dismissed
     assert d["function"] == "Message::isDisabled" and d["defined_at"] == "Message.php:7"

@@ -90,6 +90,28 @@ def test_repeated_call_found_with_exact_counts():
     assert f.share_pct == 35.4
 
 
+def test_repeated_call_per_call_time_comes_from_the_timed_requests():
+    """xhprof's inclusive time is the instrumented request's; the per-call cost quoted first is
+    the timed requests' (Excimer share x wall / calls), with xhprof's beside it, named."""
+    reqs = [request("r000000", "/", instrumented=True, wall_us=50_000),
+            request("r000001", "/", wall_us=20_000), request("r000002", "/", wall_us=30_000),
+            request("r000003", "/other", wall_us=90_000)]
+    # on / the function is on 40% and 60% of the samples: 8 ms and 18 ms, 13 ms per request
+    excimer = {"r000001": {"main;page;theme_settings;json_decode": 4, "main;page": 6},
+               "r000002": {"main;page;theme_settings": 6, "main": 4},
+               "r000003": {"main;theme_settings": 10}}           # another URL: not counted
+    ctx = context(reqs, xhprof={"r000000": memo_profile()}, excimer=excimer, php=PHP)
+    [f] = repeated_call.detect(ctx)
+    values = {e.what: e.value for e in f.evidence}
+    assert values["inclusive time per call in timed requests (us)"] == round(13_000 / 60)
+    assert values["inclusive time per call under xhprof (us, median)"] == 300
+    assert "about 217 us per call in the timed requests (300 us under xhprof's instrumentation)" in f.summary
+    # without Excimer samples only xhprof's figure is left, and it says where it comes from
+    [g] = repeated_call.detect(memo_context(memo_profile()))
+    assert "300 us per call under xhprof's instrumentation" in g.summary
+    assert "inclusive time per call in timed requests (us)" not in {e.what for e in g.evidence}
+
+
 def test_repeated_call_boundaries():
     # uneven child calls: a dispatcher-like function, different work per call
     assert repeated_call.detect(memo_context(memo_profile(callees=(("json_decode", 1), ("array_merge", 1)),
