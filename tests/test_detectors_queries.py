@@ -497,6 +497,25 @@ def test_repeated_query_pdo_users_at_threshold():
     assert repeated_query.detect(context(reqs2, stmts2)) == []
 
 
+def test_repeated_query_title_names_the_url_that_repeats_it_most():
+    """minicms's site_name: 24 times on / (under half of the requests), 3 on the other pages;
+    a title with the median over all requests (3) hid the page that repeats it most."""
+    reqs, stmts = [], []
+    for i, (url, n) in enumerate([("/", 24), ("/a", 3), ("/a", 3), ("/b", 3), ("/b", 4)]):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, url))
+        stmts += prelude(rid)
+        stmts += [statement(rid, "SELECT value FROM settings WHERE name = 'site_name'") for _ in range(n)]
+    [f] = repeated_query.detect(context(reqs, stmts))
+    assert f.details["executions_per_request"]["median"] == 3
+    assert f.title == ("Same query 24 times per request on / (3-3.5 on the 2 other URLs): "
+                       "SELECT value FROM settings WHERE name = 'site_name'")
+    assert "ran 24 times per request on / (3-3.5 on the 2 other URLs), a median of 3 over its 5 requests" in f.summary
+    # one URL, or the same count everywhere: the plain count
+    same = repeated_query.detect(context(reqs[1:3], [s for s in stmts if s.request in ("r000001", "r000002")]))
+    assert same[0].title.startswith("Same query 3 times per request: SELECT")
+
+
 def test_different_literals_are_not_repeated_query():
     reqs = [request("r000000", "/")]
     stmts = [statement("r000000", f"SELECT name FROM users WHERE id = {k}") for k in range(5)]

@@ -171,6 +171,20 @@ def flagged(ctx: Context) -> list[Repeat]:
             for rep in reps]
 
 
+def busiest_url(per_url: dict) -> str | None:
+    """"24 times per request on / (3 on the 4 other URLs)" when the URLs differ in how often
+    they repeat the statement, else None: the median over all requests hides the page that
+    repeats it most when that page is under half of them."""
+    med = {u: v["executions_per_request"]["median"] for u, v in per_url.items()}
+    if len(set(med.values())) <= 1:
+        return None
+    top = max(med, key=lambda u: med[u])
+    rest = [m for u, m in med.items() if u != top]
+    lo, hi = min(rest), max(rest)
+    where = "the other URL" if len(rest) == 1 else f"the {len(rest)} other URLs"
+    return f"{med[top]:g} times per request on {top} ({lo:g}{'' if lo == hi else f'-{hi:g}'} on {where})"
+
+
 def detect(ctx: Context) -> list[Finding]:
     by_text: dict[str, list[Repeat]] = defaultdict(list)
     for rep in flagged(ctx):
@@ -190,14 +204,18 @@ def detect(ctx: Context) -> list[Finding]:
         per_url = spread_by_url(ctx, reps, urls, "with_repeats", "executions_per_request")
         source = f"statements.jsonl, {len(reps)} requests"
         short = text if len(text) <= 100 else text[:97] + "..."
+        busiest = busiest_url(per_url)
+        plain = f"{execs['median']:g} times per request"
+        where = f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}"
+        how_often = (f"{busiest}, a median of {execs['median']:g} over its {len(reps)} requests" if busiest
+                     else f"{plain} (median; {execs['min']}-{execs['max']}) on {where}")
         summary = (
-            f"`{short}` ran {execs['median']} times per request (median; {execs['min']}-{execs['max']}) "
-            f"on {', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}, the same text each time and "
+            f"`{short}` ran {how_often}, the same text each time and "
             f"no write to {', '.join(f'`{t}`' for t in tables)} in between: every execution after the "
             "first asks a question already answered. Remember the result for the rest of the request "
             "(a static variable or a per-request cache in the function that sends it).")
         findings.append(Finding(
-            id=ID, title=f"Same query {execs['median']} times per request: {short}",
+            id=ID, title=f"Same query {busiest or plain}: {short}",
             severity=severity_for(share), share_pct=round(share, 2), summary=summary,
             evidence=[
                 Evidence("statement (comments removed, whitespace normalised)", text, f"request {reps[0].request}"),
