@@ -63,6 +63,12 @@ def test_same_problem_is_matched_by_subject_not_key():
     # what the re-capture reports that the run did not: parse_blocks, once theme_settings is fixed
     assert new_in([before], [same, other, info]) == [other]
     assert new_in([before, other], [same, other]) == []
+    # two repeated-query findings of one statement shape, different literals: each on its own
+    shape = "select value from settings where name = ?"
+    site, date = (Finding("repeated-query", "t", "low", 1.0, "s", key=k,
+                          details={"statement": f"SELECT value FROM settings WHERE name = '{n}'", "fingerprint": shape})
+                  for k, n in (("repeated-query", "site_name"), ("repeated-query-2", "date_format")))
+    assert site.subject != date.subject and still_there(site, [date]) == [] and new_in([site], [date]) == [date]
 
 
 # --- bad input --------------------------------------------------------------------------------

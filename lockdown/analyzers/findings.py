@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 SEVERITIES = ("high", "medium", "low", "info")
-SUBJECT_KEYS = ("fingerprint", "function", "extension", "walker", "table", "case")
+# repeated-query's statement before any fingerprint: two literals of one shape (site_name and
+# date_format from `settings`) are two findings, each fixed or not on its own
+SUBJECT_KEYS = ("statement", "fingerprint", "function", "extension", "walker", "table", "case")
 
 
 @dataclass
@@ -52,7 +54,7 @@ class Finding:
     @property
     def subject(self) -> str:
         """What the finding is about, stable across captures (keys like repeated-call-2 are
-        not): the statement fingerprint, function, table or extension its detector names."""
+        not): the statement (or its fingerprint), function, table or extension its detector names."""
         for k in SUBJECT_KEYS:
             if self.details.get(k):
                 return f"{self.id}:{self.details[k]}"
