@@ -3,7 +3,8 @@ scandir, glob, RecursiveDirectoryIterator), the boundaries, and exact evidence."
 import pytest
 from contexts import context, request
 
-from lockdown.analyzers.detectors import fs_scan, repeated_call
+from lockdown.analyzers import detectors
+from lockdown.analyzers.detectors import fs_scan, load_thresholds, repeated_call
 
 PHP = {"ini": {}, "extensions": {}, "zend_extensions": ["Zend OPcache"],
        "internal_functions": ["opendir", "readdir", "closedir", "is_dir", "scandir", "glob",
@@ -110,6 +111,37 @@ def test_repeated_call_per_call_time_comes_from_the_timed_requests():
     [g] = repeated_call.detect(memo_context(memo_profile()))
     assert "300 us per call under xhprof's instrumentation" in g.summary
     assert "inclusive time per call in timed requests (us)" not in {e.what for e in g.evidence}
+
+
+def test_a_repeated_call_inside_another_says_their_shares_overlap():
+    """WordPress: wp_get_registered_image_subsizes runs through get_default_block_editor_settings,
+    which wp_get_global_settings calls and other code calls too: two findings, and the inner
+    one says how much of its time the outer one's cache takes away, until the probe dismisses
+    the outer one."""
+    profile = {"main()": {"ct": 1, "wt": 50_000}, "main()==>page": {"ct": 1, "wt": 45_000},
+               "page==>outer": {"ct": 60, "wt": 18_000}, "outer==>file_get_contents": {"ct": 60, "wt": 3000},
+               "outer==>editor": {"ct": 60, "wt": 12_000}, "page==>editor": {"ct": 40, "wt": 8000},
+               "editor==>subsizes": {"ct": 100, "wt": 20_000}, "editor==>array_merge": {"ct": 37, "wt": 100},
+               "subsizes==>json_decode": {"ct": 100, "wt": 2000}}
+    reqs = [request("r000000", "/", instrumented=True, wall_us=50_000), request("r000001", "/", wall_us=20_000)]
+    excimer = {"r000001": {"main;page;outer;editor;subsizes": 6, "main;page;editor;subsizes": 4,
+                           "main;page;outer": 10, "main;page": 30}}
+    ctx = context(reqs, xhprof={"r000000": profile}, excimer=excimer, php=PHP)
+    found = {f.details["function"]: f for f in detectors.detect(ctx) if f.id == "repeated-call"}
+    assert set(found) == {"outer", "subsizes"}
+    inner = found["subsizes"]
+    assert inner.details["inside"]["function"] == "outer" and inner.details["inside"]["pct"] == 60.0
+    assert "60% of its time is spent inside calls of outer, also flagged" in inner.summary
+    assert {e.what: e.value for e in inner.evidence}["time spent inside calls of outer, flagged too"] == "60%"
+    assert "inside" not in found["outer"].details
+    # the probe finds outer called on different data each time: the overlap is no longer said
+    rows = {"outer": [{"request": "p1", "uri": "/", "calls": 60, "distinct": 60, "distinct_arguments": 60}],
+            "subsizes": [{"request": "p1", "uri": "/", "calls": 100, "distinct": 1, "distinct_arguments": 1}]}
+    kept, dismissed = repeated_call.apply_probe(list(found.values()), {"outer": "a.php:1", "subsizes": "b.php:2"},
+                                                rows, load_thresholds())
+    assert [d["function"] for d in dismissed] == ["outer"] and [f.details["function"] for f in kept] == ["subsizes"]
+    assert "outer" not in kept[0].summary and "inside" not in kept[0].details
+    assert not any("outer" in e.what for e in kept[0].evidence)
 
 
 def test_repeated_call_boundaries():

@@ -34,6 +34,7 @@ from collections import defaultdict
 from ..builtins import base_name
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
+from .related import unlink_nested
 
 ID = "repeated-call"
 SAVE_LABEL = "share of request time a cache would save, %"
@@ -355,4 +356,5 @@ def apply_probe(findings: list[Finding], located: dict[str, str], rows: dict[str
         f.details["probe"] = probe
         f.details["cache_at"] = where
         kept.append(f)
+    unlink_nested(kept, {d["function"] for d in dismissed})
     return kept, dismissed
