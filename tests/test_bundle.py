@@ -285,3 +285,54 @@ def test_records_take_what_writers_write():
 def test_strict_json_rejects_what_no_writer_writes(text):
     with pytest.raises(ValueError):
         strict_json(text)
+
+
+class _Captured:
+    """What coverage_checks reads of a bundle, for requests of a chosen length."""
+    def __init__(self, walls_us, period_ms, outside_us, samples_in, samples_out, stacks=True):
+        self.manifest = {"requests": {"sent": len(walls_us)},
+                         "capture": {"collect": ["perf", "excimer"], "excimer_period_ms": period_ms}}
+        self._requests, self._perf, self._excimer = [], [], []
+        t = 1_000_000_000
+        for i, wall in enumerate(walls_us):
+            rid = f"r{i:06d}"
+            start, end = t + outside_us * 500, t + outside_us * 500 + wall * 1000
+            self._requests.append(RequestRecord(id=rid, pid=7, method="GET", uri="/", status=200, start_ns=start,
+                                                end_ns=end, start_unix=1.7e9, wall_us=wall, cpu_us=wall, peak_memory=1,
+                                                instrumented=False,
+                                                client_start_ns=t, client_end_ns=t + wall * 1000 + outside_us * 1000))
+            for k in range(samples_in):
+                self._perf.append(PerfSample(start + k, 7, 7, "php-fpm", 1, rid, []))
+            for k in range(samples_out):
+                self._perf.append(PerfSample(t + k, 7, 7, "php-fpm", 1, None, []))
+            if stacks and wall >= 2 * period_ms * 1000:
+                self._excimer.append(ExcimerProfile(request=rid, pid=7, stacks=["main"], samples=[[start, 1, 0]]))
+            t += 10 * (wall + outside_us) * 1000
+
+    def requests(self):
+        return self._requests
+
+    def perf_samples(self):
+        return iter(self._perf)
+
+    def excimer(self):
+        return self._excimer
+
+
+def test_fast_pages_are_judged_by_what_their_windows_can_hold():
+    """A verify re-capture of a patched minicms (4.75 ms pages): PHP's request start-up and the
+    capture's bookkeeping, outside the request window, were a quarter of each request, and
+    pages shorter than two Excimer periods may get no sample; neither is a broken capture."""
+    from lockdown.bundle.validate import coverage_checks
+    fast = {c.name: c for c in coverage_checks(_Captured([4750] * 10, 4.0, 1500, 3, 1))}
+    assert fast["perf samples attributed"].ok, fast["perf samples attributed"].detail
+    assert "cover 76% of the client's, so at least 68% is expected" in fast["perf samples attributed"].detail
+    assert fast["PHP stacks per request"].ok
+    assert "10 shorter than two 4 ms sampling periods have none" in fast["PHP stacks per request"].detail
+    # the same losses on 200 ms pages are a broken capture
+    slow = {c.name: c for c in coverage_checks(_Captured([200_000] * 10, 4.0, 1500, 3, 1, stacks=False))}
+    assert not slow["perf samples attributed"].ok and "expected" not in slow["perf samples attributed"].detail
+    assert not slow["PHP stacks per request"].ok and "missing: r000000" in slow["PHP stacks per request"].detail
+    # 3 of 4 is no evidence of a broken attribution; 30 of 40 is (95% Wilson interval)
+    few = {c.name: c for c in coverage_checks(_Captured([200_000], 4.0, 1500, 3, 1))}
+    assert few["perf samples attributed"].ok

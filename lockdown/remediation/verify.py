@@ -21,6 +21,7 @@ from ..analyzers.detectors import build_context, detect, with_defaults
 from ..analyzers.findings import Finding, Remediation
 from ..analyzers.stacks import stacks
 from ..bundle.store import open_bundle
+from ..bundle.validate import validate
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
 from ..harness.ab_bench import run_ab
@@ -270,7 +271,11 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
     bundle_dir = run_profile(t, work / "profile-run", work / "bundle",
                              ProfileOptions(requests=requests or run.requests, capture=capture,
                                             php_ini=after_ini, remedy=patch), say=say)
-    after = detect(build_context(open_bundle(bundle_dir), run.thresholds))
+    after_bundle, checks = validate(bundle_dir)
+    for c in checks:
+        if not c.ok:     # the verdict stands, but "gone" rests on a thinner capture than promised
+            say(f"[reprofile] warning: check failed on the re-capture: {c.name}: {c.detail}")
+    after = detect(build_context(after_bundle, run.thresholds))
     dismissed: list[dict] = []
     if probe:   # as `run` does, so a candidate its probe dismissed is not "still there" here
         after, dismissed = check_repeated_calls(t, after, run.thresholds, work / "probe-run",
@@ -296,7 +301,8 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
                       "gone_by_finding": {k: not v for k, v in left.items()},
                       "new": [g.key for g in new_in(run.findings, after)],
                       "findings": [_recaptured(g) for g in after],
-                      "probed": probe, "dismissed": dismissed},
+                      "probed": probe, "dismissed": dismissed,
+                      "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks]},
         "before_bundle": str(run.bundle),
         "diff_svg": diffs,
         "confirmed": confirmed,
