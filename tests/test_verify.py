@@ -156,6 +156,13 @@ def test_fs_scan_differential_flame_graph_shows_the_scan_shrinking(scan_verified
     # in the after-widths picture the scan has no width at all
     after = (out / "verify" / "fs-scan" / result["diff_svg"]["php"]).read_text()
     assert "<title>file_scan_directory" not in after
+    # colours compare time per request, not shares: the whole page got cheaper (shares kept
+    # the root at +0% and turned what survived a much faster page red)
+    for picture in (svg, after):
+        assert "red grew, blue shrank in time per request" in picture
+        [root] = re.findall(r"<title>all \(([^<]*)\)</title>", picture)
+        change = float(re.search(r"change (-[\d.]+)%", root).group(1))
+        assert change < -30, root
 
 
 def test_a_report_that_cannot_be_rebuilt_costs_a_warning_not_the_verdict(scan_verified, tmp_path, capsys):

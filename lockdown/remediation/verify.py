@@ -150,10 +150,23 @@ def new_in(before: list[Finding], after: list[Finding]) -> list[Finding]:
     return [g for g in after if g.is_defect and g.subject not in known]
 
 
+def time_per_unit(bundle, kind: str) -> float | None:
+    """ms per timed request that one sample of `stacks(bundle, kind, counts=True)` stands for:
+    an Excimer sample is its period of wall time, a perf sample 1/perf_freq s of CPU; None
+    when the manifest does not say."""
+    cap = bundle.manifest.get("capture", {})
+    unit = cap.get("excimer_period_ms") if kind == "php" else (1000.0 / cap["perf_freq"] if cap.get("perf_freq") else None)
+    timed = sum(1 for r in bundle.requests() if not r.instrumented)
+    return unit / timed if unit and timed else None
+
+
 def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
     """PHP and native differential flame graphs, before -> after, where both captures have them:
     one with AFTER's widths (what the patched code spends), one with BEFORE's (where what the
-    patch removed shows, blue)."""
+    patch removed shows, blue). Colours compare time per request: BEFORE's samples are scaled by
+    its sampling period and request count to AFTER's, so a frame that got cheaper is blue even
+    when it is a larger share of a much faster page (shares turned nearly everything red after
+    a 20x fix), and captures sampled at different Excimer periods compare fairly."""
     written = {}
     b, a = open_bundle(before), open_bundle(after)
     builtins = php_builtins(a.manifest.get("php", {}))
@@ -166,12 +179,23 @@ def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
         if not old or not new:
             written[kind] = None
             continue
+        unit_b, unit_a = time_per_unit(b, kind), time_per_unit(a, kind)
+        factor = unit_b / unit_a if unit_b and unit_a else None
         for widths, key, name in (("after", kind, f"diff-{kind}.svg"),
                                   ("before", f"{kind}_before_widths", f"diff-{kind}-before.svg")):
+            # the picture's own samples stay real counts; the other side is scaled to them
+            if factor is None:
+                pair, how = (old, new), "(shares of the total)"
+            elif widths == "after":
+                pair = ({k: v * factor for k, v in old.items()}, new)
+                how = f"in time per request (before's samples x {factor:.3g}: its sampling and request count)"
+            else:
+                pair = (old, {k: v / factor for k, v in new.items()})
+                how = f"in time per request (after's samples x {1 / factor:.3g}: its sampling and request count)"
             opts = FlameOptions(title=f"{title}: {kind} stacks, before -> after",
-                                subtitle=f"widths from {widths}; red grew, blue shrank (shares of the total)",
+                                subtitle=f"widths from {widths}; red grew, blue shrank {how}",
                                 builtins=builtins, palette=kind)
-            write_text_atomic(out / name, render_diff_flamegraph(old, new, opts, normalize=True,
+            write_text_atomic(out / name, render_diff_flamegraph(*pair, opts, normalize=factor is None,
                                                                  widths=widths))
             written[key] = name
     return written
