@@ -152,13 +152,19 @@ def test_xhprof_selection_is_one_in_k_for_every_url():
 
 
 def test_instrumented_paths_follow_the_selection_over_the_url_cycle():
-    paths = ["/a", "/b", "/c", "/a"]      # weighted: /a twice per cycle, counted per entry
+    paths = ["/a", "/b", "/c", "/a"]      # weighted: /a twice per cycle
     picked = instrumented_paths(paths, 40, 5)
-    # 10 occurrences of each of the 4 entries, 1 in 5 of each: 2 per entry
+    # 20 requests of /a, 10 of /b and /c; 1 in 5 of each URL
     assert sorted(picked) == ["/a"] * 4 + ["/b"] * 2 + ["/c"] * 2
-    # staggered: entry u is picked at its occurrence u, so 3 cycles already cover 3 URLs
-    assert instrumented_paths(paths, 12, 5) == ["/a", "/b", "/c"]
+    # staggered: URL u is picked at its occurrence u, so 3 cycles already cover 3 URLs (and
+    # /a, sent 6 times, at its occurrences 0 and 5)
+    assert instrumented_paths(paths, 12, 5) == ["/a", "/b", "/c", "/a"]
     assert instrumented_paths(paths, 40, 0) == []
+    # a short capture of many URLs: each sent twice, 1 in 10 would pick two of six; every URL
+    # sent gets one, and a URL not sent at all none
+    many = [f"/{k}" for k in range(6)]
+    assert sorted(instrumented_paths(many, 12, 10)) == sorted(many)
+    assert instrumented_paths(many, 4, 10) == ["/0", "/1", "/2", "/3"]
 
 
 def test_auto_excimer_period_aims_at_ten_samples_per_median_request():

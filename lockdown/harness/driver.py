@@ -11,6 +11,7 @@ import http.client
 import threading
 import time
 import urllib.parse
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
 
@@ -59,16 +60,22 @@ def xhprof_selected(url_index: int, occurrence: int, every: int) -> bool:
 
 
 def instrumented_paths(paths: list[str], n: int, every: int) -> list[str]:
-    """The URLs of the requests `xhprof_selected` picks among `n` requests cycling through
-    `paths`: what the capture's instrumented pass sends (one per K, several URLs early on)."""
-    occurrences = [0] * len(paths)
+    """The URLs of the instrumented pass for a capture of `n` requests cycling through the
+    weighted `paths`: 1 in `every` of each URL's requests (`xhprof_selected`, staggered by the
+    URL's first position in the list), and every URL the capture sent at least once, so a URL
+    sent fewer than `every` times still gets its call counts (a 40-request WordPress capture
+    had left five of its ten URLs without any)."""
+    if every <= 0:
+        return []
+    index = {u: i for i, u in enumerate(dict.fromkeys(paths))}
+    sent: Counter = Counter()
     picked = []
     for seq in range(n):
-        u = seq % len(paths)
-        if xhprof_selected(u, occurrences[u], every):
-            picked.append(paths[u])
-        occurrences[u] += 1
-    return picked
+        u = paths[seq % len(paths)]
+        if xhprof_selected(index[u], sent[u], every):
+            picked.append(u)
+        sent[u] += 1
+    return picked + [u for u in index if sent[u] and u not in picked]
 
 
 def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | None = None,

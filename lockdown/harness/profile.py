@@ -284,7 +284,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                                        instrumented, 1, requests=len(instrumented), capture=True,
                                        xhprof=True, first_seq=len(captured.requests))
                 say(f"[capture] {len(instrumented)} xhprof-instrumented requests (1 in {every} of "
-                    f"each URL), one at a time after the timed ones: {profiled.status_counts()}")
+                    f"each URL, and at least one of each), one at a time after the timed ones: {profiled.status_counts()}")
         request_log.settle(cap, len(captured.requests) + (len(profiled.requests) if profiled else 0))
         manifest["driver"].update(_drive_summary(captured))
         if profiled is not None:
