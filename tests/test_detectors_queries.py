@@ -476,6 +476,9 @@ def test_repeated_query_ignores_comments_and_whitespace():
     assert ev(f, "requests with the repeats") == "2 of 2"
     assert f.share_pct == 1.2 and f.severity == "low"   # 2 requests x 4 saved x 300 us / 200 ms
     assert ev(f, "time in all its executions") == 1.5
+    # the label says what the number covers: no xhprof here, so no round trip in it
+    assert "time in all its executions on these URLs, % of timed requests' wall time (server side only)" in {
+        e.what for e in f.evidence}
     assert f.urls == ["/"] and f.requests == ["r000000", "r000001"] and f.summary
 
 

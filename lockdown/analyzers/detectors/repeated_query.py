@@ -227,8 +227,9 @@ def detect(ctx: Context) -> list[Finding]:
                 Evidence("requests with the repeats", f"{len(reps)} of {sum(len(ctx.by_url[u]) for u in urls)}",
                          "requests.jsonl, statements.jsonl"),
                 *saved_evidence,
-                Evidence("time in all its executions, % of timed requests' wall time",
-                         round(total_share, 2), SHARE_SOURCE),
+                Evidence("time in all its executions on these URLs, % of timed requests' wall time"
+                         + (" (server time + one round trip each)" if ctx.round_trip is not None else
+                            " (server side only)"), round(total_share, 2), SHARE_SOURCE),
             ],
             urls=urls, requests=[rep.request for rep in reps][:5],
             details={"sender": sender, "statement": text, "fingerprint": fp, "query_id": query_id(fp), "tables": tables,
