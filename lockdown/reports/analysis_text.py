@@ -11,14 +11,17 @@ def format_analysis(a: dict, top: int = 15) -> str:
              f"{a['instrumented_left_out']} xhprof-instrumented left out of timings)"]
     sub = a.get("subsystems")
     if sub:
-        lines += ["", f"on-CPU by engine subsystem ({sub['samples']} perf samples inside requests):"]
+        lines += ["", f"on-CPU by engine subsystem ({sub['samples']} perf samples inside the timed requests, "
+                      f"xhprof-instrumented ones left out):"]
         lines += [f"  {k:13s} {v:5.1f}%" for k, v in sub["overall"].items()]
         ident = sub.get("symbols")
         if ident and ident["samples"]:
+            # symbolized before the timed requests are picked: its own base, every perf sample
             before = 100.0 * ident["leaf_unknown_before"] / ident["samples"]
-            lines.append(f"  leaf frame with no function identity: {ident['leaf_unknown_pct']:.1f}% of all "
-                         f"samples ({before:.1f}% before naming {ident['frames_named']} frames "
-                         f"from symbol tables and .eh_frame)")
+            lines.append(f"  leaf frame with no function identity: {ident['leaf_unknown_after']} of all "
+                         f"{ident['samples']} perf samples of the capture ({ident['leaf_unknown_pct']:.1f}%; "
+                         f"{before:.1f}% before naming {ident['frames_named']} frames from symbol tables "
+                         f"and .eh_frame)")
     lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual):",
               f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'resid':>8s}"]
     rows = list(a["budget_by_url"].items()) + [("(all)", a["budget_overall"])]

@@ -96,7 +96,11 @@ def bar_chart(bars: list[Bar], title: str, unit: str = "", width: int = 900,
         mid = y + bar_height / 2
         err = None
         if b.lo is not None and b.hi is not None:
-            err = {"x1": x(b.lo), "x2": x(b.hi), "y": _px(mid), "y1": _px(mid - 5), "y2": _px(mid + 5)}
+            err = {"x1": x(b.lo), "x2": x(b.hi), "y": _px(mid), "y1": _px(mid - 5), "y2": _px(mid + 5),
+                   # an end beyond the axis (a req/s interval reaching below zero) is not a
+                   # bound: no cap there, an arrow at the axis says the bar goes on
+                   "open_lo": b.lo < 0, "arrow": f"{_px(plot_x + 6)},{_px(mid - 4)} "
+                                                 f"{_px(plot_x)},{_px(mid)} {_px(plot_x + 6)},{_px(mid + 4)}"}
         rows.append({"label": _fit(b.label, label_width - 10), "full": b.label, "y": _px(y),
                      "mid": _px(mid + 4), "w": _px(max(b.value, 0.0) * scale), "color": b.color,
                      "err": err, "points": [{"x": x(p), "y": _px(mid)} for p in b.points],

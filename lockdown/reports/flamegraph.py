@@ -243,6 +243,11 @@ def _raw(v: Number) -> str:
     return str(v)
 
 
+def _unit_for(shown: str, unit: str) -> str:
+    """The unit word for a count as shown: "1 sample", "2 samples" (a plural unit in -s)."""
+    return unit[:-1] if shown == "1" and len(unit) > 1 and unit.endswith("s") and not unit.endswith("ss") else unit
+
+
 def count_text(v: Number) -> str:
     """A count for people: thousands separated, at most two decimals."""
     if isinstance(v, int) or float(v).is_integer():
@@ -392,7 +397,8 @@ def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
         w = node.total * wpt
         y = y_of(depth)
         pct = f"{100 * node.total / total:.2f}%"
-        info = f"{name} ({count_text(node.total)} {unit}, {pct}"
+        shown = count_text(node.total)
+        info = f"{name} ({shown} {_unit_for(shown, unit)}, {pct}"
         if diff:
             b, a = (node.total, node.before) if negate else (node.before, node.total)
             change = ("gone" if negate and a <= 0 else "new" if b <= 0
