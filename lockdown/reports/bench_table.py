@@ -1,6 +1,8 @@
 """The human table of a bench result (the numbers come computed in the result)."""
 from __future__ import annotations
 
+from . import numbers
+
 
 def _fmt(v, spec=".1f", none="-"):
     return none if v is None else format(v, spec)
@@ -29,8 +31,8 @@ def format_bench(result: dict) -> str:
     lo, hi = s["rps_ci95"]
     cv = None if s["rps_cv"] is None else 100 * s["rps_cv"]
     lines.append("-" * len(header))
-    lines.append(f"mean {_fmt(s['rps_mean'])} req/s, stddev {_fmt(s['rps_stddev'], '.2f')}, "
-                 f"CV {_fmt(cv, '.2f')}%, 95% CI [{_fmt(lo)}, {_fmt(hi)}]")
+    lines.append(f"mean {numbers.rps(s['rps_mean'])} req/s, stddev {numbers.sd(s['rps_stddev'])}, "
+                 f"CV {_fmt(cv, '.2f')}%, {numbers.rps_ci_text(lo, hi, s.get('runs', len(result['runs'])))}")
     if s.get("rps_cv_speed_adjusted") is not None:
         steal = s.get("host_steal_pct_max")
         stolen = "" if steal is None else f", steal took up to {_fmt(steal, '.1f')}% of the CPU"

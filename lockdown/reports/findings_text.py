@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..analyzers.findings import Finding
+from . import numbers
 
 
 def format_findings(findings: list[Finding]) -> str:
@@ -9,10 +10,10 @@ def format_findings(findings: list[Finding]) -> str:
         return "no findings"
     lines = [f"{len(findings)} finding(s), most costly first:"]
     for i, f in enumerate(findings, 1):
-        share = f" ~{f.share_pct:.1f}% of request time" if f.share_pct is not None else ""
+        share = f" ~{numbers.share(f.share_pct)} of request time" if f.share_pct is not None else ""
         lines += ["", f"{i}. [{f.severity}] {f.key or f.id}: {f.title}{share}", f"   {f.summary}"]
         for e in f.evidence[:6]:
-            lines.append(f"   - {e.what}: {e.value}  ({e.source})")
+            lines.append(f"   - {e.what}: {numbers.value(e.value)}  ({e.source})")
         for r in f.remediations:
             lines.append(f"   fix ({r.kind}{', ' + r.file if r.file else ''}; checked: {r.checked or 'no'}):")
             if r.description:

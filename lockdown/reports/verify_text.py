@@ -2,29 +2,25 @@
 from __future__ import annotations
 
 from ..analyzers.findings import predicted_ratio
-from .writeup import fmt_pct as _pct
+from . import numbers as n
 from .writeup import pages_line
 
 
 def effect_line(result: dict) -> str:
-    """One sentence: RPS before -> after, change with its 95% CI, number of pairs."""
+    """One sentence: the two arms' mean RPS, then the change, named for what it is (not the
+    ratio of those means: docs/verify.md), with its 95% CI and the number of pairs."""
     b, a = result["bench"]["before"]["summary"], result["bench"]["after"]["summary"]
     c = result["bench"]["change"]
     lo, hi = c["ci95_pct"]
-    ci = f"95% CI {_pct(lo)} .. {_pct(hi)}" if lo is not None else "no CI (one pair)"
-    how = "host speed and steal taken out" if "elasticity" in c else "paired ratios"
-    return (f"{b['rps_mean']:.1f} -> {a['rps_mean']:.1f} req/s (mean of {b['runs']} runs each): "
-            f"{_pct(c['change_pct'])}, {ci}, {c['pairs']} interleaved pairs, {how}"
+    ci = f"95% CI {n.interval(lo, hi, n.change)}" if lo is not None else "no CI (one pair)"
+    return (f"means {n.rps(b['rps_mean'])} -> {n.rps(a['rps_mean'])} req/s ({b['runs']} runs each); "
+            f"change {n.change(c['change_pct'])} {n.estimate_name(c)} ({ci}), {c['pairs']} interleaved pairs"
             + ("" if c["significant"] else "; the interval includes zero"))
 
 
 def paired_line(result: dict) -> str | None:
     """The plain paired estimate, when the verdict used the speed-adjusted one."""
-    c, p = result["bench"]["change"], result["bench"].get("change_paired")
-    if not p or "elasticity" not in c or p["ci95_pct"][0] is None:
-        return None
-    return (f"paired ratios alone: {_pct(p['change_pct'])}, 95% CI {_pct(p['ci95_pct'][0])} .. "
-            f"{_pct(p['ci95_pct'][1])}")
+    return n.paired_clause(result["bench"])
 
 
 def expected_line(result: dict) -> str | None:
@@ -34,7 +30,7 @@ def expected_line(result: dict) -> str | None:
     if ratio is None:
         return None
     return (f"the finding's share, {share:.1f}% of request time, predicts about {ratio:.2f}x "
-            f"({_pct(100 * (ratio - 1))}) if the fix removes all of it")
+            f"({n.change(100 * (ratio - 1))}) if the fix removes all of it")
 
 
 def verdict_line(result: dict) -> str:
@@ -71,9 +67,10 @@ def format_verify(result: dict) -> str:
         for e in result["each"]:
             c = e["change"]
             lo, hi = c["ci95_pct"] or (None, None)
-            ci = f"95% CI {_pct(lo)} .. {_pct(hi)}" if lo is not None else "no CI"
-            lines.append(f"    {', '.join(e['findings'])}: {e['without_rps']:.1f} -> {e['all_rps']:.1f} req/s, "
-                         f"{_pct(c['change_pct'])}, {ci}" + ("" if c["significant"] else "; the interval includes zero"))
+            ci = f"95% CI {n.interval(lo, hi, n.change)}" if lo is not None else "no CI"
+            lines.append(f"    {', '.join(e['findings'])}: {n.rps(e['without_rps'])} -> {n.rps(e['all_rps'])} req/s, "
+                         f"change {n.change(c['change_pct'])} {n.estimate_name(c)} ({ci})"
+                         + ("" if c["significant"] else "; the interval includes zero"))
     for kind, name in (result.get("diff_svg") or {}).items():
         if name:
             lines.append(f"  {kind} differential flame graph: {name}")

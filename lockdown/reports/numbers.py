@@ -1,0 +1,139 @@
+"""How each kind of number is printed, the same on the terminal, in report.html and in the
+markdown write-ups (one rule per kind, so a value reads the same wherever it is quoted):
+
+| kind | rule | example |
+|---|---|---|
+| requests per second, milliseconds | one decimal, thousands separated | `1,220.9` |
+| a standard deviation of req/s | two decimals | `2.66` |
+| a change | signed percent, one decimal | `+2,137.5%` |
+| a share of request time | percent, one decimal | `56.2%` |
+| a ratio | two decimals and x | `22.37x` |
+| a count | integer, thousands separated | `1,613` |
+| an interval | its two ends in the value's own format, `lo .. hi` | `+1,505.7% .. +3,017.9%` |
+| an evidence value | a whole number as a count, else at most two decimals | `1,613`, `6.44` |
+
+And what the measured change of `lockdown verify` (and `compare`) is, in words: the verdict's
+estimate is not the ratio of the two printed means (docs/verify.md), so every place that shows
+it says which estimate it is (`estimate_name`) and keeps the means labelled as means."""
+from __future__ import annotations
+
+import json
+import math
+
+NONE = "-"
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _fmt(v, spec: str, none: str, suffix: str = "") -> str:
+    """`v` formatted; `none` for a missing value (None); anything else that is not a number is
+    a damaged file, a TypeError the readers turn into one line naming it."""
+    if v is None:
+        return none
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{v!r} where a number was expected")
+    return format(v, spec) + suffix
+
+
+def rps(v, none: str = NONE) -> str:
+    return _fmt(v, ",.1f", none)
+
+
+ms = rps
+
+
+def sd(v, none: str = NONE) -> str:
+    return _fmt(v, ",.2f", none)
+
+
+def change(v, none: str = NONE) -> str:
+    return _fmt(v, "+,.1f", none, "%")
+
+
+def share(v, none: str = NONE) -> str:
+    return _fmt(v, ".1f", none, "%")
+
+
+def ratio(v, none: str = NONE) -> str:
+    return _fmt(v, ",.2f", none, "x")
+
+
+def count(v, none: str = NONE) -> str:
+    if _is_num(v) and float(v).is_integer():
+        return f"{int(v):,}"
+    return _fmt(v, ",.1f", none)
+
+
+def interval(lo, hi, fmt=rps, none: str = NONE) -> str:
+    """`lo .. hi` in the value's own format; `none` when either end is missing."""
+    if lo is None or hi is None:
+        return none
+    return f"{fmt(lo)} .. {fmt(hi)}"
+
+
+def value(v) -> str:
+    """An evidence value as text: whole numbers as counts (1613 and 1613.0 alike), other
+    numbers with at most two decimals, lists and dicts as JSON, text as it is."""
+    if isinstance(v, bool) or v is None:
+        return "" if v is None else str(v)
+    if isinstance(v, int) or (isinstance(v, float) and math.isfinite(v) and v.is_integer()):
+        return f"{int(v):,}"
+    if isinstance(v, float):
+        return f"{v:,.2f}".rstrip("0").rstrip(".") if math.isfinite(v) else str(v)
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, ensure_ascii=False)
+    return str(v)
+
+
+def rps_interval_problem(lo, runs) -> str | None:
+    """Why a req/s interval cannot be used as it stands: one whose lower end is below zero
+    (Student's t with few runs, e.g. t = 12.71 for 2) bounds nothing, since a rate cannot be
+    negative. The interval is still shown as computed, with this beside it."""
+    if not _is_num(lo) or lo >= 0:
+        return None
+    n = f"{runs} runs are" if isinstance(runs, int) and not isinstance(runs, bool) else "these runs are"
+    return f"below zero: {n} too few for a usable interval"
+
+
+def rps_ci_text(lo, hi, runs) -> str:
+    """`95% CI lo .. hi req/s`, flagged when it is too wide to bound anything."""
+    if lo is None or hi is None:
+        return "no 95% CI (one run)"
+    problem = rps_interval_problem(lo, runs)
+    return f"95% CI {interval(lo, hi)} req/s" + (f" ({problem})" if problem else "")
+
+
+# ---------------------------------------------------------------- the measured change
+
+def adjusted(c) -> bool:
+    """Whether a change (verify.json bench.change) took the host's capacity out."""
+    return isinstance(c, dict) and "elasticity" in c
+
+
+def estimate_name(c) -> str:
+    """What the number in bench.change is, in words."""
+    return "with host speed and steal taken out" if adjusted(c) else "from the paired ratios"
+
+
+def change_interval(c) -> str:
+    """A change's 95% CI (`ci95_pct`) as `lo .. hi` percent."""
+    ci = c.get("ci95_pct") if isinstance(c, dict) else None
+    return interval(*ci, change) if isinstance(ci, (list, tuple)) and len(ci) == 2 else NONE
+
+
+def paired_clause(bench) -> str | None:
+    """The plain paired estimate (bench.change_paired) beside the adjusted one, as a clause;
+    None when the verdict's estimate is the paired one already, or there is none."""
+    bench = bench if isinstance(bench, dict) else {}
+    c, p = bench.get("change"), bench.get("change_paired")
+    if not adjusted(c) or not isinstance(p, dict):
+        return None
+    ci = p.get("ci95_pct") if isinstance(p.get("ci95_pct"), (list, tuple)) else (None, None)
+    if len(ci) != 2 or p.get("change_pct") is None:
+        return None
+    text = f"paired ratios alone: {change(p['change_pct'])}"
+    if ci[0] is not None and ci[1] is not None:
+        text += f", 95% CI {interval(ci[0], ci[1], change)}"
+    return text
