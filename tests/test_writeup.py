@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 
+from lockdown.reports.numbers import sd
 from lockdown.reports.writeup import fmt_pct, fmt_ratio, fmt_rps
 
 
@@ -24,15 +25,17 @@ def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified
     assert [row[2] for row in rows] == [f"{x['latency_ms']['p50']:.1f}" for x in bench["runs"]]
     assert f"| **mean** | **{fmt_rps(bench['summary']['rps_mean'])}** |" in summary
     assert f"mean {fmt_rps(bench['summary']['rps_mean'])} req/s, standard deviation " \
-           f"{fmt_rps(bench['summary']['rps_stddev'])}" in summary
+           f"{sd(bench['summary']['rps_stddev'])}" in summary
     assert f"{bench['config']['cpus']} CPUs" in summary and bench["config"]["versions"]["mariadb"] in summary
 
-    # results: the verified fix's row is verify.json's numbers
-    b, c = verified["bench"], verified["bench"]["change"]
+    # results: the verified fix's row is verify.json's numbers: the means, the verdict's ratio
+    # (host capacity taken out) and its interval, and the paired estimate beside them
+    b, c, p = verified["bench"], verified["bench"]["change"], verified["bench"]["change_paired"]
     row = re.search(r"^\| \[`db-static-cache`\]\(db-static-cache\.md\) \| (.+) \|$", summary, re.M).group(1)
     cells = [x.strip() for x in row.split("|")]
     assert cells == [fmt_rps(b["before"]["summary"]["rps_mean"]), fmt_rps(b["after"]["summary"]["rps_mean"]),
                      fmt_ratio(c["ratio"]), f"{fmt_pct(c['ci95_pct'][0])} .. {fmt_pct(c['ci95_pct'][1])}",
+                     f"{fmt_pct(p['change_pct'])} ({fmt_pct(p['ci95_pct'][0])} .. {fmt_pct(p['ci95_pct'][1])})",
                      "yes" if verified["reprofile"]["gone"] else "no",
                      "confirmed" if verified["confirmed"] else "not confirmed"]
     section = "## Optimizations" if verified["confirmed"] else "## Did not pan out"
@@ -44,7 +47,7 @@ def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified
 
     # the finding's own issue: measured effect with every run, and how to reproduce
     issue = (out / "db-static-cache.md").read_text()
-    assert f"Change: **{fmt_pct(c['change_pct'])}** requests per second, 95% CI " \
+    assert f"Change: **{fmt_pct(c['change_pct'])}** requests per second with host speed and steal taken out, 95% CI " \
            f"{fmt_pct(c['ci95_pct'][0])} .. {fmt_pct(c['ci95_pct'][1])}" in issue
     for i, (x, y) in enumerate(zip(b["before"]["runs"], b["after"]["runs"]), 1):
         assert f"| run {i} | {fmt_rps(x['rps'])} | {fmt_rps(y['rps'])} |" in issue

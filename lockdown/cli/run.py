@@ -3,9 +3,11 @@ patches -- with findings.json, one markdown write-up per finding, flame graphs a
 report in DIR."""
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from .. import paths
 from ..analyzers.analysis import analyze
@@ -19,10 +21,10 @@ from ..progress import for_command
 from ..remediation.propose import propose_all
 from ..reports.bench_table import format_bench
 from ..reports.findings_text import format_dismissed, format_findings
-from ..reports.output import write_json_atomic, write_text_atomic
-from ..reports.run_documents import write_flamegraphs, write_report
+from ..reports.output import write_json_atomic
+from ..reports.reproduce import RUN_DEFAULTS
+from ..reports.run_documents import write_finding_writeups, write_flamegraphs, write_report
 from ..reports.run_results import FINDINGS_FORMAT
-from ..reports.writeup import finding_markdown
 from ..targets.registry import resolve
 from .bench import parse_ini
 from .json_output import check_destination, emit, json_option
@@ -34,14 +36,15 @@ from .main import deadline, main
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
               help="Directory for bench.json, the bundle, analysis.json, findings.json, write-ups, "
                    "flame graphs and report.html.")
-@click.option("--runs", type=click.IntRange(1), default=3, show_default=True, help="Measured benchmark runs.")
-@click.option("--duration", type=click.IntRange(1), default=10, show_default=True,
+@click.option("--runs", type=click.IntRange(1), default=RUN_DEFAULTS["runs"], show_default=True,
+              help="Measured benchmark runs.")
+@click.option("--duration", type=click.IntRange(1), default=RUN_DEFAULTS["duration"], show_default=True,
               help="Seconds per measured run (whole seconds: the load generators take no fractions).")
-@click.option("--warmup-duration", type=click.IntRange(0), default=BenchOptions.warmup_duration,
+@click.option("--warmup-duration", type=click.IntRange(0), default=RUN_DEFAULTS["warmup_duration"],
               show_default=True, help="Seconds of the benchmark's concurrent warmup.")
-@click.option("--requests", type=click.IntRange(10), default=120, show_default=True,
+@click.option("--requests", type=click.IntRange(10), default=RUN_DEFAULTS["requests"], show_default=True,
               help="Requests in the profile capture.")
-@click.option("--xhprof-every", type=click.IntRange(1), default=10, show_default=True,
+@click.option("--xhprof-every", type=click.IntRange(1), default=RUN_DEFAULTS["xhprof_every"], show_default=True,
               help="Call counts (xhprof) for 1 in K requests of each URL (sent after the timed ones).")
 @click.option("--thresholds", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="TOML file overriding detector thresholds (docs/detectors.md).")
@@ -58,6 +61,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     and propose checked patches; print the findings and write them to OUTPUT."""
     t = resolve(target)
     limits = load_thresholds(thresholds)
+    given = _given_options(click.get_current_context())
     check_destination(json_out)
     out = paths.empty_dir(out, "-o")
     ini = parse_ini(php_ini)
@@ -90,14 +94,15 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
         "format": FINDINGS_FORMAT, "target": t.name, "bundle": str(bundle_dir),
         # what `lockdown verify DIR` needs to serve and capture the target the same way again
         "run": {"target_dir": str(t.directory), "php_ini": ini, "requests": requests,
-                "xhprof_every": xhprof_every, "thresholds": limits},
+                "xhprof_every": xhprof_every, "thresholds": limits,
+                # how to run it again (reports/reproduce.py): TARGET as it resolves anywhere,
+                # and the options given, as `lockdown run` takes them
+                "target_arg": str(t.directory) if _is_path(target) else target,
+                "options": given},
         "findings": [f.to_json() for f in findings],
         "dismissed": dismissed}
     write_json_atomic(out / "findings.json", document)
-    (out / "findings").mkdir(exist_ok=True)
-    for f in findings:
-        write_text_atomic(out / "findings" / f"{f.key}.md",
-                          finding_markdown(f, t.name, str(out), str(bundle_dir)))
+    write_finding_writeups(out)
     say("== report")
     flames = write_flamegraphs(bundle, out)
     report = write_report(out)
@@ -115,5 +120,37 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
                f"flame graphs: {', '.join(str(p) for p in flames) or 'none (no stacks captured)'}; "
                f"bundle: {bundle_dir}")
     if any(f.is_defect and f.remediations for f in findings):
-        click.echo(f"next: lockdown verify {out} --finding KEY (one fix) or --all (every fix at once); "
-                   f"lockdown writeup {out} -o {out / 'issues'}")
+        click.echo(f"next: lockdown verify {shlex.quote(str(out))} --finding KEY (one fix) or --all (every fix "
+                   f"at once); lockdown writeup {shlex.quote(str(out))} -o {shlex.quote(str(out / 'issues'))}")
+
+
+# The options a run records (findings.json run.options) so its command can be given again:
+# everything that changes what is measured or found; not -o, --json or --timeout.
+RECORDED = ("runs", "duration", "warmup_duration", "requests", "xhprof_every", "thresholds", "php_ini",
+            "no_bench", "no_probe")
+
+
+def _given_options(ctx: click.Context) -> list[str]:
+    """The recorded options given on the command line (or from the environment), as
+    arguments `lockdown run` takes again; paths made absolute."""
+    out: list[str] = []
+    for name in RECORDED:
+        if ctx.get_parameter_source(name) not in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            continue
+        flag, value = "--" + name.replace("_", "-"), ctx.params[name]
+        if name in ("no_bench", "no_probe"):
+            out += [flag] if value else []
+        elif name == "php_ini":
+            for item in value:
+                out += [flag, item]
+        elif name == "thresholds":
+            out += [flag, str(Path(value).resolve())]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def _is_path(target: str) -> bool:
+    """Whether TARGET named a directory rather than a built-in (as targets.registry.resolve
+    tells them apart): a path is recorded absolute, so the command works from anywhere."""
+    return "/" in target or target.startswith(".") or Path(target).expanduser().is_dir()

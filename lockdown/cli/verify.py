@@ -12,7 +12,7 @@ from ..harness.bench import BenchOptions
 from ..remediation.verify import (distinct, load_run, pick_all, pick_finding, pick_remediations, verify,
                                   verify_key)
 from ..progress import for_command
-from ..reports.run_documents import write_report
+from ..reports.run_documents import write_finding_writeups, write_report
 from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option
 from .destinations import check_not_input, run_inputs
@@ -77,11 +77,18 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
 
 
 def publish(run_dir: Path, key: str, result: dict, json_out: Path | None) -> int:
-    """Rewrite RUN/report.html with the verification and show the verdict; returns the exit
-    status, which is the verdict's. verify.json is already written by then, so a report that
-    cannot be rebuilt (a damaged analysis.json, say) costs one warning line, not the
-    measurement: the old report stays as it was and `lockdown report` can be run again."""
+    """Rewrite RUN/report.html and RUN/findings/*.md with the verification and show the
+    verdict; returns the exit status, which is the verdict's. verify.json is already written
+    by then, so a report that cannot be rebuilt (a damaged analysis.json, say) costs one
+    warning line, not the measurement: the old report stays as it was and `lockdown report`
+    can be run again (the same for the write-ups, and `lockdown writeup`)."""
     written = run_dir / "verify" / key / "verify.json"
+    try:
+        notes = write_finding_writeups(run_dir)
+    except (LockdownError, OSError) as e:
+        notes = None
+        click.echo(f"lockdown: warning: {run_dir / 'findings'}/*.md not updated: {e}; the verification is "
+                   f"saved in {written}, and `lockdown writeup {run_dir} -o OUTDIR` writes them", err=True)
     try:
         report, problem = write_report(run_dir), None
     except (LockdownError, OSError) as e:
@@ -94,5 +101,6 @@ def publish(run_dir: Path, key: str, result: dict, json_out: Path | None) -> int
     else:
         click.echo("")
         click.echo(format_verify(result))
-        click.echo(f"\nresults: {written}; " + (f"report updated: {report}" if report else "report NOT updated"))
+        click.echo(f"\nresults: {written}; " + (f"report updated: {report}" if report else "report NOT updated")
+                   + (f"; write-ups updated: {notes}/*.md" if notes else "; write-ups NOT updated"))
     return CONFIRMED if result["confirmed"] else NOT_CONFIRMED

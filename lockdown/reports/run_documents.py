@@ -1,7 +1,7 @@
-"""The documents a `lockdown run` directory ends with besides findings.json and the write-ups:
-the HTML report and one flame graph per kind of stack, so that one command (and `make demo`)
-leaves everything there is to read. `lockdown verify` rewrites the report, which then shows
-its verification."""
+"""The documents a `lockdown run` directory ends with besides findings.json: the HTML report,
+one markdown write-up per finding (findings/KEY.md) and one flame graph per kind of stack, so
+that one command (and `make demo`) leaves everything there is to read. `lockdown verify`
+rewrites the report and the write-ups, which then show its verification."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,9 +11,12 @@ from ..bundle.store import Bundle, BundleError
 from ..errors import LockdownError
 from .html_report import capture_flamegraph, report_html
 from .output import write_text_atomic
+from .run_results import REDO_RUN, load_results, reading
+from .writeup import finding_writeups
 
 REPORT = "report.html"
 FLAMEGRAPHS = "flamegraphs"
+FINDINGS = "findings"
 
 
 def write_report(run_dir: Path) -> Path:
@@ -23,14 +26,29 @@ def write_report(run_dir: Path) -> Path:
     return out
 
 
+def write_finding_writeups(run_dir: Path) -> Path:
+    """RUN/findings/KEY.md, one per finding, as `lockdown writeup` writes them: with every
+    verification made so far (each file written whole)."""
+    results = load_results(run_dir)
+    with reading(run_dir, REDO_RUN):
+        files = finding_writeups(results)
+    out = run_dir / FINDINGS
+    out.mkdir(exist_ok=True)
+    for name, text in files.items():
+        write_text_atomic(out / name, text)
+    return out
+
+
 def write_flamegraphs(bundle: Bundle, run_dir: Path) -> list[Path]:
     """RUN/flamegraphs/php.svg and native.svg (the `lockdown flamegraph` defaults over the
-    whole capture); a kind whose collector was off or saw nothing is left out."""
+    whole capture), titled with the target's name; a kind whose collector was off or saw
+    nothing is left out."""
     written = []
+    target = (bundle.manifest.get("target") or {}).get("name") or bundle.root.name
     for kind in sorted(KINDS, reverse=True):          # php first: what users open first
         label = "PHP" if kind == "php" else "Native"
         try:
-            svg = capture_flamegraph(bundle, kind, f"{label} stacks: {bundle.root.name}")
+            svg = capture_flamegraph(bundle, kind, f"{label} stacks: {target}")
         except BundleError:
             raise
         except LockdownError:

@@ -107,6 +107,7 @@ class RunResults:
     manifest: dict                      # the bundle's manifest.json ({} when the bundle is gone)
     bundle: Path
     verified: dict[str, dict] = field(default_factory=dict)    # finding key -> verify.json
+    run: dict = field(default_factory=dict)     # findings.json's run block (how the run was made)
 
     def verification(self, key: str) -> dict | None:
         return self.verified.get(key)
@@ -138,4 +139,5 @@ def load_results(directory: Path) -> RunResults:
                 raise RunDirError(f"{p}: damaged verification result ({len(together)} findings "
                                   f"fixed together, but no reprofile.gone_by_finding); {redo}")
             verified[key] = v
-    return RunResults(directory, data["target"], findings, bench, manifest, bundle, verified)
+    run = data.get("run") if isinstance(data.get("run"), dict) else {}
+    return RunResults(directory, data["target"], findings, bench, manifest, bundle, verified, run)

@@ -1,12 +1,17 @@
 """Findings as markdown, one lockdown-style issue each (templates/finding.md.j2), and the
 lockdown's SUMMARY.md (templates/summary.md.j2). Everything from the target (URIs, SQL,
 function names) is put in code spans, fences or escaped table cells, so it reads as text.
-Numbers are printed as bench.json and verify.json hold them, with the formats below."""
+Numbers are printed as bench.json and verify.json hold them, in the formats of
+reports/numbers.py; commands to reproduce are rebuilt by reports/reproduce.py."""
 from __future__ import annotations
+
+import shlex
 
 import jinja2
 
 from ..analyzers.findings import Finding, predicted_ratio
+from . import numbers as n
+from .reproduce import run_command, suggest_verify, verify_command
 from .run_results import RunResults
 
 
@@ -39,15 +44,15 @@ def _inline(v) -> str:
 
 
 def fmt_rps(v) -> str:
-    return "-" if v is None else f"{v:.1f}"
+    return n.rps(v)
 
 
 def fmt_pct(v) -> str:
-    return "-" if v is None else f"{v:+.1f}%"
+    return n.change(v)
 
 
 def fmt_ratio(v) -> str:
-    return "-" if v is None else f"{v:.2f}x"
+    return n.ratio(v)
 
 
 def pages_line(responses: dict, change: str = "the fix", source: str = "verify.json") -> str:
@@ -76,18 +81,55 @@ def pages_line(responses: dict, change: str = "the fix", source: str = "verify.j
             f"({where}){masked}{note}; see responses in {source}")
 
 
+def together_command(run_dir, v: dict) -> str:
+    """The short form of a verification of several findings at once (`--all`, or each
+    `--finding`), to name it in a sentence; the full command is in the Reproduce block."""
+    keys = [g["key"] for g in v.get("findings") or []]
+    which = ["--all"] if v["finding"]["key"] == "all" else [a for k in keys for a in ("--finding", k)]
+    return shlex.join(["lockdown", "verify", str(run_dir), *which])
+
+
+def _ratio_cell(c: dict) -> str:
+    """The verdict's ratio in a table cell, marked when it is the paired one (no capacity)."""
+    return n.ratio(c.get("ratio")) + ("" if n.adjusted(c) else " (paired ratios: no capacity recorded)")
+
+
+def _paired_cell(bench: dict) -> str:
+    """The paired estimate in a table cell: `+X% (lo .. hi)`, or "-" when it is the estimate."""
+    p = bench.get("change_paired")
+    if not n.adjusted(bench.get("change")) or not isinstance(p, dict):
+        return "-"
+    return f"{n.change(p.get('change_pct'))} ({n.change_interval(p)})"
+
+
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
-_ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=fmt_rps, pct=fmt_pct,
-                    ratio=fmt_ratio, predicted=predicted_ratio, pages=pages_line)
+_ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=n.rps, pct=n.change, sd=n.sd,
+                    ms=n.ms, ratio=n.ratio, share=n.share, value=n.value, predicted=predicted_ratio,
+                    pages=pages_line, estimate=n.estimate_name)
+_ENV.filters.update(quote=lambda v: shlex.quote(str(v)), ratio_cell=_ratio_cell)
+_ENV.globals.update(paired=n.paired_clause, ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
+                    paired_cell=_paired_cell)
 
 
-def finding_markdown(f: Finding, target: str, run_dir: str, bundle: str, verification: dict | None = None,
-                     together: list[dict] = ()) -> str:
-    """One finding as a lockdown issue; `verification` is its verify.json when measured alone,
-    `together` the verify.json of each verification that fixed it with others (verify --all)."""
-    return _ENV.get_template("finding.md.j2").render(f=f, target=target, run_dir=run_dir, bundle=bundle,
-                                                     v=verification, together=together)
+def _commands(r: RunResults) -> dict:
+    """What the templates quote to reproduce the run and its verifications (shell-quoted)."""
+    by_key = {f.key: f for f in r.findings}
+    return {"run": run_command(r.directory, r.target, r.run, r.bench),
+            "analyze": shlex.join(["lockdown", "analyze", str(r.bundle)]),
+            "writeup": shlex.join(["lockdown", "writeup", str(r.directory), "-o", "OUTDIR"]),
+            "verified": {k: verify_command(r.directory, v, by_key, r.run, r.bench) for k, v in r.verified.items()},
+            "together": {k: together_command(r.directory, v) for k, v in r.verified.items()
+                         if len(v.get("findings") or []) > 1},
+            "suggest": {f.key: suggest_verify(r.directory, f.key) for f in r.findings if f.remediations}}
+
+
+def finding_markdown(f: Finding, r: RunResults, cmd: dict | None = None) -> str:
+    """One finding of the run `r` as a lockdown issue, with its verification when measured
+    alone and each verification that fixed it together with others (verify --all)."""
+    together = [v for v in _together(r) if f.key in v["reprofile"].get("gone_by_finding", {})]
+    return _ENV.get_template("finding.md.j2").render(f=f, target=r.target, v=r.verification(f.key),
+                                                     together=together, cmd=cmd or _commands(r))
 
 
 def _together(r: RunResults) -> list[dict]:
@@ -100,18 +142,20 @@ def summary_markdown(r: RunResults) -> str:
     verified = [r.verified[f.key] for f in r.findings if f.key in r.verified]
     together = _together(r)        # several findings fixed at once (verify --all, or --finding repeated)
     return _ENV.get_template("summary.md.j2").render(
-        r=r, b=r.bench, m=r.manifest, verified=verified, together=together,
+        r=r, b=r.bench, m=r.manifest, verified=verified, together=together, cmd=_commands(r),
         confirmed=sorted((v for v in verified if v["confirmed"]), key=lambda v: -v["bench"]["change"]["change_pct"]),
         failed=[v for v in verified if not v["confirmed"]],
         defects=[f for f in r.findings if f.is_defect],
         unverified=[f for f in r.findings if f.is_defect and f.key not in r.verified])
 
 
+def finding_writeups(r: RunResults) -> dict[str, str]:
+    """File name -> markdown: one issue per finding (what `lockdown run` and `lockdown verify`
+    keep in DIR/findings/, and `lockdown writeup` writes beside SUMMARY.md)."""
+    cmd = _commands(r)
+    return {f"{f.key}.md": finding_markdown(f, r, cmd) for f in r.findings}
+
+
 def writeups(r: RunResults) -> dict[str, str]:
     """File name -> markdown: one issue per finding, and SUMMARY.md."""
-    together = _together(r)
-    out = {f"{f.key}.md": finding_markdown(f, r.target, str(r.directory), str(r.bundle), r.verification(f.key),
-                                           [v for v in together if f.key in v["reprofile"].get("gone_by_finding", {})])
-           for f in r.findings}
-    out["SUMMARY.md"] = summary_markdown(r)
-    return out
+    return {**finding_writeups(r), "SUMMARY.md": summary_markdown(r)}

@@ -1,0 +1,118 @@
+"""The commands that reproduce a run and its verifications, rebuilt from what they recorded
+and shell-quoted, for the write-ups' and the report's "Reproduce" lines.
+
+`lockdown run` records the options it was given (findings.json `run.options`, with
+`run.target_arg`, the TARGET it resolves again); a findings.json written before that is read
+back from what the run's files hold: bench.json's config (or its absence: --no-bench) and the
+run block's capture size, xhprof rate and php.ini overrides. A verification's command comes
+from its verify.json: the findings, the remediation picked, --each, the A/B size and the
+re-capture's size and probe."""
+from __future__ import annotations
+
+import shlex
+
+from ..harness.bench import BenchOptions
+
+# `lockdown run`'s defaults (lockdown/cli/run.py takes them from here)
+RUN_DEFAULTS = {"runs": 3, "duration": 10, "warmup_duration": BenchOptions.warmup_duration,
+                "requests": 120, "xhprof_every": 10}
+# `lockdown verify`'s A/B defaults (lockdown/cli/stack_options.py ab_options)
+VERIFY_DEFAULTS = {"runs": 5, "duration": BenchOptions.duration, "load": BenchOptions.load,
+                   "warmup_duration": BenchOptions.warmup_duration}
+
+
+def _num(v) -> str:
+    return format(v, "g") if isinstance(v, float) else str(v)
+
+
+def _given_options(run_block: dict) -> list[str] | None:
+    opts = run_block.get("options")
+    if isinstance(opts, list) and all(isinstance(o, str) for o in opts):
+        return list(opts)
+    return None
+
+
+def _read_back_options(run_block: dict, bench: dict | None) -> tuple[list[str], str]:
+    """An older run's options, from what its files hold; and a note for what they cannot say."""
+    out: list[str] = []
+    cfg = (bench or {}).get("config") or {}
+    if bench is None:
+        out.append("--no-bench")
+    else:
+        for key in ("runs", "duration", "warmup_duration"):
+            if cfg.get(key) is not None and cfg[key] != RUN_DEFAULTS[key]:
+                out += [f"--{key.replace('_', '-')}", _num(cfg[key])]
+    for key in ("requests", "xhprof_every"):
+        if run_block.get(key) is not None and run_block[key] != RUN_DEFAULTS[key]:
+            out += [f"--{key.replace('_', '-')}", _num(run_block[key])]
+    ini = run_block.get("php_ini") or cfg.get("php_ini") or {}
+    for k, v in ini.items() if isinstance(ini, dict) else ():
+        out += ["--php-ini", f"{k}={v}"]
+    note = ""
+    thresholds = run_block.get("thresholds")
+    if isinstance(thresholds, dict):
+        from ..analyzers.detectors import load_thresholds
+        if thresholds != load_thresholds(None):
+            note = ("  # and --thresholds FILE holding findings.json's run.thresholds "
+                    "(this run did not record the file's name)")
+    return out, note
+
+
+def run_command(run_dir, target: str, run_block: dict | None, bench: dict | None) -> str:
+    """`lockdown run TARGET -o DIR` with the options the run was given."""
+    run_block = run_block if isinstance(run_block, dict) else {}
+    spec = run_block.get("target_arg") if isinstance(run_block.get("target_arg"), str) else target
+    given = _given_options(run_block)
+    note = ""
+    if given is None:
+        given, note = _read_back_options(run_block, bench)
+    return shlex.join(["lockdown", "run", spec, "-o", str(run_dir), *given]) + note
+
+
+def _remediation_numbers(v: dict, finding) -> list[int]:
+    """Which of the finding's remediations verify applied (1-based), as --remediation takes."""
+    if finding is None:
+        return []
+    applied = [(r.get("kind"), r.get("content")) for r in v.get("remediations") or [] if isinstance(r, dict)]
+    own = [(r.kind, r.content) for r in finding.remediations]
+    picked = [own.index(a) + 1 for a in applied if a in own]
+    return [] if picked in ([], [1]) else picked
+
+
+def verify_command(run_dir, v: dict, findings: dict, run_block: dict | None, bench: dict | None) -> str:
+    """The `lockdown verify` that made verify.json `v`; `findings` maps key -> Finding."""
+    run_block = run_block if isinstance(run_block, dict) else {}
+    key = (v.get("finding") or {}).get("key")
+    keys = [g.get("key") for g in v.get("findings") or [] if isinstance(g, dict)] or [key]
+    args = ["lockdown", "verify", str(run_dir)]
+    if key == "all":
+        args.append("--all")
+    else:
+        for k in keys:
+            args += ["--finding", str(k)]
+        if len(keys) == 1:
+            for i in _remediation_numbers(v, findings.get(keys[0])):
+                args += ["--remediation", str(i)]
+    if v.get("each"):
+        args.append("--each")
+    b = v.get("bench") or {}
+    args += ["--runs", _num(b.get("runs_per_arm", VERIFY_DEFAULTS["runs"])),
+             "--duration", _num(b.get("duration", VERIFY_DEFAULTS["duration"]))]
+    ref = (bench or {}).get("config") or {}
+    for opt in ("concurrency", "workers"):      # verify's default is the bench's, on the same host
+        if b.get(opt) is not None and b.get(opt) != ref.get(opt):
+            args += [f"--{opt}", _num(b[opt])]
+    for opt in ("load", "warmup_duration"):
+        if b.get(opt) is not None and b.get(opt) != VERIFY_DEFAULTS[opt]:
+            args += [f"--{opt.replace('_', '-')}", _num(b[opt])]
+    re_ = v.get("reprofile") or {}
+    if re_.get("requests") is not None and re_.get("requests") != run_block.get("requests"):
+        args += ["--requests", _num(re_["requests"])]
+    if re_.get("probed") is False:
+        args.append("--no-probe")
+    return shlex.join(args)
+
+
+def suggest_verify(run_dir, key: str) -> str:
+    """The command that would verify one finding (not yet verified)."""
+    return shlex.join(["lockdown", "verify", str(run_dir), "--finding", key])
