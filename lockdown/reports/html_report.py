@@ -19,6 +19,7 @@ import datetime
 import hashlib
 import json
 import re
+import shlex
 from importlib import resources
 from pathlib import Path
 
@@ -31,8 +32,10 @@ from ..analyzers.stacks import stacks
 from ..bundle.store import Bundle, BundleError, open_bundle
 from ..errors import LockdownError
 from . import charts
+from . import numbers
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
+from .reproduce import suggest_verify
 from .run_results import REDO_RUN, RunDirError, read_findings_file, read_json, reading, run_bundle
 from .writeup import pages_line
 
@@ -125,12 +128,9 @@ def _ms(us) -> str:
 
 
 def _text(v) -> str:
-    """An evidence value as text: numbers without float noise, lists and dicts as JSON."""
-    if isinstance(v, float):
-        return f"{v:,.2f}".rstrip("0").rstrip(".") if not v.is_integer() else f"{int(v):,}"
-    if isinstance(v, (dict, list)):
-        return json.dumps(v, ensure_ascii=False)
-    return "" if v is None else str(v)
+    """An evidence value as text (reports/numbers.py: 1613 and 1613.0 read the same, no
+    float noise, lists and dicts as JSON)."""
+    return numbers.value(v)
 
 
 def _patch_lines(kind, content: str) -> list[tuple[str, str]]:
@@ -188,9 +188,9 @@ def _methodology(run: dict) -> dict:
         s = bench.get("summary") or {}
         lo, hi = _ci(s.get("rps_ci95"))
         cv = s.get("rps_cv")
-        bench_rows.append(("result", f"mean {_num(s.get('rps_mean'))} req/s, standard deviation "
-                                     f"{_num(s.get('rps_stddev'), ',.2f')} (CV {_num(None if cv is None else 100 * cv, '.2f')}%), "
-                                     f"95% CI [{_num(lo)}, {_num(hi)}] over {s.get('runs', '?')} run(s)"))
+        bench_rows.append(("result", f"mean {numbers.rps(s.get('rps_mean'))} req/s, standard deviation "
+                                     f"{numbers.sd(s.get('rps_stddev'))} (CV {_num(None if cv is None else 100 * cv, '.2f')}%), "
+                                     f"{numbers.rps_ci_text(lo, hi, s.get('runs'))} over {s.get('runs', '?')} run(s)"))
     cap = m.get("capture") or {}
     drv, reqs, over = m.get("driver") or {}, m.get("requests") or {}, m.get("overhead") or {}
     capture_rows = [
@@ -229,15 +229,18 @@ def _bench(bench: dict | None) -> dict | None:
     mean, sd = s.get("rps_mean"), s.get("rps_stddev")
     bars = [Bar(f"run {r['n']}", r["rps"], text=f"{_num(r['rps'])} req/s", color=charts.color_of("run"))
             for r in runs if isinstance(r["rps"], (int, float))]
+    problem = numbers.rps_interval_problem(lo, s.get("runs", len(runs)))
     if isinstance(mean, (int, float)):
-        text = f"mean {_num(mean)}" + (f" [{_num(lo)}, {_num(hi)}]" if lo is not None else "")
-        bars.append(Bar("mean, 95% CI" if lo is not None else "mean", mean, lo, hi,
-                        points=[b.value for b in bars], text=text, color=charts.color_of("mean"),
-                        tooltip=f"mean {_num(mean)} req/s; 95% CI {_num(lo)} to {_num(hi)}; "
+        text = f"mean {numbers.rps(mean)}" + (f", CI {numbers.interval(lo, hi)}" if lo is not None else "")
+        label = ("mean, 95% CI (too wide)" if problem else "mean, 95% CI") if lo is not None else "mean"
+        bars.append(Bar(label, mean, lo, hi, points=[b.value for b in bars], text=text,
+                        color=charts.color_of("mean"),
+                        tooltip=f"mean {numbers.rps(mean)} req/s; {numbers.rps_ci_text(lo, hi, s.get('runs', len(runs)))}; "
                                 f"runs as dots"))
     chart = charts.bar_chart(bars, "Requests per second by run", "req/s") if bars else None
     return {"runs": runs, "mean": mean, "sd": sd, "cv_pct": _pct_of(s.get("rps_cv")),
             "lo": lo, "hi": hi, "n": s.get("runs", len(runs)), "chart": chart,
+            "ci_text": numbers.rps_ci_text(lo, hi, s.get("runs", len(runs))), "ci_problem": problem,
             "sanity": bench.get("sanity"),
             # the host under the runs (docs/bench.md, "Host speed" and "Steal time")
             "speed_cv_pct": _pct_of(s.get("host_speed_cv")), "steal_max": s.get("host_steal_pct_max"),
@@ -263,7 +266,10 @@ def _subsystems(a: dict) -> dict | None:
     ident = sub.get("symbols") or {}
     return {"samples": sub.get("samples"), "chart": charts.bar_chart(bars, "On-CPU samples by engine subsystem", "%"),
             "names": names, "by_url": by_url,
-            "unknown_pct": ident.get("leaf_unknown_pct"), "named": ident.get("frames_named")}
+            "unknown_pct": ident.get("leaf_unknown_pct"), "named": ident.get("frames_named"),
+            # the share is of every perf sample of the capture (symbolized before the timed
+            # requests are picked), not of the `samples` above: name its own base
+            "unknown_n": ident.get("leaf_unknown_after"), "all_samples": ident.get("samples")}
 
 
 def _budget(a: dict) -> dict:
@@ -388,7 +394,7 @@ def _arm(arm) -> dict:
     runs = [r.get("rps") for r in arm.get("runs") or []
             if isinstance(r, dict) and isinstance(r.get("rps"), (int, float))]
     return {"mean": s.get("rps_mean"), "sd": s.get("rps_stddev"), "cv": s.get("rps_cv"),
-            "lo": lo, "hi": hi, "runs": runs}
+            "lo": lo, "hi": hi, "runs": runs, "ci_text": numbers.rps_ci_text(lo, hi, len(runs))}
 
 
 def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
@@ -399,9 +405,11 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
     bars = []
     for name, arm in (("before", before), ("after", after)):
         if isinstance(arm["mean"], (int, float)):
-            bars.append(Bar(name, arm["mean"], arm["lo"], arm["hi"], points=arm["runs"],
-                            text=f"{_num(arm['mean'])} req/s" + (f" [{_num(arm['lo'])}, {_num(arm['hi'])}]"
-                                                                 if arm["lo"] is not None else ""),
+            problem = numbers.rps_interval_problem(arm["lo"], len(arm["runs"]))
+            bars.append(Bar(f"{name}, CI too wide" if problem else name, arm["mean"], arm["lo"], arm["hi"],
+                            points=arm["runs"],
+                            text=f"mean {numbers.rps(arm['mean'])}" + (f", CI {numbers.interval(arm['lo'], arm['hi'])}"
+                                                                       if arm["lo"] is not None else ""),
                             color=charts.color_of(name)))
     re_ = data.get("reprofile") if isinstance(data.get("reprofile"), dict) else {}
     diffs = []
@@ -422,10 +430,13 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "before": before, "after": after,
             "change_pct": change.get("change_pct"), "ratio": change.get("ratio"), "clo": clo, "chi": chi,
             "method": change.get("method"), "significant": change.get("significant"),
+            # what the change is: not the after mean over the before mean (docs/verify.md)
+            "estimate": numbers.estimate_name(change), "paired": numbers.paired_clause(bench),
             "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
             "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
             "new": [_text(k) for k in re_.get("new") or []],
             "gone_of": _gone_of(re_.get("gone_by_finding")),
+            "gone_by": re_.get("gone_by_finding") if isinstance(re_.get("gone_by_finding"), dict) else {},
             "pages": _pages(data.get("responses")),
             "remediations": [r for r in data.get("remediations") or [] if isinstance(r, dict)],
             "diffs": diffs}
@@ -490,6 +501,10 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
             "requests": [(_text(r), anchors.get(r)) for r in f.get("requests") or []],
             "remediations": rems,
             "no_patch": _text(f["details"].get("no_patch")) if isinstance(f.get("details"), dict) else "",
+            "informational": f.get("severity") == "info",
+            # a command that can work: verify refuses a finding without a remediation
+            "suggest": suggest_verify(run["dir"], key) if rems else None,
+            "together": [],
             "details": details[:MAX_DETAILS] + ("\n\u2026" if len(details) > MAX_DETAILS else ""),
             "writeup": f"findings/{key}.md" if writeup.is_file() else None,
             "verify": v})
@@ -505,6 +520,14 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
                             "together": together if len(together) > 1 else [],
                             "each": _each_rows(data.get("each")),
                             "verify": _verification(vpath, data, seen_ids)})
+    # each finding measured together with others links to that measurement, and says whether
+    # it is gone from that re-capture (as the write-ups do)
+    by_key = {f["key"]: f for f in out}
+    for o in orphans:
+        for k, _ in o["together"]:
+            if k in by_key:
+                by_key[k]["together"].append({"anchor": o["anchor"], "key": o["key"], "others": len(o["together"]) - 1,
+                                              "gone": o["verify"]["gone_by"].get(k), "v": o["verify"]})
     return out, orphans
 
 
@@ -535,7 +558,7 @@ def build_model(run: dict) -> dict:
     for f in findings:
         severities[f["severity"]] = severities.get(f["severity"], 0) + 1
     return {**model, "target": run["findings"].get("target") or "?", "dir": str(run["dir"]),
-            "bundle": str(run["bundle"].root),
+            "bundle": str(run["bundle"].root), "analyze_cmd": shlex.join(["lockdown", "analyze", str(run["bundle"].root)]),
             "method": method, "bench": bench, "findings": findings, "orphans": orphans,
             "dismissed": [{k: str(d.get(k, "")) for k in ("id", "function", "defined_at", "reason")}
                           for d in run["findings"].get("dismissed") or [] if isinstance(d, dict)],
@@ -546,6 +569,7 @@ def build_model(run: dict) -> dict:
 
 _ENV.filters["ms"] = _ms
 _ENV.globals["num"] = _num
+_ENV.globals["fmt"] = numbers
 
 
 def _asset(name: str) -> str:

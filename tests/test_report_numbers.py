@@ -1,0 +1,336 @@
+"""What the report layer says about its numbers, on a small hand-made run directory (no
+stack, seconds): the measured change is named for what it is and set beside the paired one,
+commands are ones that work and reproduce the run, the drill-down and subsystem texts say
+their base, a req/s interval below zero is flagged, and each kind of number reads the same
+on the terminal, in report.html and in the write-ups."""
+import copy
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from contexts import request, statement
+from lockdown.analyzers.detectors import load_thresholds
+from lockdown.bundle.store import BundleWriter
+from lockdown.harness.bench import summary_of
+from lockdown.reports import numbers
+from lockdown.reports.analysis_text import format_analysis
+from lockdown.reports.bench_table import format_bench
+from lockdown.reports.charts import Bar, bar_chart
+from lockdown.reports.findings_text import format_findings
+from lockdown.reports.flamegraph import render_flamegraph
+from lockdown.reports.html_report import report_html
+from lockdown.reports.run_results import load_results
+from lockdown.reports.verify_text import effect_line, format_verify
+from lockdown.reports.writeup import writeups
+
+WP_RUNS = (7.4, 9.6)          # two runs: Student's t with 1 df gives a lower bound below zero
+
+
+def _bench_run(rps, speed=40.0):
+    return {"rps": rps, "requests": int(rps * 5), "errors": 0, "status_counts": {"200": int(rps * 5)},
+            "latency_ms": {"p50": 100.0, "p90": 200.0, "p99": 1220.94, "max": 1300.0},
+            "host_cpu": {"busy_pct": 90.0, "steal_pct": 1.0}, "host_speed": {"speed": speed, "cv": 0.01, "samples": 50}}
+
+
+def _arm(rps):
+    runs = [{"rps": x, "latency_ms": {"p50": 10.0, "p99": 20.0}} for x in rps]
+    return {"runs": runs, "summary": summary_of(runs)}
+
+
+def _finding(key, severity, share, remediations, evidence=()):
+    return {"id": key, "key": key, "title": f"title of {key}", "severity": severity, "share_pct": share,
+            "summary": f"summary of {key}", "evidence": list(evidence), "remediations": remediations,
+            "urls": ["/"], "requests": ["r000001"], "details": {"function": key}}
+
+
+SQL_FIX = {"kind": "sql", "content": "DELETE FROM system WHERE 1", "checked": "applied to a copy", "file": None,
+           "steps": [], "description": "", "writes": None}
+OTHER_FIX = {**SQL_FIX, "content": "UPDATE authors SET x = 1"}
+
+
+def make_run(root: Path, *, options=("--runs", "2", "--duration", "5", "--requests", "40"),
+             bench=True, verify_all=True) -> Path:
+    """A run directory as `lockdown run wordpress --runs 2 --duration 5 --requests 40` (and
+    `verify --all`) leaves it, made by hand: the files the report and the write-ups read."""
+    root.mkdir(parents=True)
+    w = BundleWriter(root / "bundle")
+    reqs = [request("r000001", "/", wall_us=200_000), request("r000002", "/?p=2", wall_us=150_000)]
+    for r in reqs:
+        r.db_threads = [168]
+    w.write_jsonl("requests.jsonl", reqs)
+    w.write_jsonl("statements.jsonl", [statement("r000001", "SELECT 1")])
+    w.finish({"target": {"name": "wordpress"}, "run_dir": None, "capture": {"collect": ["queries"], "xhprof_every": 10},
+              "driver": {"concurrency": 1, "requests": 2}, "requests": {"sent": 2, "logged": 2, "lost": 0,
+                                                                        "instrumented": 0, "status_counts": {"200": 2}},
+              "overhead": None})
+    budget = {"wall_us": 175_000, "cpu_us": 100_000, "db_wait_us": 20_000, "other_wait_us": 55_000,
+              "residual_us": 0, "cpu_by_subsystem_us": {"vm": 100_000}, "requests": 2}
+    (root / "analysis.json").write_text(json.dumps({
+        "requests": 2, "instrumented_left_out": 0, "budget_by_url": {"/": budget}, "budget_overall": budget,
+        "by_request": [{"id": r.id, "url": r.url, "status": 200, "pid": 100, "instrumented": False,
+                        "statements": 1, **budget} for r in reqs],
+        "subsystems": {"samples": 952, "overall": {"vm": 100.0}, "by_url": {"/": {"vm": 100.0}},
+                       "symbols": {"samples": 1133, "leaf_unknown_before": 208, "leaf_unknown_after": 15,
+                                   "frames_named": 2194, "leaf_unknown_pct": 1.32}}}))
+    evidence = [{"what": "directories walked per request (median)", "value": 1613.0, "source": "xhprof"},
+                {"what": "closedir calls per request", "value": 1613, "source": "xhprof"}]
+    findings = [_finding("fs-scan", "high", 56.24, [SQL_FIX], evidence),
+                _finding("n-plus-one", "low", 0.86, [OTHER_FIX]),
+                _finding("hot-builtins", "info", None, [])]
+    run_block = {"target_dir": "/x/wordpress", "php_ini": {}, "requests": 40, "xhprof_every": 10,
+                 "thresholds": load_thresholds(None)}
+    if options is not None:
+        run_block.update(target_arg="wordpress", options=list(options))
+    (root / "findings.json").write_text(json.dumps({"format": 1, "target": "wordpress", "bundle": str(root / "bundle"),
+                                                    "run": run_block, "findings": findings, "dismissed": []}))
+    if bench:
+        runs = [_bench_run(x) for x in WP_RUNS]
+        (root / "bench.json").write_text(json.dumps({
+            "target": "wordpress", "canonical": False, "non_default_options": ["runs", "duration"],
+            "config": {"runs": 2, "duration": 5, "warmup_duration": 5, "warmup_requests": 20, "concurrency": 4,
+                       "workers": 4, "load": "wrk", "php_ini": {}, "urls": [{"path": "/", "weight": 1}],
+                       "cpus": 2, "host": "vm", "versions": {"kernel": "6", "php": "PHP 8.2", "nginx": "nginx",
+                                                               "mariadb": "10.11", "load": "wrk 4"}},
+            "runs": runs, "summary": summary_of(runs)}))
+    if verify_all:
+        write_verify_all(root)
+    return root
+
+
+VERIFY_ALL = {
+    "format": 1, "target": "wordpress",
+    "finding": {"key": "all", "id": None, "subject": None, "share_pct": None, "title": "2 fixes together"},
+    "findings": [{"key": "fs-scan", "id": "fs-scan", "title": "title of fs-scan", "share_pct": 56.24},
+                 {"key": "n-plus-one", "id": "n-plus-one", "title": "title of n-plus-one", "share_pct": 0.86}],
+    "remediations": [SQL_FIX, OTHER_FIX],
+    "bench": {"design": "interleaved pairs", "runs_per_arm": 5, "duration": 3, "concurrency": 4, "workers": 4,
+              "load": "wrk", "warmup_duration": 5,
+              "before": _arm([11.5, 9.6, 8.5, 11.0, 9.7]), "after": _arm([173.5, 201.0, 174.7, 270.8, 276.0]),
+              "change": {"runs": 10, "ratio": 22.3749, "change_pct": 2137.49, "ci95_pct": [1505.69, 3017.90],
+                         "significant": True, "elasticity": 0.358, "pairs": 5, "method": "log RPS regressed"},
+              "change_paired": {"pairs": 5, "ratio": 21.4542, "change_pct": 2045.42, "ci95_pct": [1498.14, 2780.11],
+                                "significant": True, "method": "paired"}},
+    "reprofile": {"bundle": "b", "requests": 30, "gone": False, "remaining": ["n-plus-one"],
+                  "gone_by_finding": {"fs-scan": True, "n-plus-one": False}, "new": [], "findings": [],
+                  "probed": False, "dismissed": []},
+    "confirmed": False, "diff_svg": {}}
+
+
+def write_verify_all(root: Path, data: dict = VERIFY_ALL) -> dict:
+    (root / "verify" / data["finding"]["key"]).mkdir(parents=True)
+    (root / "verify" / data["finding"]["key"] / "verify.json").write_text(json.dumps(data))
+    return data
+
+
+@pytest.fixture
+def run(tmp_path):
+    return make_run(tmp_path / "run dir")       # a space: every command must quote it
+
+
+def text_of(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).replace("&amp;", "&").replace("&rarr;", "->")
+
+
+# -- A1, B2: the change is named, the means are means, the paired estimate beside it ----------
+
+def test_the_change_says_what_it_is_beside_the_means(run):
+    files = writeups(load_results(run))
+    summary = files["SUMMARY.md"]
+    headline = summary.splitlines()[2]
+    assert "**+2,137.5%** requests per second with host speed and steal taken out" in headline
+    assert "means 10.1 -> 219.2 req/s" in headline
+    assert "paired ratios alone: +2,045.4%, 95% CI +1,498.1% .. +2,780.1%" in headline
+    # no column claims a plain after/before of the means beside it
+    assert "after / before" not in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| 10.1 | 219.2 |"))
+    assert "| 22.37x |" in row and "| +2,045.4% (+1,498.1% .. +2,780.1%) |" in row
+    assert "ratio, host capacity taken out" in summary
+    issue = files["fs-scan.md"]
+    assert ("**+2,137.5%** requests per second with host speed and steal taken out (means 10.1 -> 219.2 req/s)"
+            in issue and "paired ratios alone: +2,045.4%" in issue)
+    html = text_of(report_html(run))
+    assert ("+2,137.5%req/s with 2 fixes together (with host speed and steal taken out; 95% CI +1,505.7% .. "
+            "+3,017.9%; paired ratios alone: +2,045.4%, 95% CI +1,498.1% .. +2,780.1%); means 10.1 -> 219.2 req/s"
+            in html)
+    assert "+2,137.5% with host speed and steal taken out, 95% CI +1,505.7% .. +3,017.9%" in html
+    assert "This is not the ratio of the two means above" in html
+    # the terminal, the same words
+    line = effect_line(VERIFY_ALL)
+    assert line.startswith("means 10.1 -> 219.2 req/s (5 runs each); change +2,137.5% with host speed and "
+                           "steal taken out (95% CI +1,505.7% .. +3,017.9%), 5 interleaved pairs")
+    assert "(paired ratios alone: +2,045.4%, 95% CI +1,498.1% .. +2,780.1%)" in format_verify(VERIFY_ALL)
+
+
+def test_a_paired_only_change_is_named_as_such(tmp_path):
+    """Runs without host speed: the verdict is the paired estimate, and is called that."""
+    data = copy.deepcopy(VERIFY_ALL)
+    data["bench"]["change"] = {**data["bench"]["change_paired"]}
+    root = make_run(tmp_path / "run", verify_all=False)
+    write_verify_all(root, data)
+    summary = writeups(load_results(root))["SUMMARY.md"]
+    assert "**+2,045.4%** requests per second from the paired ratios" in summary
+    assert "| 21.45x (paired ratios: no capacity recorded) |" in summary and "paired ratios alone:" not in summary
+    assert "change +2,045.4% from the paired ratios" in effect_line(data)
+    assert "paired ratios alone" not in format_verify(data)
+
+
+# -- A2: verify is recommended only where there is something to verify ------------------------
+
+def test_informational_findings_recommend_no_verify(run):
+    files = writeups(load_results(run))
+    md = files["hot-builtins.md"]
+    assert "lockdown verify" not in md and "the summary says what to change" not in md
+    assert "informational" in md
+    html = report_html(run)
+    assert "--finding hot-builtins" not in html and "the summary says what to change" not in html
+    assert "Informational: this finding shows where the time goes; there is no patch to apply or verify." in html
+    # a finding with a patch still gets the command, quoted
+    assert f"`lockdown verify {shlex.quote(str(run))} --finding fs-scan`" in files["fs-scan.md"]
+    assert "--finding hot-builtins" not in files["SUMMARY.md"]
+
+
+# -- A3: the drill-down's thread ids are labelled as such -------------------------------------
+
+def test_request_drill_down_names_thread_ids(run):
+    html = report_html(run)
+    assert "<th>database connection</th><td>1 (MariaDB thread id 168)</td>" in html
+    assert "database connections</th><td>168" not in html
+
+
+# -- A4: the commands reproduce the run, options and all --------------------------------------
+
+def test_reproduce_commands_carry_the_run_options(run):
+    files = writeups(load_results(run))
+    q = shlex.quote(str(run))
+    expected_run = f"lockdown run wordpress -o {q} --runs 2 --duration 5 --requests 40"
+    assert shlex.split(expected_run)[4] == str(run)
+    verify = f"lockdown verify {q} --all --runs 5 --duration 3 --requests 30 --no-probe"
+    block = files["SUMMARY.md"].split("## Reproduce")[1]
+    assert expected_run in block and verify in block and f"lockdown writeup {q} -o OUTDIR" in block
+    for key in ("fs-scan", "n-plus-one", "hot-builtins"):
+        assert expected_run in files[f"{key}.md"].split("## Reproduce")[1]
+    assert verify in files["fs-scan.md"].split("## Reproduce")[1]
+    assert f"lockdown analyze {shlex.quote(str(run / 'bundle'))}" in files["fs-scan.md"]
+
+
+def test_an_older_run_is_reproduced_from_what_its_files_hold(tmp_path):
+    """A findings.json without run.options: bench.json's config and the run block say it."""
+    root = make_run(tmp_path / "old", options=None)
+    assert "lockdown run wordpress -o " + str(root) + " --runs 2 --duration 5 --requests 40\n" in \
+        writeups(load_results(root))["SUMMARY.md"]
+    bare = make_run(tmp_path / "bare", options=None, bench=False, verify_all=False)
+    data = json.loads((bare / "findings.json").read_text())
+    data["run"]["thresholds"]["fs-scan"] = {"x": 1}
+    data["run"]["php_ini"] = {"opcache.enable": "0"}
+    (bare / "findings.json").write_text(json.dumps(data))
+    line = next(l for l in writeups(load_results(bare))["SUMMARY.md"].splitlines() if l.startswith("lockdown run "))
+    assert line.startswith(f"lockdown run wordpress -o {bare} --no-bench --requests 40 --php-ini opcache.enable=0"
+                           "  # and --thresholds FILE")
+
+
+def test_run_records_the_options_it_was_given(tmp_path):
+    from lockdown.cli.run import _given_options, run_cmd
+    (tmp_path / "t.toml").write_text("")
+    ctx = run_cmd.make_context("run", ["minicms", "-o", "out", "--runs", "2", "--php-ini", "a=b c", "--no-probe",
+                                       "--thresholds", str(tmp_path / "t.toml"), "--timeout", "60"])
+    assert _given_options(ctx) == ["--runs", "2", "--thresholds", str(tmp_path / "t.toml"), "--php-ini", "a=b c",
+                                   "--no-probe"]
+    assert _given_options(run_cmd.make_context("run", ["minicms", "-o", "out"])) == []
+
+
+# -- B1: verify refreshes the run's write-ups, and each finding names its joint measurement ---
+
+def test_verify_refreshes_the_findings_writeups_and_the_report(tmp_path, capsys):
+    from lockdown.cli.verify import publish
+    from lockdown.reports.run_documents import write_finding_writeups
+    root = make_run(tmp_path / "run", verify_all=False)
+    write_finding_writeups(root)                     # as `lockdown run` leaves them
+    assert "Not verified yet: `lockdown verify" in (root / "findings" / "fs-scan.md").read_text()
+    data = write_verify_all(root)
+    assert publish(root, "all", data, None) == 3
+    assert "write-ups updated" in capsys.readouterr().out
+    md = (root / "findings" / "fs-scan.md").read_text()
+    assert "Measured together with 1 other fix(es)" in md and "this finding is gone from that re-capture" in md
+    assert "Not verified alone" in md
+    assert "is still reported by that re-capture" in (root / "findings" / "n-plus-one.md").read_text()
+    html = (root / "report.html").read_text()
+    blocks = dict(re.findall(r'<article class="finding[^"]*" id="(finding-\d)">(.*?)</article>', html, re.S))
+    scan, n1, info = blocks["finding-1"], blocks["finding-2"], blocks["finding-3"]
+    assert 'Measured together with 1 other fix (<a href="#verify-1">2 fixes together' in scan
+    assert '<span class="yes">is gone</span> from that re-capture' in scan
+    assert '<span class="nope">is still reported</span> by that re-capture' in n1
+    assert "Measured together" not in info and "Not verified" not in info
+
+
+# -- B7: a req/s interval below zero is shown as computed, and flagged -----------------------
+
+def test_an_interval_below_zero_is_flagged_not_clipped(run):
+    s = json.loads((run / "bench.json").read_text())["summary"]
+    lo, hi = s["rps_ci95"]
+    assert lo < 0 < hi
+    flag = f"95% CI {lo:,.1f} .. {hi:,.1f} req/s (below zero: 2 runs are too few for a usable interval)"
+    bench = json.loads((run / "bench.json").read_text())
+    assert flag in format_bench(bench)
+    assert flag in writeups(load_results(run))["SUMMARY.md"]
+    html = report_html(run)
+    assert html.count(flag) >= 2                   # the card and the methodology
+    assert "drawn as an open arrow at 0" in html and "mean, 95% CI (too wide)" in html
+    # the chart: no cap at an end beyond the axis, an arrow instead
+    open_bar = bar_chart([Bar("m", 8.5, lo, hi)], "t")
+    closed = bar_chart([Bar("m", 8.5, 2.0, hi)], "t")
+    assert open_bar.count("<line x1") == closed.count("<line x1") - 1 and 'class="chart-err-open"' in open_bar
+    assert "chart-err-open" not in closed
+
+
+# -- B8: the unknown-leaf share and the subsystem samples say their bases ---------------------
+
+def test_unknown_leaf_share_names_its_base(run):
+    html = text_of(report_html(run))
+    assert "952 perf samples inside timed requests" in html
+    assert ("Of all 1,133 perf samples of the capture (timed or not, inside requests or not), 15 (1.3%) have a "
+            "leaf frame with no function identity") in html
+    a = json.loads((run / "analysis.json").read_text())
+    text = format_analysis({**a, "bundle": "b", "target": "t"})
+    assert "(952 perf samples inside the timed requests, xhprof-instrumented ones left out)" in text
+    assert "leaf frame with no function identity: 15 of all 1133 perf samples of the capture (1.3%;" in text
+
+
+# -- C1: flame graph titles name the target --------------------------------------------------
+
+def test_flame_graph_titles_name_the_target(run, monkeypatch):
+    from lockdown.bundle.store import open_bundle
+    from lockdown.reports import run_documents
+    titles = []
+    monkeypatch.setattr(run_documents, "capture_flamegraph",
+                        lambda bundle, kind, title, **kw: titles.append(title) or "<svg/>")
+    run_documents.write_flamegraphs(open_bundle(run / "bundle"), run)
+    assert titles == ["PHP stacks: wordpress", "Native stacks: wordpress"]
+
+
+# -- C2, C6, C7: one format per kind of number; units; grammar --------------------------------
+
+def test_each_kind_of_number_reads_the_same_everywhere(run):
+    assert numbers.value(1613.0) == numbers.value(1613) == "1,613" and numbers.value(6.4412) == "6.44"
+    files = writeups(load_results(run))
+    html = report_html(run)
+    from lockdown.reports.run_results import findings_of
+    findings = findings_of(json.loads((run / "findings.json").read_text()), run)
+    terminal = format_findings(findings)
+    for where in (files["fs-scan.md"], html, terminal):
+        assert "1613" not in where.replace(str(run), "") and where.count("1,613") >= 2
+    # the rps deviation: two decimals everywhere; latency with thousands separated
+    sd = json.loads((run / "bench.json").read_text())["summary"]["rps_stddev"]
+    assert f"standard deviation {sd:.2f}" in files["SUMMARY.md"] and f"standard deviation {sd:.2f}" in html
+    assert "| 1,220.9 |" in files["SUMMARY.md"] and ">1,220.9<" in html
+    # intervals: one style, `lo .. hi`, with the unit on each end of a percentage
+    assert "[+" not in html and "]%" not in html
+
+
+def test_units_and_grammar(run):
+    html = report_html(run)
+    assert "host speed, iterations/&micro;s" in html and "per microsecond of its own CPU time" in html
+    svg = render_flamegraph({"a;b": 1, "a;c": 3})
+    assert "b (1 sample, 25.00%)" in svg and "c (3 samples, 75.00%)" in svg and "(1 samples" not in svg
