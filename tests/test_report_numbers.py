@@ -214,6 +214,8 @@ def test_reproduce_commands_carry_the_run_options(run):
         assert expected_run in files[f"{key}.md"].split("## Reproduce")[1]
     assert verify in files["fs-scan.md"].split("## Reproduce")[1]
     assert f"lockdown analyze {shlex.quote(str(run / 'bundle'))}" in files["fs-scan.md"]
+    # the report's methodology names the same command
+    assert f"<th>command</th><td>{expected_run.replace(chr(39), '&#39;')}</td>" in report_html(run)
 
 
 def test_an_older_run_is_reproduced_from_what_its_files_hold(tmp_path):

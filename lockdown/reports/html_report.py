@@ -35,7 +35,7 @@ from . import charts
 from . import numbers
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
-from .reproduce import suggest_verify
+from .reproduce import run_command, suggest_verify
 from .run_results import REDO_RUN, RunDirError, read_findings_file, read_json, reading, run_bundle
 from .writeup import pages_line
 
@@ -169,7 +169,9 @@ def _methodology(run: dict) -> dict:
             ("run directory", str(run["dir"])),
             ("host", f"{cfg.get('host') or host.get('node') or '?'}, {cfg.get('cpus') or host.get('cpus') or '?'} "
                      f"CPUs, {host.get('machine') or ''}".rstrip(", ")),
-            ("captured", m.get("created")), ("lockdown", m.get("lockdown_version"))]
+            ("captured", m.get("created")), ("lockdown", m.get("lockdown_version")),
+            ("command", run_command(run["dir"], run["findings"].get("target") or "?", run["findings"].get("run"),
+                                    run["bench"]))]
     bench_rows = []
     if bench:
         ini = cfg.get("php_ini") or {}
