@@ -52,6 +52,8 @@ def test_opendir_walk_with_exact_counts_and_chain():
     assert f.details["calls_per_request"]["readdir"] == [720] * 3
     assert f.details["directories"] == [120] * 3
     assert f.details["chain"][-3:] == ["plugin_path", "find_plugin", "readdir"]
+    # a share's label carries its unit: the value is a bare number
+    assert {e.what: e.value for e in f.evidence}["share of request time, %"] == f.share_pct
 
 
 def test_walk_variants_other_names():

@@ -109,7 +109,7 @@ def detect(ctx: Context) -> list:
         evidence.append(Evidence("walker (user function) calls per request", mid(walker_calls),
                                  f"xhprof: {walker}"))
     evidence.append(Evidence("call chain", " > ".join(chain), f"xhprof of {example} (heaviest callers)"))
-    evidence.append(Evidence("share of request time", round(share, 2), share_source))
+    evidence.append(Evidence("share of request time, %", round(share, 2), share_source))
     urls = sorted(scanning)
     return [Finding(
         id=ID, title=f"Every request walks {mid(dirs):.0f} directories ({walker or 'directory scan'})",

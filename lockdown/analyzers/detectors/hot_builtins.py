@@ -258,7 +258,7 @@ def detect(ctx: Context) -> list:
                        top_exclusive_share_pct=round(100.0 * sum(excl[f] for f in names) / wall, 2) if wall else None)
         for r in rows[:5]:
             evidence.append(Evidence(f"{r['name']}: calls per request, exclusive us per request",
-                                     f"{r['calls_per_request']:g}, {r['exclusive_us_per_request']:g}", sources(rids)))
+                                     f"{r['calls_per_request']:g}, {r['exclusive_us_per_request']:.0f}", sources(rids)))
         if wall:
             evidence.append(Evidence(f"top {len(rows)} builtins' exclusive time, % of the instrumented requests' "
                                      "wall time",
@@ -297,7 +297,7 @@ def detect(ctx: Context) -> list:
         parts.append(f"No builtin calls of the application in the {len(rids)} xhprof profile(s).")
     if rows:
         parts.append("Top builtins by exclusive time (xhprof, per request): " + "; ".join(
-            f"{r['name']} {r['calls_per_request']:g} calls, {r['exclusive_us_per_request']:g} us"
+            f"{r['name']} {r['calls_per_request']:g} calls, {r['exclusive_us_per_request']:.0f} us"
             for r in rows[:5]) + ".")
     if shares:
         parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(shares.items())[:6]) + ".")

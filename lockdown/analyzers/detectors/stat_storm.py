@@ -182,7 +182,7 @@ def detect(ctx: Context) -> list:
         evidence.append(Evidence("on-CPU samples in path resolution / stat system calls", f"{cpu:.2f}%"
                                  + (" (not used: a profiled request walks directories)" if walking else ""),
                                  f"perf samples of the timed requests ({len(ctx.native)})"))
-    evidence.append(Evidence("share of request time", share, share_source))
+    evidence.append(Evidence("share of request time, %", share, share_source))
     mean_calls = round(sum(per_request) / len(per_request)) if per_request else None
     version = php_version(ctx)
     return [Finding(
