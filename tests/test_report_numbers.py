@@ -336,3 +336,14 @@ def test_units_and_grammar(run):
     assert "host speed, iterations/&micro;s" in html and "per microsecond of its own CPU time" in html
     svg = render_flamegraph({"a;b": 1, "a;c": 3})
     assert "b (1 sample, 25.00%)" in svg and "c (3 samples, 75.00%)" in svg and "(1 samples" not in svg
+
+
+def test_not_canonical_says_which_way_with_both_values(run):
+    """A `lockdown run` benchmarks 3 runs by default, so it is not canonical though nothing was
+    changed: the report, SUMMARY.md and the terminal table name each value and the canonical one."""
+    assert "canonical</th><td>no: runs 2 (canonical 5), duration 5 (canonical 10)" in report_html(run)
+    summary = writeups(load_results(run))["SUMMARY.md"]
+    assert "(not canonical: runs 2 (canonical 5), duration 5 (canonical 10))" in summary
+    bench = json.loads((run / "bench.json").read_text())
+    assert "canonical no: runs 2 (canonical 5), duration 5 (canonical 10)" in format_bench(bench)
+    assert "canonical yes" in format_bench({**bench, "canonical": True, "non_default_options": []})

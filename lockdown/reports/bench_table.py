@@ -1,6 +1,7 @@
 """The human table of a bench result (the numbers come computed in the result)."""
 from __future__ import annotations
 
+from ..harness.bench import BenchOptions
 from . import numbers
 
 
@@ -8,12 +9,33 @@ def _fmt(v, spec=".1f", none="-"):
     return none if v is None else format(v, spec)
 
 
+def canonical_text(result: dict) -> str:
+    """"yes", or what differs from `lockdown bench`'s defaults with both values ("no: runs 3
+    (canonical 5)"): `lockdown run` measures 3 runs by default, so its benchmark is not
+    canonical though the user changed nothing, and the values say which way it differs."""
+    if result.get("canonical"):
+        return "yes"
+    default, cfg = BenchOptions(), result.get("config") or {}
+    parts = []
+    for key in result.get("non_default_options") or []:
+        if key == "php_ini":
+            parts.append("php.ini overrides")
+        elif key == "mysql":
+            parts.append("an existing MariaDB server (--mysql)")
+        elif key in cfg and hasattr(default, key):
+            parts.append(f"{key.replace('_', ' ')} {cfg[key]:g} (canonical {getattr(default, key):g})"
+                         if isinstance(cfg[key], (int, float)) else f"{key} {cfg[key]} (canonical {getattr(default, key)})")
+        else:
+            parts.append(key.replace("_", " "))
+    return "no: " + (", ".join(parts) or "non-default options")
+
+
 def format_bench(result: dict) -> str:
     cfg = result["config"]
     lines = [
         f"target {result['target']}  load {cfg['load']}  concurrency {cfg['concurrency']}  "
         f"workers {cfg['workers']}  {cfg['runs']} x {cfg['duration']:g} s  "
-        f"canonical {'yes' if result['canonical'] else 'no'}",
+        f"canonical {canonical_text(result)}",
     ]
     if cfg.get("php_ini"):
         lines.append("php.ini overrides: " + ", ".join(f"{k}={v}" for k, v in cfg["php_ini"].items()))

@@ -33,6 +33,7 @@ from ..bundle.store import Bundle, BundleError, open_bundle
 from ..errors import LockdownError
 from . import charts
 from . import numbers
+from .bench_table import canonical_text
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
 from .reproduce import run_command, suggest_verify
@@ -184,8 +185,7 @@ def _methodology(run: dict) -> dict:
             ("measured", f"{cfg.get('runs')} runs x {_num(cfg.get('duration'), 'g')} s"),
             ("URLs (weight)", ", ".join(f"{u.get('path')} ({u.get('weight')})" for u in cfg.get("urls") or [])),
             ("php.ini overrides", ", ".join(f"{k}={v}" for k, v in ini.items()) or "none"),
-            ("canonical", "yes" if bench.get("canonical") else
-             "no: " + (", ".join(bench.get("non_default_options") or []) or "non-default options")),
+            ("canonical", canonical_text(bench)),
         ]
         s = bench.get("summary") or {}
         lo, hi = _ci(s.get("rps_ci95"))

@@ -11,6 +11,7 @@ import jinja2
 
 from ..analyzers.findings import Finding, predicted_ratio
 from . import numbers as n
+from .bench_table import canonical_text
 from .reproduce import run_command, suggest_verify, verify_command
 from .run_results import RunResults
 
@@ -109,7 +110,7 @@ _ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=n.
                     pages=pages_line, estimate=n.estimate_name)
 _ENV.filters.update(quote=lambda v: shlex.quote(str(v)), ratio_cell=_ratio_cell)
 _ENV.globals.update(paired=n.paired_clause, ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
-                    paired_cell=_paired_cell)
+                    paired_cell=_paired_cell, canonical_text=canonical_text)
 
 
 def _commands(r: RunResults) -> dict:
