@@ -108,6 +108,7 @@ def test_repeated_call_per_call_time_comes_from_the_timed_requests():
     values = {e.what: e.value for e in f.evidence}
     assert values["inclusive time per call in timed requests (us)"] == round(13_000 / 60)
     assert values["inclusive time per call under xhprof (us, median)"] == 300
+    assert {e.what: e.source for e in f.evidence}["calls per request"] == "xhprof of 1 request: r000000"
     assert "about 217 us per call in the timed requests (300 us under xhprof's instrumentation)" in f.summary
     # without Excimer samples only xhprof's figure is left, and it says where it comes from
     [g] = repeated_call.detect(memo_context(memo_profile()))

@@ -200,7 +200,7 @@ def detect(ctx: Context) -> list:
                      f"profiled request(s), {cost}, and every call made the same "
                      f"child calls: a candidate for a per-request cache (memoization), which would "
                      f"save about {share:.1f}% of the request."),
-            evidence=[Evidence("calls per request", lo if lo == hi else f"{lo}..{hi}", f"xhprof of {', '.join(rids[:3])}"),
+            evidence=[Evidence("calls per request", lo if lo == hi else f"{lo}..{hi}", f"xhprof of {len(rids)} request{'s' * (len(rids) != 1)}: {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"),
                       *([Evidence("inclusive time per call in timed requests (us)", round(timed_call),
                                   "Excimer: wall time x share of samples with it on the stack, over "
                                   "xhprof's calls per request, same URLs")] if timed_call is not None else []),
@@ -332,7 +332,8 @@ def apply_probe(findings: list[Finding], located: dict[str, str], rows: dict[str
         per_request = sorted({r["distinct"] for r in probed})
         distinct = per_request[0] if len(per_request) == 1 else f"{per_request[0]}..{per_request[-1]}"
         source = (f"argument probe: {len(probed)} request(s) of "
-                  f"{', '.join(sorted({r['uri'] for r in probed})[:3])}")
+                  f"{', '.join(sorted({r['uri'] for r in probed})[:3])}"
+                  f"{' ...' if len({r['uri'] for r in probed}) > 3 else ''}")
         where = probe["function"]
         f.title = (f"{where} runs {round(calls / len(probed))} times per request, "
                    f"{probe['repeat_pct']:.0f}% of them with an (object, arguments) pair it already had")
