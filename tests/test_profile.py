@@ -80,6 +80,9 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     analysis = json.loads(a.stdout)
     assert abs(sum(analysis["subsystems"]["overall"].values()) - 100) <= 0.5
     assert analysis["subsystems"]["overall"]["vm"] > 10
+    # each URL's shares come with the samples they rest on, which add up to the total
+    sub = analysis["subsystems"]
+    assert set(sub["samples_by_url"]) == set(sub["by_url"]) and sum(sub["samples_by_url"].values()) == sub["samples"]
     ident = analysis["subsystems"]["symbols"]
     assert ident["leaf_unknown_pct"] < 5 < 100 * ident["leaf_unknown_before"] / ident["samples"]
     for b in [*analysis["budget_by_url"].values(), analysis["budget_overall"]]:

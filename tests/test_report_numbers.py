@@ -73,6 +73,7 @@ def make_run(root: Path, *, options=("--runs", "2", "--duration", "5", "--reques
         "by_request": [{"id": r.id, "url": r.url, "status": 200, "pid": 100, "instrumented": False,
                         "statements": 1, **budget} for r in reqs],
         "subsystems": {"samples": 952, "overall": {"vm": 100.0}, "by_url": {"/": {"vm": 100.0}},
+                       "samples_by_url": {"/": 952},
                        "symbols": {"samples": 1133, "leaf_unknown_before": 208, "leaf_unknown_after": 15,
                                    "frames_named": 2194, "leaf_unknown_pct": 1.32}}}))
     evidence = [{"what": "directories walked per request (median)", "value": 1613.0, "source": "xhprof"},
@@ -292,6 +293,8 @@ def test_an_interval_below_zero_is_flagged_not_clipped(run):
 def test_unknown_leaf_share_names_its_base(run):
     html = text_of(report_html(run))
     assert "952 perf samples inside timed requests" in html
+    # the by-URL table gives each row's base: its percentages rest on that many samples
+    assert re.search(r"<td class=\"name\"><code>/</code></td><td class=\"n\">952</td>", report_html(run))
     assert ("Of all 1,133 perf samples of the capture (timed or not, inside requests or not), 15 (1.3%) have a "
             "leaf frame with no function identity") in html
     a = json.loads((run / "analysis.json").read_text())

@@ -58,7 +58,9 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         per_url = subsystems.breakdown(samples, key=lambda s: url_of[s.request])
         out["subsystems"] = {"samples": sum(overall.values()), "overall": _shares(overall),
                              "symbols": identity.to_json(),
-                             "by_url": {u: _shares(c) for u, c in sorted(per_url.items())}}
+                             "by_url": {u: _shares(c) for u, c in sorted(per_url.items())},
+                             # each URL's shares rest on this many samples: 8 make 12.5% steps
+                             "samples_by_url": {u: sum(c.values()) for u, c in sorted(per_url.items())}}
     budgets = budget.request_budgets(requests, statements, samples)
     out["budget_by_url"] = {u: asdict(b) for u, b in sorted(budget.by_url(requests, budgets).items())}
     out["budget_overall"] = asdict(budget.mean_budget(

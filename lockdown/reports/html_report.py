@@ -264,7 +264,7 @@ def _subsystems(a: dict) -> dict | None:
     by_url = []
     for url, shares in (sub.get("by_url") or {}).items():
         names += [k for k in shares if k not in names]
-        by_url.append({"url": url, "shares": shares})
+        by_url.append({"url": url, "shares": shares, "samples": (sub.get("samples_by_url") or {}).get(url)})
     ident = sub.get("symbols") or {}
     return {"samples": sub.get("samples"), "chart": charts.bar_chart(bars, "On-CPU samples by engine subsystem", "%"),
             "names": names, "by_url": by_url,
