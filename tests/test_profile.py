@@ -83,6 +83,10 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     # each URL's shares come with the samples they rest on, which add up to the total
     sub = analysis["subsystems"]
     assert set(sub["samples_by_url"]) == set(sub["by_url"]) and sum(sub["samples_by_url"].values()) == sub["samples"]
+    # the statements' client side beyond the server's time, which db wait leaves out
+    trip = analysis["db_round_trip"]
+    assert trip["calls"] > 0 and trip["client_us"] > trip["server_us"] > 0 and trip["per_call_us"] > 0
+    assert abs(trip["us_per_request"] - trip["per_call_us"] * trip["statements_per_request"]) < 1
     ident = analysis["subsystems"]["symbols"]
     assert ident["leaf_unknown_pct"] < 5 < 100 * ident["leaf_unknown_before"] / ident["samples"]
     for b in [*analysis["budget_by_url"].values(), analysis["budget_overall"]]:

@@ -70,6 +70,8 @@ def make_run(root: Path, *, options=("--runs", "2", "--duration", "5", "--reques
               "residual_us": 0, "cpu_by_subsystem_us": {"vm": 100_000}, "requests": 2}
     (root / "analysis.json").write_text(json.dumps({
         "requests": 2, "instrumented_left_out": 0, "budget_by_url": {"/": budget}, "budget_overall": budget,
+        "db_round_trip": {"requests": 12, "calls": 2260, "client_us": 519387, "server_us": 230034,
+                          "per_call_us": 128.03, "statements_per_request": 184.89, "us_per_request": 23671.7},
         "by_request": [{"id": r.id, "url": r.url, "status": 200, "pid": 100, "instrumented": False,
                         "statements": 1, **budget} for r in reqs],
         "subsystems": {"samples": 952, "overall": {"vm": 100.0}, "by_url": {"/": {"vm": 100.0}},
@@ -353,3 +355,15 @@ def test_not_canonical_says_which_way_with_both_values(run):
     bench = json.loads((run / "bench.json").read_text())
     assert "canonical no: runs 2 (canonical 5), duration 5 (canonical 10)" in format_bench(bench)
     assert "canonical yes" in format_bench({**bench, "canonical": True, "non_default_options": []})
+
+
+def test_the_budget_says_what_db_wait_leaves_out(run):
+    """db wait is the server's Query_time; the statements' round trips (minicms: 185 x 128 us)
+    sit in cpu and other wait, and the page says how much."""
+    html = text_of(report_html(run))
+    assert ("128 &micro;s per statement beyond its server time, measured on 12 xhprof-instrumented requests "
+            "(2,260 client calls; instrumented, so an upper bound), so about 23.7 ms per timed request for "
+            "its 184.9 statements, 13.5% of the mean wall time, counted in cpu and other wait above") in html
+    text = format_analysis({**json.loads((run / "analysis.json").read_text()), "bundle": "b", "target": "t"})
+    assert ("db is the server's time only; the statements' round trips add about 23.7 ms per request "
+            "(184.9 statements x 128 us, xhprof), inside cpu and other") in text

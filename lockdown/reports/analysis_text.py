@@ -28,6 +28,11 @@ def format_analysis(a: dict, top: int = 15) -> str:
     for url, b in rows:
         lines.append(f"  {url[:40]:40s} {b['requests']:4d} {_ms(b['wall_us'])} {_ms(b['cpu_us'])} "
                      f"{_ms(b['db_wait_us'])} {_ms(b['other_wait_us'])} {_ms(b['residual_us'])}")
+    trip = a.get("db_round_trip")
+    if trip:
+        lines.append(f"  db is the server's time only; the statements' round trips add about "
+                     f"{trip['us_per_request'] / 1000:.1f} ms per request ({trip['statements_per_request']:.1f} "
+                     f"statements x {trip['per_call_us']:.0f} us, xhprof), inside cpu and other")
     slow = sorted((r for r in a["by_request"] if not r["instrumented"]), key=lambda r: -r["wall_us"])
     if len(a["by_request"]) > 1 and slow:
         lines += ["", "slowest requests, ms (drill down with --request ID):",

@@ -285,7 +285,12 @@ def _budget(a: dict) -> dict:
                                         (("cpu", "cpu_us"), ("db wait", "db_wait_us"), ("other wait", "other_wait_us"))],
                              text=f"{_ms(r['wall_us'])} ms") for r in rows]
     chart = charts.stacked_chart(chart_rows, "Mean time per request by URL", "ms") if chart_rows else None
-    return {"rows": rows, "overall": overall, "chart": chart}
+    rt = a.get("db_round_trip") if isinstance(a.get("db_round_trip"), dict) else None
+    trip = None if rt is None else {
+        "us": float(rt["us_per_request"]), "statements": float(rt["statements_per_request"]),
+        "per_call": float(rt["per_call_us"]), "requests": int(rt["requests"]), "calls": int(rt["calls"]),
+        "pct": 100 * float(rt["us_per_request"]) / overall["wall_us"] if overall.get("wall_us") else None}
+    return {"rows": rows, "overall": overall, "chart": chart, "round_trip": trip}
 
 
 def _functions(a: dict) -> dict:
