@@ -66,9 +66,9 @@ class LockdownGroup(click.Group):
     def invoke(self, ctx):
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, _raise_terminated)
-        for message in sweep_orphans() + restore_pending():
-            click.echo(message, err=True)
         try:
+            for message in sweep_orphans() + restore_pending():
+                click.echo(message, err=True)
             return super().invoke(ctx)
         except PhaseFailed as e:
             click.echo(f"lockdown: error: {e}", err=True)

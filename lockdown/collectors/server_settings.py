@@ -21,6 +21,7 @@ from .. import paths
 from ..errors import LockdownError, PhaseFailed
 from ..harness.mariadb import DatabaseServer
 from ..harness.processes import dead_records, owner_alive, owner_record
+from ..signals import held
 from .attribution import ADMIN_TAG
 
 # Read before, compared after; general_log is watched, not changed.
@@ -85,15 +86,21 @@ class SlowLogCapture:
         self.private = private
         self.original: dict = {}
         self.record: Path | None = None
-        # A server of the user's runs as its own user: give it a directory it can write.
-        self.tmp = Path(tempfile.mkdtemp(prefix="lockdown-slowlog-"))
-        self.tmp.chmod(0o777)
-        self.log_file = self.tmp / "slow.log"
+        self.tmp: Path | None = None
+        self.log_file: Path | None = None
 
     def __enter__(self) -> "SlowLogCapture":
-        self.original = read_settings(self.db)
-        if not self.private:
-            self._write_record()
+        # A server of the user's runs as its own user: give it a directory it can write.
+        self.tmp = Path(tempfile.mkdtemp(prefix="lockdown-slowlog-"))
+        self.log_file = self.tmp / "slow.log"
+        try:
+            self.tmp.chmod(0o777)
+            self.original = read_settings(self.db)
+            if not self.private:
+                self._write_record()
+        except BaseException:     # nothing changed yet: only the directory to remove
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
         wanted = {k: v for k, v in CAPTURE if k in self.original}
         wanted["slow_query_log_file"] = str(self.log_file)
         wanted["slow_query_log"] = "ON"
@@ -125,19 +132,20 @@ class SlowLogCapture:
                           f"can write to /tmp (or leave out --collect queries)")
 
     def __exit__(self, *exc) -> None:
-        try:
-            restore(self.db, self.original)
-            after = read_settings(self.db)
-        except LockdownError as e:
-            raise PhaseFailed(f"could not restore MariaDB settings on {self.db.where()}: {e}; "
-                              f"run `lockdown restore` when the server is reachable")
-        self.take_log(self.run_dir / "capture" / "slow.log")
-        changed = {k: (v, after.get(k)) for k, v in self.original.items() if after.get(k) != v}
-        if changed:
-            raise PhaseFailed(f"MariaDB settings on {self.db.where()} differ after restoring: "
-                              f"{changed}; run `lockdown restore`")
-        if self.record is not None:
-            self.record.unlink(missing_ok=True)
+        with held():          # a Ctrl-C meanwhile waits until the settings are back
+            try:
+                restore(self.db, self.original)
+                after = read_settings(self.db)
+            except LockdownError as e:
+                raise PhaseFailed(f"could not restore MariaDB settings on {self.db.where()}: {e}; "
+                                  f"run `lockdown restore` when the server is reachable")
+            self.take_log(self.run_dir / "capture" / "slow.log")
+            changed = {k: (v, after.get(k)) for k, v in self.original.items() if after.get(k) != v}
+            if changed:
+                raise PhaseFailed(f"MariaDB settings on {self.db.where()} differ after restoring: "
+                                  f"{changed}; run `lockdown restore`")
+            if self.record is not None:
+                self.record.unlink(missing_ok=True)
 
     def take_log(self, dest: Path) -> Path:
         """Move the log into the run directory (kept as evidence whatever happened) and drop

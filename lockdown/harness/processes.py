@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..errors import LockdownError, PhaseFailed
 from .. import paths
+from ..signals import held
 from . import ports
 
 _PR_SET_PDEATHSIG = 1
@@ -67,17 +68,17 @@ class ProcessGroup:
         """Start a long-running child (a server); its stdout and stderr go to `log`."""
         log = log or self.run_dir / "logs" / f"{name}.out"
         log.parent.mkdir(parents=True, exist_ok=True)
-        out = open(log, "ab")
-        try:
-            popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out if stdout_to_log else subprocess.PIPE,
-                stderr=out, env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
-        except FileNotFoundError:
-            raise LockdownError(f"cannot start {name}: {argv[0]} not found; run `make setup` "
-                                f"or `lockdown doctor` to see what is missing")
-        finally:
-            out.close()
-        child = Child(name, list(argv), popen, log)
+        with held(), open(log, "ab") as out:     # no signal between fork and the record
+            try:
+                popen = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out if stdout_to_log else subprocess.PIPE,
+                    stderr=out, env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+            except FileNotFoundError:
+                raise LockdownError(f"cannot start {name}: {argv[0]} not found; run `make setup` "
+                                    f"or `lockdown doctor` to see what is missing")
+            return self._track(Child(name, list(argv), popen, log))
+
+    def _track(self, child: Child) -> Child:
         self.children.append(child)
         self._write_record()
         return child
@@ -90,44 +91,47 @@ class ProcessGroup:
         log = log or self.run_dir / "logs" / f"{name}.out"
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out, open(stdout_file or os.devnull, "wb") as data:
+            child = None
             try:
-                popen = subprocess.Popen(
-                    argv, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE if capture else data if stdout_file else out,
-                    stderr=out, env=env, cwd=cwd,
-                    start_new_session=True, preexec_fn=_die_with_parent)
-            except FileNotFoundError:
-                raise LockdownError(f"cannot run {name}: {argv[0]} not found; run `make setup`")
-            child = Child(name, list(argv), popen, log)
-            self.children.append(child)
-            self._write_record()
-            try:
+                with held():                      # no signal between fork and the record
+                    try:
+                        popen = subprocess.Popen(
+                            argv, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE if capture else data if stdout_file else out,
+                            stderr=out, env=env, cwd=cwd,
+                            start_new_session=True, preexec_fn=_die_with_parent)
+                    except FileNotFoundError:
+                        raise LockdownError(f"cannot run {name}: {argv[0]} not found; run `make setup`")
+                    child = self._track(Child(name, list(argv), popen, log))
                 stdout, _ = popen.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
                 raise PhaseFailed(f"{name} did not finish within {timeout:.0f} s; its output is in {log}")
             finally:
-                _stop_group(popen, grace=2.0)
-                self.children.remove(child)
-                self._write_record()
+                if child is not None:
+                    self.stop(child, grace=2.0)
         return subprocess.CompletedProcess(argv, popen.returncode,
                                            stdout.decode("utf-8", "replace") if capture else None, None)
 
     # -- stopping ---------------------------------------------------------------------------
     def stop(self, child: Child, grace: float = 10.0) -> None:
-        _stop_group(child.popen, grace)
-        if child in self.children:
-            self.children.remove(child)
-        self._write_record()
+        with held():              # a Ctrl-C meanwhile takes effect once it is stopped
+            _stop_group(child.popen, grace)
+            if child in self.children:
+                self.children.remove(child)
+            self._write_record()
 
     def stop_all(self, grace: float = 10.0) -> None:
-        """Stop every child, newest first: the load generator, nginx, php-fpm, then MariaDB."""
-        for child in reversed(list(self.children)):
-            try:
-                _stop_group(child.popen, grace)
-            except Exception:  # keep stopping the others whatever happens
-                pass
-        self.children.clear()
-        self._write_record()
+        """Stop every child, newest first: the load generator, nginx, php-fpm, then MariaDB.
+        Signals wait until all are stopped (signals.held): a Ctrl-C in the middle had left
+        the older ones running."""
+        with held():
+            for child in reversed(list(self.children)):
+                try:
+                    _stop_group(child.popen, grace)
+                except Exception:  # keep stopping the others whatever happens
+                    pass
+            self.children.clear()
+            self._write_record()
 
     def __enter__(self) -> "ProcessGroup":
         return self
@@ -244,19 +248,20 @@ def sweep_orphans() -> list[str]:
     for record, data in dead_records(paths.active_dir()):
         run_dir = data.get("run_dir", "")
         stopped = []
-        for group in data.get("groups", []):
-            pids = [p for p in _group_members(group["pgid"]) if run_dir and run_dir in _cmdline(p)]
-            if pids:
-                _killpg(group["pgid"], signal.SIGTERM)
-                deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and _group_alive(group["pgid"]):
-                    time.sleep(0.05)
-                _killpg(group["pgid"], signal.SIGKILL)
-                stopped.append(group["name"])
-        if run_dir:   # the killed stack's sockets, when its paths were too long to bind
-            for part in ("php", "mysql"):
-                shutil.rmtree(ports.short_socket_dir(Path(run_dir) / part), ignore_errors=True)
-        record.unlink(missing_ok=True)
+        with held():              # one record at a time, whole: stopped, then removed
+            for group in data.get("groups", []):
+                pids = [p for p in _group_members(group["pgid"]) if run_dir and run_dir in _cmdline(p)]
+                if pids:
+                    _killpg(group["pgid"], signal.SIGTERM)
+                    deadline = time.monotonic() + 10
+                    while time.monotonic() < deadline and _group_alive(group["pgid"]):
+                        time.sleep(0.05)
+                    _killpg(group["pgid"], signal.SIGKILL)
+                    stopped.append(group["name"])
+            if run_dir:   # the killed stack's sockets, when its paths were too long to bind
+                for part in ("php", "mysql"):
+                    shutil.rmtree(ports.short_socket_dir(Path(run_dir) / part), ignore_errors=True)
+            record.unlink(missing_ok=True)
         if stopped:
             messages.append(f"lockdown: stopped {', '.join(stopped)} left running by an "
                             f"interrupted lockdown (run directory {run_dir})")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import LockdownError
+from ..signals import held
 from ..targets.config import Target
 from ..progress import as_reporter
 from . import app_tree, ports
@@ -88,15 +89,16 @@ class Stack:
         return self
 
     def __exit__(self, *exc) -> None:
-        self.procs.stop_all()
-        if self.fpm is not None:
-            ports.remove_short_socket_dir(self.fpm.socket)
-            ports.remove_short_socket_dir(self.fpm.instrumented_socket)
-        if self.mysql is not None:   # also when it never started (a port in use, a bad datadir)
-            ports.remove_short_socket_dir(self.mysql.socket)
-        if not self.options.keep_data:
-            shutil.rmtree(self.run_dir / "mysql" / "data", ignore_errors=True)
-            shutil.rmtree(self.app_dir, ignore_errors=True)
+        with held():     # a Ctrl-C meanwhile waits until everything is stopped and removed
+            self.procs.stop_all()
+            if self.fpm is not None:
+                ports.remove_short_socket_dir(self.fpm.socket)
+                ports.remove_short_socket_dir(self.fpm.instrumented_socket)
+            if self.mysql is not None:   # also when it never started (a port in use, a bad datadir)
+                ports.remove_short_socket_dir(self.mysql.socket)
+            if not self.options.keep_data:
+                shutil.rmtree(self.run_dir / "mysql" / "data", ignore_errors=True)
+                shutil.rmtree(self.app_dir, ignore_errors=True)
 
     def _start(self) -> None:
         t, o = self.target, self.options

@@ -1,0 +1,136 @@
+"""A signal at a bad moment: while children are being stopped, between a child's fork and its
+record, while a capture's slow log is being set up, while the CLI is being imported. Each
+must still leave nothing running and say one line. Unit-level: children are `sleep`s."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from lockdown.collectors import server_settings
+from lockdown.harness import processes
+from lockdown.harness.processes import ProcessGroup
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A LOCKDOWN_HOME of the test's own: the records of its children go there."""
+    monkeypatch.setenv("LOCKDOWN_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _kill(pids) -> None:
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def test_ctrl_c_while_stopping_stops_every_child_first(home, tmp_path):
+    """stop_all stops newest first; the newest ignores SIGTERM, so stopping it takes its grace
+    period, and Ctrl-C comes meanwhile. It used to leave the older children running (a
+    compare interrupted as its stacks were stopped left MariaDB and php-fpm behind) and their
+    record in active/; now the Ctrl-C takes effect once all are stopped."""
+    procs = ProcessGroup(tmp_path / "run")
+    older = [procs.spawn(f"server-{i}", ["sleep", "60"]) for i in range(2)]
+    stubborn = procs.spawn("stubborn", ["sh", "-c", "trap '' TERM; sleep 60"])
+    pids = [c.pid for c in older + [stubborn]]
+    assert list((home / "active").glob("*.json"))
+    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(KeyboardInterrupt):
+            procs.stop_all(grace=1.5)
+        assert time.monotonic() - started >= 1.0          # raised after the stop, not during it
+        assert [p for p in pids if _alive(p)] == []
+        assert procs.children == []
+        assert list((home / "active").glob("*.json")) == []
+    finally:
+        timer.cancel()
+        _kill(pids)
+
+
+def test_signal_between_fork_and_record_leaves_no_untracked_child(home, tmp_path, monkeypatch):
+    """A Ctrl-C arriving as Popen returns (the child forked, not yet recorded) used to unwind
+    out of spawn: a server nobody would stop. Now it is raised once the child is recorded, so
+    stop_all finds it."""
+    real_popen = subprocess.Popen
+    started = []
+
+    def popen_then_ctrl_c(*args, **kwargs):
+        p = real_popen(*args, **kwargs)
+        started.append(p.pid)
+        os.kill(os.getpid(), signal.SIGINT)
+        return p
+
+    procs = ProcessGroup(tmp_path / "run")
+    monkeypatch.setattr(processes.subprocess, "Popen", popen_then_ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            procs.spawn("server", ["sleep", "60"])
+        with pytest.raises(KeyboardInterrupt):
+            procs.run("loadgen", ["sleep", "60"], timeout=30)
+        monkeypatch.undo()
+        assert [c.pid for c in procs.children] == started[:1]     # run() stopped its own child
+        assert not _alive(started[1])
+        procs.stop_all()
+        assert [p for p in started if _alive(p)] == []
+    finally:
+        _kill(started)
+
+
+class _RefusingServer:
+    """A database whose first statement is cut short by Ctrl-C."""
+    socket, host, port, user, password = None, "127.0.0.1", 1, "u", "p"
+
+    def sql(self, statement):
+        raise KeyboardInterrupt()
+
+    def where(self):
+        return "127.0.0.1:1"
+
+
+def test_interrupted_slow_log_setup_leaves_no_temporary_directory(home, tmp_path, monkeypatch):
+    """Ctrl-C while the server's settings were read (before anything was changed) left the
+    /tmp/lockdown-slowlog-* directory behind."""
+    monkeypatch.setattr(server_settings.tempfile, "tempdir", str(tmp_path))
+    for private in (True, False):
+        with pytest.raises(KeyboardInterrupt):
+            with server_settings.SlowLogCapture(_RefusingServer(), tmp_path / "run", private=private):
+                pass
+    assert list(tmp_path.glob("lockdown-slowlog-*")) == []
+
+
+IMPORT_INTERRUPTED = """
+import os, signal, sys
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "lockdown.cli.bench":
+            os.kill(os.getpid(), signal.SIGINT)
+sys.meta_path.insert(0, CtrlC())
+from lockdown.cli import main
+main(["targets"], prog_name="lockdown")
+"""
+
+
+def test_ctrl_c_while_the_cli_is_imported_is_one_line(home):
+    r = subprocess.run([sys.executable, "-c", IMPORT_INTERRUPTED], capture_output=True, text=True,
+                       cwd=REPO, timeout=60)
+    assert r.returncode == 130
+    assert r.stderr == "lockdown: interrupted while starting; nothing was started\n"
+    assert r.stdout == ""
