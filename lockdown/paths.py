@@ -48,7 +48,21 @@ def new_run_dir(target: str, command: str) -> Path:
     while path.exists():
         n += 1
         path = base.with_name(f"{base.name}-{n}")
-    path.mkdir(parents=True)
+    try:
+        path.mkdir(parents=True)
+    except OSError as e:
+        raise LockdownError(f"cannot create a run directory in {runs_dir()}: {e.strerror or e}; set "
+                            f"LOCKDOWN_HOME to a writable directory, or give --run-dir where there is one")
+    return path
+
+
+def make_dir(path: Path, option: str) -> Path:
+    """`path` made with its parents when missing; one that cannot be made (a read-only or full
+    file system, no permission) is one line naming `option`, the flag to change."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise LockdownError(f"cannot create {path}: {e.strerror or e}; choose another {option}")
     return path
 
 
@@ -56,7 +70,10 @@ def empty_dir(path: Path, option: str) -> Path:
     """`path` resolved and made when missing, for a command to fill; one with files in it is
     refused (`option` names the flag to change), so two runs' outputs never mix."""
     path = path.resolve()
-    if path.exists() and any(path.iterdir()):
+    try:
+        filled = path.exists() and any(path.iterdir())
+    except OSError as e:
+        raise LockdownError(f"cannot read {path}: {e.strerror or e}; choose another {option}")
+    if filled:
         raise LockdownError(f"{path} is not empty; choose another {option} or remove it")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return make_dir(path, option)

@@ -78,7 +78,10 @@ class BundleWriter:
             raise LockdownError(f"cannot write {self.dest}: directory {self.dest.parent} does not exist")
         self.staging = self.dest.parent / f".{self.dest.name}.partial-{os.getpid()}"
         shutil.rmtree(self.staging, ignore_errors=True)
-        self.staging.mkdir()
+        try:
+            self.staging.mkdir()
+        except OSError as e:
+            raise LockdownError(f"cannot write {self.dest}: {e.strerror or e}; choose another -o")
 
     def path(self, rel: str) -> Path:
         p = self.staging / rel

@@ -63,7 +63,7 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
     check_destination(json_out)
     check_not_input(json_out, target_inputs(t), "--json")
     if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        paths.make_dir(run_dir, "--run-dir")
     run_dir = (run_dir or paths.new_run_dir(t.name, "bench")).resolve()
     with deadline(timeout):
         result = run_bench(t, run_dir, opts, say=for_command(f"bench {t.name}", json_out is not None))

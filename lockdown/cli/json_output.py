@@ -3,12 +3,13 @@ to stdout (`--json` alone or `--json -`)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
 
 from ..errors import LockdownError
-from ..reports.output import write_json_atomic
+from ..reports.output import write_json_atomic, writes_through
 
 STDOUT = "-"
 
@@ -28,6 +29,9 @@ def check_destination(json_out: Path | None) -> None:
     parent = json_out.resolve().parent
     if not parent.is_dir():
         raise LockdownError(f"cannot write {json_out}: directory {parent} does not exist")
+    if not writes_through(json_out) and not os.access(parent, os.W_OK | os.X_OK):
+        raise LockdownError(f"cannot write {json_out}: directory {parent} is not writable; "
+                            f"choose another --json FILE")
 
 
 def emit(json_out: Path, document: dict) -> None:

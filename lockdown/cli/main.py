@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import signal
 import sys
 
@@ -11,6 +12,9 @@ from .. import __version__
 from ..errors import LockdownError, PhaseFailed
 from ..collectors.server_settings import restore_pending
 from ..harness.processes import sweep_orphans
+
+
+_FILE_SYSTEM_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 class _Terminated(KeyboardInterrupt):
@@ -78,6 +82,16 @@ class LockdownGroup(click.Group):
         except LockdownError as e:
             click.echo(f"lockdown: error: {e}", err=True)
             ctx.exit(e.exit_code)
+        except OSError as e:
+            if e.errno not in _FILE_SYSTEM_ERRORS:
+                raise
+            # a full or read-only disk can stop any write; everything started was stopped on the way
+            where = e.filename2 or e.filename
+            hint = ("free some space and run it again" if e.errno in (errno.ENOSPC, errno.EDQUOT)
+                    else "check its permissions, or choose another directory")
+            what = f"cannot write {where}" if where else "a write failed"
+            click.echo(f"lockdown: error: {what}: {e.strerror}; {hint}", err=True)
+            ctx.exit(LockdownError.exit_code)
         except KeyboardInterrupt as e:
             what = "terminated" if isinstance(e, _Terminated) else "interrupted"
             click.echo(f"lockdown: {what}; everything started was stopped", err=True)

@@ -88,7 +88,7 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
     if output.exists():
         raise LockdownError(f"{output} already exists; choose another -o or remove it")
     if run_dir is not None:
-        run_dir.mkdir(parents=True, exist_ok=True)
+        paths.make_dir(run_dir, "--run-dir")
     run_dir = (run_dir or paths.new_run_dir(t.name, "profile")).resolve()
     with deadline(timeout):
         bundle = run_profile(t, run_dir, output, opts,

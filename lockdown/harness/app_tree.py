@@ -11,6 +11,7 @@ every later run with it; `written_through` catches a writer that did.
 """
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -23,8 +24,32 @@ from ..errors import LockdownError
 
 def link_copy(src: Path, dest: Path) -> None:
     """`dest` as a tree of hard links to `src`'s files (directories are the run's own, so new
-    files and deletions stay in the copy)."""
-    subprocess.run(["cp", "-al", str(src), str(dest)], check=True)
+    files and deletions stay in the copy). Links cannot cross file systems: a run directory
+    on another one than the prepared tree (`-o /tmp/x` with /tmp a tmpfs) gets a full copy,
+    whose files are its own already."""
+    argv = ["cp", "-al" if _can_link(src, dest.parent) else "-a", str(src), str(dest)]
+    run = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    if run.returncode != 0:
+        shutil.rmtree(dest, ignore_errors=True)
+        problem = (run.stderr.strip().splitlines() or ["no message"])[-1]
+        raise LockdownError(f"cannot copy the application into {dest} ({problem}); free some space "
+                            f"or choose a run directory on another file system")
+
+
+def _can_link(src: Path, dest_dir: Path) -> bool:
+    """Whether a file of `src` can be hard-linked into `dest_dir` (not across file systems, nor
+    across mount points of one)."""
+    probe = next((Path(d, f) for d, _, files in os.walk(src) for f in files
+                  if not os.path.islink(os.path.join(d, f))), None)
+    if probe is None:
+        return True
+    link = dest_dir / f".lockdown-link-test-{os.getpid()}"
+    try:
+        os.link(probe, link)
+    except OSError as e:
+        return e.errno != errno.EXDEV
+    link.unlink()
+    return True
 
 
 def own(root: Path, rel: str) -> Path:

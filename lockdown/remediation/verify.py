@@ -32,6 +32,7 @@ from ..harness.stack import StackOptions
 from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph
 from ..reports.output import write_json_atomic, write_text_atomic
 from ..reports.run_results import findings_of, read_findings_file, run_bundle
+from ..signals import held
 from ..targets.config import Target
 from ..targets.registry import resolve
 from .apply import ini_changes, remedy
@@ -211,14 +212,19 @@ def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediati
     final = run.directory / "verify" / key
     work = final.with_name(f".{key}.tmp-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    try:
+        work.mkdir(parents=True)
+    except OSError as e:
+        raise LockdownError(f"cannot write {final.parent}: {e.strerror or e}; verify keeps its results "
+                            f"in the run directory: make it writable, or copy it somewhere that is")
     try:
         result = _verify(run, findings, key, remediations, bench, requests, probe, work, final, say, each)
         write_json_atomic(work / "verify.json", result)
         old = final.with_name(f".{key}.old-{os.getpid()}")
-        if final.exists():
-            final.rename(old)
-        work.rename(final)
+        with held():       # the old result out and the new one in, not one without the other
+            if final.exists():
+                final.rename(old)
+            work.rename(final)
         shutil.rmtree(old, ignore_errors=True)
         return result
     except BaseException:
