@@ -305,7 +305,7 @@ class _Captured:
                 self._perf.append(PerfSample(start + k, 7, 7, "php-fpm", 1, rid, []))
             for k in range(samples_out):
                 self._perf.append(PerfSample(t + k, 7, 7, "php-fpm", 1, None, []))
-            if stacks and wall >= 2 * period_ms * 1000:
+            if stacks and wall >= 3 * period_ms * 1000:
                 self._excimer.append(ExcimerProfile(request=rid, pid=7, stacks=["main"], samples=[[start, 1, 0]]))
             t += 10 * (wall + outside_us) * 1000
 
@@ -328,7 +328,7 @@ def test_fast_pages_are_judged_by_what_their_windows_can_hold():
     assert fast["perf samples attributed"].ok, fast["perf samples attributed"].detail
     assert "cover 76% of the client's, so at least 68% is expected" in fast["perf samples attributed"].detail
     assert fast["PHP stacks per request"].ok
-    assert "10 shorter than two 4 ms sampling periods have none" in fast["PHP stacks per request"].detail
+    assert "10 shorter than three 4 ms sampling periods have none" in fast["PHP stacks per request"].detail
     # the same losses on 200 ms pages are a broken capture
     slow = {c.name: c for c in coverage_checks(_Captured([200_000] * 10, 4.0, 1500, 3, 1, stacks=False))}
     assert not slow["perf samples attributed"].ok and "expected" not in slow["perf samples attributed"].detail
