@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -134,3 +135,28 @@ def test_ctrl_c_while_the_cli_is_imported_is_one_line(home):
     assert r.returncode == 130
     assert r.stderr == "lockdown: interrupted while starting; nothing was started\n"
     assert r.stdout == ""
+
+
+def test_ctrl_c_while_verify_swaps_its_result_keeps_one(tmp_path, monkeypatch):
+    """verify replaces DIR/verify/KEY by renaming the old one away and the new one in; a
+    Ctrl-C between the two renames used to leave neither (the new one was removed as
+    unfinished, the old one hidden as .KEY.old-PID)."""
+    from lockdown.remediation import verify as verify_module
+    final = tmp_path / "verify" / "fs-scan"
+    final.mkdir(parents=True)
+    (final / "verify.json").write_text('{"old": true}\n')
+    monkeypatch.setattr(verify_module, "_verify", lambda *args: {"new": True})
+    real_rename = Path.rename
+
+    def rename_then_ctrl_c(self, target):
+        moved = real_rename(self, target)
+        if Path(target).name.startswith(".fs-scan.old-"):
+            os.kill(os.getpid(), signal.SIGINT)
+        return moved
+
+    monkeypatch.setattr(Path, "rename", rename_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        verify_module.verify(SimpleNamespace(directory=tmp_path), [], [], None, None, key="fs-scan")
+    monkeypatch.undo()
+    assert (final / "verify.json").read_text() == '{\n  "new": true\n}\n'
+    assert sorted(p.name for p in final.parent.iterdir()) == ["fs-scan"]

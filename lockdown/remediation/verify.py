@@ -225,7 +225,7 @@ def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediati
             if final.exists():
                 final.rename(old)
             work.rename(final)
-        shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(old, ignore_errors=True)
         return result
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
