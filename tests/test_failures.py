@@ -104,3 +104,35 @@ def test_timeout_stops_everything(lockdown):
     assert r.returncode == 2
     assert r.stderr.startswith("lockdown: error: timed out after 4 s (--timeout)")
     assert processes_mentioning(run_dir_of(r.stdout)) == []
+
+
+def test_unfinished_run_directory_is_marked_and_refused(env, lockdown, tmp_path):
+    """`lockdown run -o DIR` claims DIR (DIR/incomplete.json) until its report is written. A
+    second run with the same -o is refused while the first writes it (two runs had both
+    written DIR/bench-run); once interrupted, DIR says so, and verify, report, writeup and a
+    new run refuse it with one line instead of taking it for a finished run (interrupted at
+    '== report', it had findings.json but not every flame graph, nor report.html)."""
+    out = tmp_path / "out"
+    first = subprocess.Popen(lockdown_argv("run", "hello", "-o", out, "--no-bench", "--requests", "5000"),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        wait_for_line(first, "[warmup]")
+        assert (out / "incomplete.json").is_file()
+        second = lockdown("run", "hello", "-o", out, "--no-bench")
+        assert second.returncode == 2 and second.stderr.count("\n") == 1, second.stderr
+        assert f"{out} is being written by a lockdown run still going (pid {first.pid}); wait for it " \
+               f"to finish, or choose another -o" in second.stderr
+    finally:
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+    assert (out / "incomplete.json").is_file()
+    (out / "findings.json").write_text('{"format": 1, "target": "hello", "findings": []}\n')
+    gone = f"{out} holds a lockdown run that did not finish (interrupted or failed; incomplete.json)"
+    for args in (("verify", out, "--all"), ("report", out), ("writeup", out, "-o", tmp_path / "issues")):
+        r = lockdown(*args)
+        assert r.returncode == 2 and r.stderr == f"lockdown: error: {gone}; run `lockdown run TARGET -o DIR` " \
+                                                 f"again into an empty directory\n", (args, r.stderr)
+    r = lockdown("run", "hello", "-o", out)
+    assert r.stderr == f"lockdown: error: {gone}; remove it or choose another -o\n"
+    assert not (tmp_path / "issues").exists()

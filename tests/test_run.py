@@ -40,6 +40,7 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
     home, listing = truth["home"], truth["list"]
     r, out = minicms_run
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert not (out / "incomplete.json").exists()        # finished: the claim is gone
     data = json.loads((out / "findings.json").read_text())
     by_id = {}
     for f in data["findings"]:

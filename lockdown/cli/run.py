@@ -9,11 +9,12 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from .. import paths
+from .. import paths, run_marker
 from ..analyzers.analysis import analyze
 from ..analyzers.detectors import build_context, detect, load_thresholds
 from ..bundle.store import open_bundle
 from ..collectors.settings import CaptureSettings
+from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
 from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
@@ -63,8 +64,12 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     limits = load_thresholds(thresholds)
     given = _given_options(click.get_current_context())
     check_destination(json_out)
-    out = paths.empty_dir(out, "-o")
     ini = parse_ini(php_ini)
+    taken = run_marker.unfinished(out.resolve(), "-o")
+    if taken:
+        raise LockdownError(taken)
+    out = paths.empty_dir(out, "-o")
+    run_marker.claim(out)          # DIR/incomplete.json until the report is written
     say = for_command(f"run {t.name}", json_out is not None)
     bench = None
     with deadline(timeout):
@@ -106,6 +111,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     say("== report")
     flames = write_flamegraphs(bundle, out)
     report = write_report(out)
+    run_marker.finished(out)
     if json_out is not None:
         emit(json_out, {"directory": str(out), "findings_json": str(out / "findings.json"),
                         "report": str(report), "flamegraphs": [str(p) for p in flames],

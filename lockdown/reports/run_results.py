@@ -15,6 +15,7 @@ import jinja2
 
 from ..analyzers.findings import Finding
 from ..errors import LockdownError
+from .. import run_marker
 
 
 FINDINGS_FORMAT = 1      # findings.json's format (lockdown run writes it)
@@ -77,6 +78,9 @@ def read_findings_file(run_dir: Path) -> dict:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir}: no such directory; give the -o directory of `lockdown run`")
+    problem = run_marker.unfinished(run_dir)
+    if problem:
+        raise RunDirError(problem)
     path = run_dir / "findings.json"
     if not path.exists():
         raise RunDirError(f"{run_dir} has no findings.json: not a lockdown run directory; give "
