@@ -11,6 +11,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -123,6 +124,7 @@ def prepare(target: Target, say=print) -> Prepared:
         say(f"[prepare] {target.name}: first use of this target version, installing it "
             f"(cached in {root})")
         started = time.monotonic()
+        _remove_unfinished(target.name)
         tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -130,8 +132,11 @@ def prepare(target: Target, say=print) -> Prepared:
             (tmp / "prepared.json").write_text(json.dumps(
                 {"target": target.name, "key": key, "seconds": round(time.monotonic() - started, 1),
                  "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
-            for old in paths.prepared_dir().glob(f"{target.name}-*"):
-                if old.is_dir() and old != root:
+            version = re.compile(re.escape(target.name) + r"-[0-9a-f]{16}")
+            for old in paths.prepared_dir().iterdir():
+                # this target's older versions only: a glob of `minicms-*` also named
+                # minicms-clean-KEY, another target's preparation, and removed it
+                if version.fullmatch(old.name) and old != root and old.is_dir():
                     shutil.rmtree(old, ignore_errors=True)
             tmp.rename(root)
         except BaseException:
@@ -139,6 +144,27 @@ def prepare(target: Target, say=print) -> Prepared:
             raise
         say(f"[prepare] {target.name}: ready in {time.monotonic() - started:.0f} s")
     return Prepared(target, root)
+
+
+def _remove_unfinished(name: str) -> None:
+    """Builds of target `name` that a killed lockdown left half-done (.NAME-KEY.tmp-PID, and
+    .NAME-KEY.discarded-PID): a hundred megabytes each, never used again. Called with the
+    target's lock held, so no build of it is running; a live PID is left alone all the same."""
+    unfinished = re.compile(re.escape(f".{name}-") + r"[0-9a-f]{16}\.(?:tmp|discarded)-(\d+)")
+    for entry in paths.prepared_dir().iterdir():
+        m = unfinished.fullmatch(entry.name)
+        if m and not _pid_alive(int(m.group(1))):
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def discard(prepared: Prepared) -> None:
