@@ -136,3 +136,17 @@ def test_unfinished_run_directory_is_marked_and_refused(env, lockdown, tmp_path)
     r = lockdown("run", "hello", "-o", out)
     assert r.stderr == f"lockdown: error: {gone}; remove it or choose another -o\n"
     assert not (tmp_path / "issues").exists()
+
+
+def test_run_dir_with_files_in_it_is_refused(lockdown, tmp_path):
+    """bench and profile took any --run-dir and removed its app/ and mysql/data/ at the end,
+    as if they were the run's copies: `--run-dir .` in a project deleted the project's app/."""
+    mine = tmp_path / "project"
+    (mine / "app").mkdir(parents=True)
+    (mine / "app" / "index.php").write_text("<?php echo 'mine';\n")
+    for args in (("bench", "hello", *SHORT), ("profile", "hello", "-o", tmp_path / "b", "--requests", "5")):
+        r = lockdown(*args, "--run-dir", mine)
+        assert r.returncode == 2 and r.stderr == (f"lockdown: error: {mine} is not empty; choose another "
+                                                  f"--run-dir or remove it\n"), r.stderr
+    assert (mine / "app" / "index.php").read_text() == "<?php echo 'mine';\n"
+    assert sorted(p.name for p in mine.iterdir()) == ["app"] and not (tmp_path / "b").exists()

@@ -62,9 +62,10 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
                "after-benchmark": exec_after_benchmark})
     check_destination(json_out)
     check_not_input(json_out, target_inputs(t), "--json")
-    if run_dir is not None:
-        paths.make_dir(run_dir, "--run-dir")
-    run_dir = (run_dir or paths.new_run_dir(t.name, "bench")).resolve()
+    # a run directory of its own: the run's copies (app/, mysql/data/) are removed at the end,
+    # and an existing directory's own app/ went with them
+    run_dir = (paths.new_run_dir(t.name, "bench") if run_dir is None
+               else paths.empty_dir(run_dir, "--run-dir")).resolve()
     with deadline(timeout):
         result = run_bench(t, run_dir, opts, say=for_command(f"bench {t.name}", json_out is not None))
     write_json_atomic(run_dir / "bench.json", result)

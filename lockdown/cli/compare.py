@@ -32,7 +32,7 @@ from .stack_options import ab_options
               help="php.ini override of both configurations (repeatable).")
 @ab_options("configuration")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Run directory (default: a new one under $LOCKDOWN_HOME/runs).")
+              help="Run directory, new or empty (default: a new one under $LOCKDOWN_HOME/runs).")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("the comparison (both arms' runs, the change with its CI, the pages)")

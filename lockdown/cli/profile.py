@@ -87,9 +87,10 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
     output = output.resolve()
     if output.exists():
         raise LockdownError(f"{output} already exists; choose another -o or remove it")
-    if run_dir is not None:
-        paths.make_dir(run_dir, "--run-dir")
-    run_dir = (run_dir or paths.new_run_dir(t.name, "profile")).resolve()
+    # a run directory of its own: the run's copies (app/, mysql/data/) are removed at the end,
+    # and an existing directory's own app/ went with them
+    run_dir = (paths.new_run_dir(t.name, "profile") if run_dir is None
+               else paths.empty_dir(run_dir, "--run-dir")).resolve()
     with deadline(timeout):
         bundle = run_profile(t, run_dir, output, opts,
                              say=for_command(f"profile {t.name}", json_out is not None))

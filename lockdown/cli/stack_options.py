@@ -24,7 +24,7 @@ def stack_options(last_hook: str, last_hook_help: str):
         click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup."),
         click.option(f"--exec-{last_hook}", metavar="CMD", help=last_hook_help),
         click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                     help="Run directory (default: a new one under $LOCKDOWN_HOME/runs)."),
+                     help="Run directory, new or empty (default: a new one under $LOCKDOWN_HOME/runs)."),
         click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
                      help="Stop everything and fail if the whole command takes longer."),
     ]
