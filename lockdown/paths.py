@@ -6,6 +6,8 @@ Everything lives under `$LOCKDOWN_HOME` (default `~/.local/share/lockdown`), nev
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import time
 from pathlib import Path
 
@@ -77,3 +79,32 @@ def empty_dir(path: Path, option: str) -> Path:
     if filled:
         raise LockdownError(f"{path} is not empty; choose another {option} or remove it")
     return make_dir(path, option)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def remove_abandoned(directory: Path, name: str) -> None:
+    """Remove what a killed lockdown left half-written in `directory`: the entries whose name
+    fullmatches the regex `name`, whose group `pid` names a process that is gone (a staging
+    directory `.DEST.partial-PID`, a verification's `.KEY.tmp-PID`). Nothing else reads them,
+    and no later command would remove them."""
+    pattern = re.compile(name)
+    try:
+        entries = list(Path(directory).iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        m = pattern.fullmatch(entry.name)
+        if m and not pid_alive(int(m.group("pid"))):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)

@@ -87,9 +87,12 @@ def test_kill_9_is_cleaned_up_by_next_command(env, tmp_path):
     proc.wait()
     time.sleep(0.5)
     # PR_SET_PDEATHSIG stops the direct children; whatever else is left, the next command stops.
+    assert (Path(run_dir) / "app").is_dir()
     r = subprocess.run(lockdown_argv("targets"), capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0
     assert not sockets.exists()
+    assert not (Path(run_dir) / "app").exists()           # the run's copy, as its end removes it
+    assert (Path(run_dir) / "logs" / "php-fpm.log").exists()
     deadline = time.monotonic() + 15
     while processes_mentioning(run_dir) and time.monotonic() < deadline:
         time.sleep(0.2)

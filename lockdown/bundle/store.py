@@ -12,11 +12,13 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 from itertools import chain
 from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator
 
+from .. import paths
 from ..errors import LockdownError
 from .model import (FORMAT, VERSION, ExcimerProfile, PerfSample, RecordError, RequestRecord,
                     Statement, brief, checker, numbers_fit)
@@ -78,6 +80,8 @@ class BundleWriter:
             raise LockdownError(f"cannot write {self.dest}: directory {self.dest.parent} does not exist")
         self.staging = self.dest.parent / f".{self.dest.name}.partial-{os.getpid()}"
         shutil.rmtree(self.staging, ignore_errors=True)
+        # a bundle a killed capture of the same -o was staging
+        paths.remove_abandoned(self.dest.parent, re.escape(f".{self.dest.name}.partial-") + r"(?P<pid>\d+)")
         try:
             self.staging.mkdir()
         except OSError as e:

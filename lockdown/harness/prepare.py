@@ -150,21 +150,8 @@ def _remove_unfinished(name: str) -> None:
     """Builds of target `name` that a killed lockdown left half-done (.NAME-KEY.tmp-PID, and
     .NAME-KEY.discarded-PID): a hundred megabytes each, never used again. Called with the
     target's lock held, so no build of it is running; a live PID is left alone all the same."""
-    unfinished = re.compile(re.escape(f".{name}-") + r"[0-9a-f]{16}\.(?:tmp|discarded)-(\d+)")
-    for entry in paths.prepared_dir().iterdir():
-        m = unfinished.fullmatch(entry.name)
-        if m and not _pid_alive(int(m.group(1))):
-            shutil.rmtree(entry, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    paths.remove_abandoned(paths.prepared_dir(),
+                           re.escape(f".{name}-") + r"[0-9a-f]{16}\.(?:tmp|discarded)-(?P<pid>\d+)")
 
 
 def discard(prepared: Prepared) -> None:

@@ -261,6 +261,10 @@ def sweep_orphans() -> list[str]:
             if run_dir:   # the killed stack's sockets, when its paths were too long to bind
                 for part in ("php", "mysql"):
                     shutil.rmtree(ports.short_socket_dir(Path(run_dir) / part), ignore_errors=True)
+                # and its copies of the app and the database (tens to hundreds of MB), which
+                # the command removes as it ends (Stack.__exit__); its configs and logs stay
+                for copy in (Path(run_dir) / "app", Path(run_dir) / "mysql" / "data"):
+                    shutil.rmtree(copy, ignore_errors=True)
             record.unlink(missing_ok=True)
         if stopped:
             messages.append(f"lockdown: stopped {', '.join(stopped)} left running by an "

@@ -17,6 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import paths
 from ..analyzers.detectors import build_context, detect, with_defaults
 from ..analyzers.findings import Finding, Remediation
 from ..analyzers.stacks import stacks
@@ -212,6 +213,8 @@ def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediati
     final = run.directory / "verify" / key
     work = final.with_name(f".{key}.tmp-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
+    # what a killed verify of this run left: its copies of the app and database, ~140 MB for minicms
+    paths.remove_abandoned(final.parent, r"\..+\.(?:tmp|old)-(?P<pid>\d+)")
     try:
         work.mkdir(parents=True)
     except OSError as e:
