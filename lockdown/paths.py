@@ -42,10 +42,26 @@ def builtin_targets_dir() -> Path:
     return Path(os.environ.get("LOCKDOWN_TARGETS", REPO_ROOT / "fixtures" / "apps"))
 
 
+# What a run directory's path may hold: nginx.conf, php-fpm.conf (an ini file) and my.cnf name
+# files under it unquoted, and a space, '=', ';', '#', '$', '~', ':', '(' and more each broke
+# one of them (nginx, php-fpm or MariaDB did not start, with its own parse error as evidence).
+CONFIG_SAFE = "/._+@,%-"
+
+
+def check_config_path(path: Path, todo: str) -> None:
+    """Refuse a run directory the servers' config files cannot name; `todo` says what to change."""
+    bad = sorted({c for c in str(path) if not (c.isalnum() or c in CONFIG_SAFE)})
+    if bad:
+        raise LockdownError(f"cannot run in {path}: nginx, php-fpm and MariaDB must find it in their "
+                            f"config files, which cannot hold {' '.join(repr(c) for c in bad)}; {todo} "
+                            f"(letters, digits and {' '.join(CONFIG_SAFE)} only)")
+
+
 def new_run_dir(target: str, command: str) -> Path:
     """A fresh, uniquely named run directory for one command on one target."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = runs_dir() / f"{stamp}-{command}-{target}"
+    check_config_path(base, "set LOCKDOWN_HOME to a directory whose path has none, or give --run-dir")
     path, n = base, 1
     while path.exists():
         n += 1
@@ -69,9 +85,11 @@ def make_dir(path: Path, option: str) -> Path:
 
 
 def empty_dir(path: Path, option: str) -> Path:
-    """`path` resolved and made when missing, for a command to fill; one with files in it is
-    refused (`option` names the flag to change), so two runs' outputs never mix."""
+    """`path` resolved and made when missing, for a command to run in and fill; one with files
+    in it is refused (`option` names the flag to change), so two runs' outputs never mix, and
+    so is one the servers' configs cannot name (`check_config_path`)."""
     path = path.resolve()
+    check_config_path(path, f"choose another {option}")
     try:
         filled = path.exists() and any(path.iterdir())
     except OSError as e:

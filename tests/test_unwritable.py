@@ -128,3 +128,19 @@ def test_full_disk_is_one_line(tmp_path, monkeypatch):
     finally:
         for name in ("fill-the-disk", "flush-to-a-full-disk", "a-bug"):
             main.commands.pop(name, None)
+
+
+def test_run_directory_the_configs_cannot_name_is_one_line(lockdown, tmp_path):
+    """nginx.conf, php-fpm.conf and my.cnf name files in the run directory unquoted: a space
+    (or '=', ';', '#', '~', ':', '(' ...) in its path made a server fail to start, with its
+    parse error as evidence, after the target was prepared. Now one line before anything."""
+    spaced = tmp_path / "my runs"
+    _one_line(lockdown("run", "hello", "-o", spaced), f"cannot run in {spaced}: nginx, php-fpm and MariaDB",
+              "cannot hold ' '; choose another -o")
+    _one_line(lockdown("bench", "hello", "--run-dir", tmp_path / "a:b"), "cannot hold ':'; choose another --run-dir")
+    _one_line(lockdown("bench", "hello", extra_env={"LOCKDOWN_HOME": str(spaced)}), "set LOCKDOWN_HOME")
+    (spaced / "findings.json").parent.mkdir()
+    (spaced / "findings.json").write_text('{"format": 1, "target": "hello", "findings": []}\n')
+    _one_line(lockdown("verify", spaced, "--all"), "copy the run directory to a path without them")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my runs"]
+    assert [p.name for p in spaced.iterdir()] == ["findings.json"]

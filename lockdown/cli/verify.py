@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..paths import check_config_path
 from ..errors import LockdownError
 from ..harness.bench import BenchOptions
 from ..remediation.verify import (distinct, load_run, pick_all, pick_finding, pick_remediations, verify,
@@ -58,6 +59,7 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
         raise click.UsageError("--remediation picks among one finding's remediations; with several "
                                "findings the first remediation of each is applied")
     run = load_run(directory.resolve())
+    check_config_path(run.directory, "copy the run directory to a path without them and verify it there")
     check_destination(json_out)
     check_not_input(json_out, run_inputs(run.directory), "--json")
     say = for_command(f"verify {'all' if everything else '+'.join(wanted)}", json_out is not None)

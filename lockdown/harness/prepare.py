@@ -116,7 +116,9 @@ def prepare(target: Target, say=print) -> Prepared:
     root = paths.prepared_dir() / f"{target.name}-{key}"
     if (root / "prepared.json").is_file():
         return Prepared(target, root)
-    paths.prepared_dir().mkdir(parents=True, exist_ok=True)
+    # the build runs MariaDB there, named in its my.cnf
+    paths.check_config_path(root, "set LOCKDOWN_HOME (or LOCKDOWN_PREPARED_DIR) to a directory whose path has none")
+    paths.make_dir(paths.prepared_dir(), "LOCKDOWN_HOME (or LOCKDOWN_PREPARED_DIR)")
     with open(paths.prepared_dir() / f"{target.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (root / "prepared.json").is_file():

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .. import paths
 from ..errors import LockdownError
 from ..signals import held
 from ..targets.config import Target
@@ -102,6 +103,7 @@ class Stack:
 
     def _start(self) -> None:
         t, o = self.target, self.options
+        paths.check_config_path(self.run_dir, "choose a run directory (-o, --run-dir, LOCKDOWN_HOME) whose path has none")
         port = o.port or ports.free_port()
         ports.ensure_free(port, "nginx", "--port")
         overrides = {**t.php_ini, **o.php_ini}
