@@ -295,6 +295,12 @@ def test_each_fix_is_also_left_out_once(lockdown, minicms_run, tmp_path):
     assert all(e["pages"]["same"] == e["pages"]["urls"] == 5 for e in result["each"])
     assert "  what each fix adds to the others (all but it -> all):" in v.stdout
     assert f"    fs-scan: {scan['without_rps']:.1f} -> {scan['all_rps']:.1f} req/s" in v.stdout
+    # each row's change is the estimate the main one is, and named as it is
+    assert all(e["change"] == {k: bench["others"][e["arm"]]["change"][k] for k in e["change"]}
+               and set(e["change"]) >= {"method", "pairs"} for e in result["each"])
+    named = "with host speed and steal taken out" if "elasticity" in scan["change"] else "from the paired ratios"
+    assert f"    fs-scan: {scan['without_rps']:.1f} -> {scan['all_rps']:.1f} req/s, change" in v.stdout
+    assert named in v.stdout.split("    fs-scan:")[1].splitlines()[0]
     html = (run / "report.html").read_text()
     assert "<h4>What each fix adds to the others</h4>" in html and "<td><code>db-static-cache</code></td>" in html
     w = lockdown("writeup", run, "-o", tmp_path / "issues")

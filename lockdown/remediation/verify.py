@@ -278,7 +278,8 @@ def _each(left_out: dict[str, tuple], ab: dict) -> list[dict]:
         out.append({"findings": keys, "remediation": {"kind": ident[0], "file": ident[1]}, "arm": arm,
                     "without_rps": got["summary"]["rps_mean"],
                     "all_rps": ab["after"]["summary"]["rps_mean"],
-                    "change": {k: change.get(k) for k in ("ratio", "change_pct", "ci95_pct", "significant")},
+                    "change": {k: change[k] for k in ("ratio", "change_pct", "ci95_pct", "significant", "pairs",
+                                                       "method", "elasticity") if k in change},
                     "pages": {k: pages.get(k) for k in ("same", "urls")}})
     return out
 
