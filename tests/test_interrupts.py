@@ -48,8 +48,12 @@ def test_ctrl_c_while_stopping_stops_every_child_first(home, tmp_path):
     record in active/; now the Ctrl-C takes effect once all are stopped."""
     procs = ProcessGroup(tmp_path / "run")
     older = [procs.spawn(f"server-{i}", ["sleep", "60"]) for i in range(2)]
-    stubborn = procs.spawn("stubborn", ["sh", "-c", "trap '' TERM; sleep 60"])
+    ready = tmp_path / "ready"
+    stubborn = procs.spawn("stubborn", ["sh", "-c", f"trap '' TERM; touch {ready}; exec sleep 60"])
     pids = [c.pid for c in older + [stubborn]]
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:      # SIGTERM ignored from here on
+        time.sleep(0.02)
     assert list((home / "active").glob("*.json"))
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
     try:
