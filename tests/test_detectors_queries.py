@@ -619,3 +619,14 @@ def test_repeated_calls_reached_through_a_query_sender_point_at_the_query_findin
     assert ev(pool, "reached through Store::get, the sender of the db-static-cache statements") == "3 of 3 profiles"
     assert "verify that fix first" in pool.summary
     assert "follows" not in title.details and title.summary == "t."
+
+
+def test_the_busiest_url_is_named_when_urls_differ():
+    """db-static-cache's summary and repeated-query's title name the URL that sends most
+    (minicms: 167 message lookups on /, 125-126 elsewhere; a median of 126 over all)."""
+    from lockdown.analyzers.detectors.db_static_cache import busiest, others_text
+    per_url = {u: {"queries_per_request": {"median": m}} for u, m in (("/", 167), ("/a", 125), ("/b", 126))}
+    assert busiest(per_url, "queries_per_request") == ("/", 167, 125, 126, 2)
+    assert others_text(125, 126, 2) == "125-126 on the 2 other URLs" and others_text(3, 3, 1) == "3 on the other URL"
+    assert busiest({"/": {"queries_per_request": {"median": 5}}, "/a": {"queries_per_request": {"median": 5}}},
+                   "queries_per_request") is None

@@ -341,6 +341,29 @@ def spread_by_url(ctx: Context, items: list, urls: list[str], with_key: str, cou
     return out
 
 
+def busiest(per_url: dict, key: str = "executions_per_request") -> tuple | None:
+    """(URL, its median, the others' lowest and highest median, how many others) when the URLs
+    differ in how often they send a statement, else None: the median over all requests hides
+    the page that sends it most when that page is under half of them."""
+    med = {u: v[key]["median"] for u, v in per_url.items()}
+    if len(set(med.values())) <= 1:
+        return None
+    top = max(med, key=lambda u: med[u])
+    rest = [m for u, m in med.items() if u != top]
+    return top, med[top], min(rest), max(rest), len(rest)
+
+
+def others_text(lo, hi, n: int) -> str:
+    where = "the other URL" if n == 1 else f"the {n} other URLs"
+    return f"{lo:g}{'' if lo == hi else f'-{hi:g}'} on {where}"
+
+
+def busiest_url(per_url: dict, key: str = "executions_per_request") -> str | None:
+    """"24 times per request on / (3 on the 4 other URLs)", or None (`busiest`)."""
+    b = busiest(per_url, key)
+    return None if b is None else f"{b[1]:g} times per request on {b[0]} ({others_text(*b[2:])})"
+
+
 # ---------------------------------------------------------------------------------------------
 # The detector
 # ---------------------------------------------------------------------------------------------
@@ -435,8 +458,10 @@ def detect(ctx: Context) -> list[Finding]:
         examples = [normalize(s.sql) for s in ls[0].statements[:3]]
         per_url = spread_by_url(ctx, ls, urls, "with_lookups", "queries_per_request")
         source = f"statements.jsonl, {len(ls)} requests"
+        most = busiest(per_url, "queries_per_request")
         summary = (
-            f"{per_req['median']} single-key lookups per request (median; {per_req['min']}-{per_req['max']}) "
+            f"{per_req['median']} single-key lookups per request (median; {per_req['min']}-{per_req['max']}"
+            f"{f': {most[1]:g} on {most[0]}, {others_text(*most[2:])}' if most else ''}) "
             f"read `{table}` one row at a time on {', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}: "
             f"{len(distinct)} distinct keys, {len(every)} of them on every one of the {len(ls)} requests, "
             f"and nothing in the capture writes `{table}`. This is static data (translations, "

@@ -54,7 +54,7 @@ from ..query_digest import query_id
 from . import db_static_cache, n_plus_one
 from .context import Context
 from .statement_time import SHARE_SOURCE, statement_time
-from .db_static_cache import _ident, fp_of, identifiers, is_marker, is_table_select, is_write, \
+from .db_static_cache import _ident, busiest_url, fp_of, identifiers, is_marker, is_table_select, is_write, \
     normalize, spread, spread_by_url, tokens
 
 ID = "repeated-query"
@@ -169,20 +169,6 @@ def flagged(ctx: Context) -> list[Repeat]:
                 per_url[(rep.text, rep.url)].append(rep)
     return [rep for (text, url), reps in per_url.items() if len(reps) >= min_share * len(ctx.by_url[url])
             for rep in reps]
-
-
-def busiest_url(per_url: dict) -> str | None:
-    """"24 times per request on / (3 on the 4 other URLs)" when the URLs differ in how often
-    they repeat the statement, else None: the median over all requests hides the page that
-    repeats it most when that page is under half of them."""
-    med = {u: v["executions_per_request"]["median"] for u, v in per_url.items()}
-    if len(set(med.values())) <= 1:
-        return None
-    top = max(med, key=lambda u: med[u])
-    rest = [m for u, m in med.items() if u != top]
-    lo, hi = min(rest), max(rest)
-    where = "the other URL" if len(rest) == 1 else f"the {len(rest)} other URLs"
-    return f"{med[top]:g} times per request on {top} ({lo:g}{'' if lo == hi else f'-{hi:g}'} on {where})"
 
 
 def detect(ctx: Context) -> list[Finding]:
