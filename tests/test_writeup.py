@@ -4,8 +4,7 @@ import json
 import re
 import shutil
 
-from lockdown.reports.numbers import sd
-from lockdown.reports.writeup import fmt_pct, fmt_ratio, fmt_rps
+from lockdown.reports.numbers import change as fmt_pct, ratio as fmt_ratio, rps as fmt_rps, sd
 
 
 def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified, tmp_path):

@@ -44,18 +44,6 @@ def _inline(v) -> str:
     return text
 
 
-def fmt_rps(v) -> str:
-    return n.rps(v)
-
-
-def fmt_pct(v) -> str:
-    return n.change(v)
-
-
-def fmt_ratio(v) -> str:
-    return n.ratio(v)
-
-
 def pages_line(responses: dict, change: str = "the fix", source: str = "verify.json") -> str:
     """verify's (or compare's: `change`, `source`) page comparison in one line (terminal,
     write-up, HTML report)."""
