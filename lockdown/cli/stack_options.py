@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from ..harness.ab_bench import DEFAULT_RUNS
 from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions
 from ..harness.loadgen import TOOLS
 
@@ -42,7 +43,7 @@ def ab_options(each: str):
     ("arm", "configuration")."""
     d = BenchOptions()
     options = [
-        click.option("--runs", "-r", type=click.IntRange(5), default=5, show_default=True,
+        click.option("--runs", "-r", type=click.IntRange(5), default=DEFAULT_RUNS, show_default=True,
                      help=f"Measured runs per {each} (at least 5), interleaved in pairs."),
         click.option("--duration", "-d", type=click.IntRange(1), default=d.duration, show_default=True,
                      help="Seconds per measured run (whole seconds: the load generators take no fractions)."),

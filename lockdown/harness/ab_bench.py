@@ -23,6 +23,7 @@ from .responses import compare_arms
 from .stack import Stack, StackOptions
 
 ARMS = ("before", "after")
+DEFAULT_RUNS = 5       # per arm: `verify` and `compare` (cli/stack_options.ab_options)
 
 
 def arm_order(arms: tuple[str, ...], runs: int) -> list[str]:

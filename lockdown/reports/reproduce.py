@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import shlex
 
+from ..harness.ab_bench import DEFAULT_RUNS
 from ..harness.bench import BenchOptions
 
 # `lockdown run`'s defaults (lockdown/cli/run.py takes them from here)
 RUN_DEFAULTS = {"runs": 3, "duration": 10, "warmup_duration": BenchOptions.warmup_duration,
                 "requests": 120, "xhprof_every": 10}
 # `lockdown verify`'s A/B defaults (lockdown/cli/stack_options.py ab_options)
-VERIFY_DEFAULTS = {"runs": 5, "duration": BenchOptions.duration, "load": BenchOptions.load,
+VERIFY_DEFAULTS = {"runs": DEFAULT_RUNS, "duration": BenchOptions.duration, "load": BenchOptions.load,
                    "warmup_duration": BenchOptions.warmup_duration}
 
 
