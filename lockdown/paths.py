@@ -57,6 +57,14 @@ def check_config_path(path: Path, todo: str) -> None:
                             f"(letters, digits and {' '.join(CONFIG_SAFE)} only)")
 
 
+def run_copies(run_dir: Path) -> tuple[Path, Path]:
+    """A stack's own copies in its run directory, (the app tree, MariaDB's data directory): tens
+    to hundreds of MB, removed as the command ends (harness/stack.py) or, after a kill, by the
+    next command's sweep (harness/processes.sweep_orphans); configs and logs stay."""
+    run_dir = Path(run_dir)
+    return run_dir / "app", run_dir / "mysql" / "data"
+
+
 def new_run_dir(target: str, command: str) -> Path:
     """A fresh, uniquely named run directory for one command on one target."""
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -263,7 +263,7 @@ def sweep_orphans() -> list[str]:
                     shutil.rmtree(ports.short_socket_dir(Path(run_dir) / part), ignore_errors=True)
                 # and its copies of the app and the database (tens to hundreds of MB), which
                 # the command removes as it ends (Stack.__exit__); its configs and logs stay
-                for copy in (Path(run_dir) / "app", Path(run_dir) / "mysql" / "data"):
+                for copy in paths.run_copies(Path(run_dir)):
                     shutil.rmtree(copy, ignore_errors=True)
             record.unlink(missing_ok=True)
         if stopped:

@@ -56,7 +56,7 @@ class Stack:
         self.php: PhpConfig | None = None
         self.fpm: PhpFpm | None = None
         self.nginx: Nginx | None = None
-        self.app_dir = run_dir / "app"
+        self.app_dir, self.data_dir = paths.run_copies(run_dir)
 
     @property
     def base_url(self) -> str:
@@ -98,8 +98,8 @@ class Stack:
             if self.mysql is not None:   # also when it never started (a port in use, a bad datadir)
                 ports.remove_short_socket_dir(self.mysql.socket)
             if not self.options.keep_data:
-                shutil.rmtree(self.run_dir / "mysql" / "data", ignore_errors=True)
-                shutil.rmtree(self.app_dir, ignore_errors=True)
+                for copy in (self.data_dir, self.app_dir):
+                    shutil.rmtree(copy, ignore_errors=True)
 
     def _start(self) -> None:
         t, o = self.target, self.options
@@ -125,9 +125,8 @@ class Stack:
                 self.db.load_file(prepared.dump, self.db_name)
                 db_user, db_password = self.db.user, self.db.password
             else:
-                datadir = self.run_dir / "mysql" / "data"
-                copy_datadir(prepared.datadir, datadir)
-                self.mysql = PrivateMariaDB(self.procs, self.run_dir / "mysql", datadir)
+                copy_datadir(prepared.datadir, self.data_dir)
+                self.mysql = PrivateMariaDB(self.procs, self.run_dir / "mysql", self.data_dir)
                 self.db = self.mysql.start()
                 self.db_name = t.database
             self.say(f"[start] MariaDB {self.db.version} at {self.db.where()}")

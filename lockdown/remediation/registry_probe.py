@@ -14,6 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import paths
 from ..analyzers.findings import Finding, Remediation
 from ..bundle.model import Statement
 from ..harness import ports
@@ -90,7 +91,7 @@ def propose(finding: Finding, statements: list[Statement], target: Target, run_d
     app_dir, docroot = prepared.app, prepared.app / target.docroot
     say(f"[remedy] fs-scan: re-running {len(found)} lookup(s) on a copy of {target.name}'s database")
     with ProcessGroup(run_dir) as procs:
-        datadir = run_dir / "mysql" / "data"
+        _, datadir = paths.run_copies(run_dir)
         db = None
         try:
             copy_datadir(prepared.datadir, datadir)
