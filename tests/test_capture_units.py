@@ -1,12 +1,18 @@
 """Pure parts of capture: the perf script and slow log parsers, attribution of samples and
 statements to requests, and the driver's choice of instrumented requests."""
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 
+import lockdown
 from lockdown.bundle.model import RequestRecord
 from lockdown.collectors.attribution import MARKER, attribute_samples, attribute_statements
 from lockdown.formats import perf_script, slowlog
 from lockdown.collectors.settings import auto_excimer_period
 from lockdown.harness.driver import DriveResult, SentRequest, instrumented_paths, xhprof_selected
+from lockdown.harness.toolchain import tool
 
 PERF_TEXT = """\
 php-fpm8.2 4242/4242  2418.477823457:   10101010 cpu-clock:pppH:
@@ -194,3 +200,39 @@ def test_host_cpu_of_several_slices_sums_their_jiffies_only():
     assert cpu.summarize(cpu.summed([s1, idle_between, s2]))["busy_pct"] < 20
     assert cpu.summed([[], s1]) == s1 and cpu.summarize(cpu.summed([[]])) == {}
     assert cpu.usage([100, 0, 0, 100, 0, 0, 0, 0], [190, 0, 0, 110, 0, 0, 0, 0])["busy_pct"] == 90.0
+
+
+# Excimer samples the next function called after its timer fires: time at the end of the main
+# script lands on the capture's own shutdown function. Fake log entries through the prepend's
+# real stacks() show how such frames are named (php -n: no extension needed).
+_STACKS_PHP = r"""
+include $argv[1];
+final class Entry {
+    function __construct(private array $t, private int $n) {}
+    function getTrace() { return $this->t; }
+    function getTimestamp() { return 0.002; }
+    function getEventCount() { return $this->n; }
+}
+final class Log { function getLog() { return [
+    new Entry([['class' => 'Lockdown\\Capture\\Capture', 'function' => 'shutdown']], 3),
+    new Entry([['function' => 'render'], ['file' => '/app/index.php']], 1),
+    new Entry([['class' => 'Lockdown\\Capture\\Capture', 'function' => 'finish']], 1),
+]; } }
+$c = new ReflectionClass('Lockdown\\Capture\\Capture');
+$c->setStaticPropertyValue('excimer', new Log());
+$m = $c->getMethod('stacks');
+$m->setAccessible(true);
+echo json_encode($m->invoke(null));
+"""
+
+
+def test_excimer_stacks_name_the_end_of_the_request_not_the_capture(tmp_path):
+    script = tmp_path / "stacks.php"
+    script.write_text("<?php\n" + _STACKS_PHP)
+    prepend = Path(lockdown.__file__).parent / "collectors" / "php" / "prepend.php"
+    run = subprocess.run([tool("php"), "-n", str(script), str(prepend)],
+                         capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr + run.stdout
+    out = json.loads(run.stdout)
+    assert out["stacks"] == ["[end of request]", "/app/index.php;render"]
+    assert out["samples"] == [[2000000, 3, 0], [2000000, 1, 1], [2000000, 1, 0]]

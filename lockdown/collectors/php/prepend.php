@@ -136,8 +136,14 @@ final class Capture
         }
     }
 
-    /** Excimer samples as [ns since profiler start, weight, stack index]; stacks folded
-     *  root..leaf, each distinct one stored once. */
+    /**
+     * Excimer samples as [ns since profiler start, weight, stack index]; stacks folded
+     * root..leaf, each distinct one stored once. Excimer takes a sample at the next function
+     * call after its timer fires, so time at the end of the main script (its last builtin,
+     * output, destructors) lands on the first function called after it: this class's
+     * shutdown(), or finish() after the app's own shutdown functions. Such frames are named
+     * for where the time was, not for lockdown, which does almost nothing there.
+     */
     private static function stacks(): array
     {
         $p = self::$excimer;
@@ -148,6 +154,8 @@ final class Capture
             foreach (\array_reverse($entry->getTrace()) as $f) {
                 if (isset($f['closure_line'])) {
                     $names[] = '{closure:' . ($f['file'] ?? '') . '(' . $f['closure_line'] . ')}';
+                } elseif (($f['class'] ?? '') === self::class) {
+                    $names[] = '[end of request]';
                 } elseif (isset($f['function'])) {
                     $names[] = isset($f['class']) ? $f['class'] . '::' . $f['function'] : $f['function'];
                 } else {
