@@ -4,11 +4,15 @@ The scan happens because a lookup returns a row whose file is missing (a module 
 enabled after its code was removed). The capture saw the lookups but not their results, so the
 candidate lookups -- single-table SELECTs by key that returned a row, in the requests that
 scanned -- are run again on a private copy of the target's prepared database, and every value
-that names a file is checked against the app tree. A row whose file is missing gets a DELETE
+that names a file is looked for in the app tree. Registries store paths relative to a directory
+of their own (a plugin table's `seo/seo.php` lives under `plugins/`), so a value is there when
+any file of the tree ends with it; only a value no file ends with is missing (a row wrongly
+kept costs a scan, a row wrongly deleted breaks the site). A row whose file is missing gets a DELETE
 built from its lookup's own FROM and WHERE (any table or column names), checked on the same
 copy: after it, the lookup returns no row. Nothing touches the run's or the user's database."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -55,13 +59,29 @@ def candidates(finding: Finding, statements: list[Statement]) -> list[Statement]
     return out[:MAX_PROBES]
 
 
-def _missing(value: str, app_dir: Path, docroot: Path) -> bool:
+def file_index(app_dir: Path) -> set[str]:
+    """Every file and directory of the app tree as each of its path suffixes
+    ('plugins/seo/seo.php', 'seo/seo.php', 'seo.php'): the set a registry value, relative to
+    any directory, is looked up in."""
+    out: set[str] = set()
+    for root, dirs, files in os.walk(app_dir):
+        rel = Path(root).relative_to(app_dir).parts
+        for name in files + dirs:
+            parts = rel + (name,)
+            out.update("/".join(parts[i:]) for i in range(len(parts)))
+    return out
+
+
+def is_missing(value: str, index: set[str]) -> bool:
+    """`value` names a file (path characters, a directory or a source suffix) that is in no
+    directory of the app tree (`index`: file_index); an absolute path is looked up as is."""
     if len(value) > 400 or not FILE_LIKE.match(value) or not FILE_HINT.search(value):
         return False
     p = Path(value)
     if p.is_absolute():
         return not p.exists()
-    return not ((app_dir / p).exists() or (docroot / p).exists())
+    rel = "/".join(part for part in p.parts if part not in (".", ""))
+    return ".." not in p.parts and rel not in index
 
 
 def _run_probes(db, database: str, sqls: list[str]) -> list[list[str]]:
@@ -88,7 +108,7 @@ def propose(finding: Finding, statements: list[Statement], target: Target, run_d
     prepared = prepare(target, say=say)
     if prepared.datadir is None:
         return []
-    app_dir, docroot = prepared.app, prepared.app / target.docroot
+    index = file_index(prepared.app)
     say(f"[remedy] fs-scan: re-running {len(found)} lookup(s) on a copy of {target.name}'s database")
     with ProcessGroup(run_dir) as procs:
         _, datadir = paths.run_copies(run_dir)
@@ -100,7 +120,7 @@ def propose(finding: Finding, statements: list[Statement], target: Target, run_d
             results = _run_probes(db, target.database, texts)
             zombies = []
             for sql, values in zip(texts, results):
-                missing = [v for v in values if _missing(v, app_dir, docroot)]
+                missing = [v for v in values if is_missing(v, index)]
                 if missing:
                     m = LOOKUP.match(sql)
                     zombies.append(Probe(sql, m.group("table"), m.group("where"), values, missing))
