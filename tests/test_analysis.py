@@ -47,6 +47,47 @@ def test_libc_and_kernel_frames_belong_to_their_callers():
     assert categorise([f("memcpy", LIBC)]) == "other"
 
 
+MYSQLND = "/usr/lib/php/20220829/mysqlnd.so"
+
+
+def test_stream_io_under_mysqlnd_is_network_not_file_system():
+    # a WordPress sample as perf recorded it: mysqli -> mysqlnd -> PHP's stream layer -> the
+    # static php_sockop_write (named by .eh_frame) -> send(); the file system was never touched
+    send = [f("tcp_sendmsg", K), f("__send", LIBC), f("php-fpm8.2+0x2abba0"), f("php-fpm8.2+0x29ec10"),
+            f("_php_stream_write"), f("[unknown]", MYSQLND), f("[unknown]", MYSQLND),
+            f("[unknown]", "/usr/lib/php/20220829/mysqli.so"), f("execute_ex")]
+    assert categorise(send) == "net-io"
+    assert categorise([f("_php_stream_fill_read_buffer"), f("_php_stream_read"),
+                       f("[unknown]", MYSQLND), f("execute_ex")]) == "net-io"
+    # the same stream calls under a file builtin stay file I/O
+    assert categorise([f("__GI___readdir64", LIBC), f("php-fpm8.2+0x2a62e0"), f("_php_stream_read"),
+                       f("_php_stream_readdir"), f("php-fpm8.2+0x1ef4c0"), f("execute_ex")]) == "fs-io"
+
+
+def test_stream_functions_are_not_strings():
+    # `php_str`/`zend_str` prefixes of the string rule once caught php_stream_*/zend_stream_*
+    for name in ("php_stream_open_for_zend_ex", "zend_stream_fixup", "zend_stream_open",
+                 "php_stream_read_to_str", "php_stream_locate_url_wrapper"):
+        assert categorise([f(name), f("execute_ex")]) == "fs-io", name
+    for name in ("zend_string_tolower_ex", "php_strtolower", "php_str_to_str", "zend_str_tolower"):
+        assert categorise([f(name), f("execute_ex")]) == "string", name
+
+
+def test_recorded_wordpress_sql_traffic_is_net_io():
+    """On the recorded WordPress capture, every sample in PHP's stream layer under mysqlnd is
+    network (21 of them; they were filed as file-system I/O)."""
+    import gzip
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "fixtures" / "perf" / "wordpress.samples.jsonl.gz"
+    with gzip.open(path, "rt") as fh:
+        stacks = [json.loads(line)["frames"] for line in fh]
+    sql_streams = [fr for fr in stacks if any(x[3] == MYSQLND for x in fr)
+                   and any("_php_stream_" in x[1] for x in fr)]
+    assert len(sql_streams) >= 10
+    assert {categorise(fr) for fr in sql_streams} == {"net-io"}
+
+
 def test_budget_reconciles_with_wall_time():
     r = RequestRecord(id="a", pid=1, method="GET", uri="/", status=200, start_ns=0, end_ns=10,
                       start_unix=0, wall_us=100_000, cpu_us=60_000, peak_memory=1, instrumented=False)

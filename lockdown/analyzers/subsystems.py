@@ -25,10 +25,15 @@ class _Rule:
     category: str
     dso: re.Pattern | None
     symbol: re.Pattern | None
+    under_dso: re.Pattern | None = None  # only when some caller frame's DSO matches this
 
     def matches(self, symbol: str, dso_name: str) -> bool:
         return ((self.dso is None or self.dso.search(dso_name) is not None) and
                 (self.symbol is None or self.symbol.match(symbol) is not None))
+
+    def matches_under(self, callers: list) -> bool:
+        return self.under_dso is None or any(
+            self.under_dso.search(dso_name(f[3])) is not None for f in callers)
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,8 @@ def load_rules(path: Path = RULES_FILE) -> Rules:
     def rule(d: dict, category: str) -> _Rule:
         if category not in CATEGORIES:
             raise ValueError(f"{path}: unknown category {category!r}")
-        return _Rule(category, re.compile(d["dso"]) if "dso" in d else None,
-                     re.compile(d["symbol"]) if "symbol" in d else None)
+        return _Rule(category, *(re.compile(d[k]) if k in d else None
+                                 for k in ("dso", "symbol", "under_dso")))
     return Rules(tuple(rule(d, d["fallback"]) for d in data.get("passthrough", [])),
                  tuple(rule(d, d["category"]) for d in data.get("rule", [])))
 
@@ -70,14 +75,14 @@ def categorise(frames: list, rules: Rules | None = None) -> str:
     """`frames` leaf first, each [addr, symbol, offset, dso] (a bundle PerfSample's frames)."""
     rules = rules or _default_rules()
     fallback = None
-    for _, symbol, _, dso in frames:
+    for i, (_, symbol, _, dso) in enumerate(frames):
         name = dso_name(dso)
         through = next((p for p in rules.passthrough if p.matches(symbol, name)), None)
         if through is not None:
             fallback = fallback or through.category
             continue
         for r in rules.rules:
-            if r.matches(symbol, name):
+            if r.matches(symbol, name) and r.matches_under(frames[i + 1:]):
                 return r.category
     return fallback or "other"
 
