@@ -1,10 +1,14 @@
 """The harness end to end on the `hello` target: real nginx, php-fpm and load generators."""
 import json
+import re
+import subprocess
 import sys
 
 import pytest
 
 from conftest import processes_mentioning, run_dir_of
+from lockdown.harness.phpfpm import build_php_config, fpm_env
+from lockdown.harness.toolchain import tool
 
 SHORT = ("--runs", "2", "--duration", "1", "--warmup-duration", "1", "--warmup-requests", "5")
 
@@ -99,3 +103,18 @@ def test_failing_hook_stops_everything(lockdown):
     assert r.returncode == 2
     assert "hook after-warmup ('exit 3') failed with exit 3" in r.stderr
     assert processes_mentioning(run_dir_of(r.stdout)) == []
+
+
+def test_file_sessions_stay_in_the_run_directory(tmp_path):
+    """php-fpm's file sessions go to the run's php/sessions, not Debian's /var/lib/php/sessions
+    (a bench of an app calling session_start() left one file there per request); a target's
+    own session.save_path still wins."""
+    def effective(overrides):
+        php = build_php_config(tmp_path / "php", overrides)
+        proc = subprocess.run([tool("php-fpm"), "-c", str(php.ini_file), "-i"], capture_output=True,
+                              text=True, env=fpm_env(php), timeout=60)
+        return re.search(r"^session\.save_path => (\S*) =>", proc.stdout, re.M).group(1)
+
+    assert effective({}) == str(tmp_path / "php" / "sessions")
+    assert (tmp_path / "php" / "sessions").is_dir()
+    assert effective({"session.save_path": "/srv/x"}) == "/srv/x"
