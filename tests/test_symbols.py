@@ -72,6 +72,31 @@ def test_static_functions_get_fde_identities(fpm):
     assert fpm.lookup(0) is None and fpm.lookup(1 << 40) is None
 
 
+def test_builtin_handlers_are_named_from_the_function_tables(fpm):
+    # Debian exports only a dozen zif_ symbols; the engine's zend_function_entry tables name the
+    # rest. Where both exist they must agree (zlib registers gzclose etc. on the same handlers).
+    funcs = dynsym_functions(PHP_FPM)
+    with open(PHP_FPM, "rb") as f:
+        handlers = symbols._handler_names(ELFFile(f))
+    exported = {n: a for n, (a, _) in funcs.items() if n.startswith("zif_")}
+    agree = [n for n, a in exported.items() if handlers.get(a) == n]
+    assert len(agree) >= 10 and len(agree) >= len(exported) - 1, (exported, agree)
+    assert len(handlers) > 1000 and all(re.fullmatch(r"zif_\w+|zim_::\w+", n) for n in handlers.values())
+    names = set(fpm.names)
+    assert {"zif_array_merge", "zif_implode", "zif_count", "zif_str_replace", "zif_in_array",
+            "zif_preg_replace_callback", "zif_get_object_vars", "zif_function_exists"} <= names
+    assert not {"zif_join", "zif_sizeof", "zif_key_exists"} & names  # aliases: the canonical name
+    for name in ("zif_array_merge", "zif_str_replace"):  # unexported: an FDE's start, not smeared
+        start, end, _ = fpm.find(fpm.starts[fpm.names.index(name)])
+        assert name not in funcs and fpm.lookup(end) != name
+    # so a sample in a builtin's own code is `builtin`, not the `vm` of its caller execute_ex
+    from lockdown.analyzers.subsystems import categorise
+    from lockdown.analyzers.symbolize import symbolize
+    start = fpm.starts[fpm.names.index("zif_array_merge")]
+    named = symbolize([_sample(start + 4)], {str(PHP_FPM): fpm})[0]
+    assert named.frames[0][1] == "zif_array_merge" and categorise(named.frames) == "builtin"
+
+
 def test_fde_headers_match_pyelftools():
     """Our header-only .eh_frame walker against pyelftools' full parser (libc: ~1 s)."""
     with open(LIBC, "rb") as f:
