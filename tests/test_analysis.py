@@ -133,3 +133,29 @@ def test_selection_errors_name_what_was_asked():
         select(rs, url="")
     with pytest.raises(SelectionError, match=r"^no request 'r0' for URL '/a' in this bundle"):
         select(rs, request="r0", url="/a")
+
+
+def test_budget_by_url_is_the_mean_of_its_timed_requests():
+    from lockdown.analyzers.budget import Budget, by_url, mean_budget
+
+    def req(rid, url, wall, cpu, instrumented=False):
+        return RequestRecord(id=rid, pid=1, method="GET", uri=url + "?x", status=200, start_ns=0, end_ns=1,
+                             start_unix=0, wall_us=wall, cpu_us=cpu, peak_memory=1, instrumented=instrumented,
+                             url=url)
+    rs = [req("a", "/", 100_000, 60_000), req("b", "/", 300_000, 100_000), req("c", "/p", 50_000, 40_000),
+          req("d", "/i", 900_000, 900_000, instrumented=True), req("e", "/q", 10, 10)]
+    st = [Statement(1, "a", "order", 5, "db", "q", 20_000, 0, 1, 1, 0, 0),
+          Statement(2, "b", "order", 5, "db", "q", 250_000, 0, 1, 1, 0, 0)]    # b: 50 ms counted twice
+    samples = [PerfSample(5, 1, 1, "php", 1, "a", [f("zend_hash_find")]),
+               PerfSample(6, 1, 1, "php", 1, "b", [f("execute_ex")])]
+    budgets = request_budgets(rs, st, samples)
+    assert budgets["c"].cpu_by_subsystem_us == {} and budgets["c"].requests == 1    # no samples: CPU not split
+    del budgets["e"]                                       # a request without a budget is left out
+    urls = by_url(rs, budgets)
+    assert sorted(urls) == ["/", "/p"]                     # the instrumented request's URL alone is not one
+    slash = urls["/"]
+    assert (slash.requests, slash.wall_us, slash.cpu_us, slash.db_wait_us) == (2, 200_000, 80_000, 135_000)
+    assert (slash.other_wait_us, slash.residual_us) == (10_000, -25_000)
+    assert slash.cpu_by_subsystem_us == {"hashtable": 30_000, "vm": 50_000}
+    assert (urls["/p"].requests, urls["/p"].wall_us, urls["/p"].other_wait_us) == (1, 50_000, 10_000)
+    assert mean_budget([]) == Budget(0, 0, 0, 0, 0, {}, 0)

@@ -117,3 +117,24 @@ def test_summary_takes_steal_out_where_the_speed_alone_cannot():
     config = {"load": "wrk", "concurrency": 4, "workers": 4, "runs": 5, "duration": 10.0}
     line = format_bench({"target": "t", "canonical": True, "config": config, "runs": [], "summary": s})
     assert "steal took up to 17.0% of the CPU; RPS CV with both taken out: " in line
+
+
+def test_every_tabulated_t_quantile_is_the_975th_percentile():
+    """Each _T95 entry against Student's t itself: Newton's method on the CDF (Simpson's rule
+    over the density), to the table's three decimals."""
+    from lockdown.analyzers.stats import _T95
+
+    def quantile(df, q, n=4000):
+        c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+        pdf = lambda t: c * (1 + t * t / df) ** (-(df + 1) / 2)    # noqa: E731
+        for _ in range(5):
+            h = q / n
+            area = (pdf(0) + pdf(q) + sum((4 if i % 2 else 2) * pdf(i * h) for i in range(1, n))) * h / 3
+            q -= (0.5 + area - 0.975) / pdf(q)
+        return q
+    assert len(_T95) == 33 and all(k in _T95 for k in range(1, 31))
+    for df, q in _T95.items():
+        assert t95(df) == q and abs(quantile(df, q) - q) < 0.0006, df
+    # between tabulated degrees of freedom the next one above (a wider interval); none below 1
+    assert t95(31) == t95(39) == _T95[40] and t95(41) == _T95[60] and t95(61) == t95(120) == _T95[120]
+    assert t95(121) == 1.960 and math.isnan(t95(0)) and math.isnan(t95(-1))

@@ -40,6 +40,22 @@ def test_paired_change_and_its_interval():
     assert abs(drift["change_pct"] - 10) < 1e-9 and drift["significant"]
 
 
+def test_the_verdict_takes_the_host_capacity_out_when_every_run_has_one():
+    from lockdown.harness.ab_bench import _change
+    speeds_b, speeds_a = [60.0, 50.0, 62.0, 52.0], [50.0, 61.0, 51.0, 63.0]
+    before = [{"rps": 100 * s / 60, "host_speed": {"speed": s}} for s in speeds_b]
+    after = [{"rps": 110 * s / 60, "host_speed": {"speed": s}} for s in speeds_a]
+    paired, verdict = _change(before, after)
+    assert paired == compare_paired([r["rps"] for r in before], [r["rps"] for r in after])
+    assert paired["pairs"] == 4 and not paired["significant"]      # the host's swings hide the 10% ...
+    assert verdict["method"].startswith("log RPS regressed") and verdict["pairs"] == 4 and verdict["runs"] == 8
+    assert abs(verdict["change_pct"] - 10) < 1e-6 and verdict["significant"]    # ... the capacity shows it
+    # one run without a host speed: the verdict is the paired estimate
+    old = [{"rps": r["rps"]} for r in before]
+    paired, verdict = _change(old, after)
+    assert verdict is paired and verdict["method"].startswith("paired")
+
+
 def test_ini_changes_set_and_unload():
     rems = [Remediation("ini", "; comment\npcre.jit=1\nopcache.revalidate_freq = 60\n")]
     assert ini_changes(rems, {"pcre.jit": "0", "memory_limit": "256M"}) == {
