@@ -118,6 +118,9 @@ def test_xhprof_exclusive_time_and_builtins():
     assert t["str_replace"]["calls"] == 34 and t["str_replace"]["allocations"] == 68
     rows = hot_builtins([profile, profile], ["str_replace", "strlen"], ["PDO"])
     assert [(b.name, b.calls, b.exclusive_us) for b in rows] == [("str_replace", 68, 500), ("PDO::query", 6, 500)]
+    # is_array is a call only where tideways_xhprof is loaded; elsewhere PHP compiles it to TYPE_CHECK
+    rows = hot_builtins([{"main()==>is_array": {"ct": 9, "wt": 90}, **profile}], ["str_replace", "is_array"], [])
+    assert {b.name: b.compiled_to_opcode for b in rows} == {"is_array": True, "str_replace": False}
 
 
 def test_selection_errors_name_what_was_asked():

@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..builtins import base_name
+from ..builtins import COMPILED_TO_OPCODES, base_name
 from ..findings import Evidence, Finding
 from ..subsystems import breakdown, categorise, dso_name, passes_through
 from .context import Context
@@ -253,7 +253,14 @@ def detect(ctx: Context) -> list:
         for f in names:
             rows.append({"name": f, "calls": calls[f], "calls_per_request": round(calls[f] / n, 1),
                          "exclusive_us": excl[f], "exclusive_us_per_request": round(excl[f] / n, 1),
-                         "exclusive_share_pct": round(100.0 * excl[f] / wall, 2) if wall else None})
+                         "exclusive_share_pct": round(100.0 * excl[f] / wall, 2) if wall else None,
+                         "compiled_to_opcode": f.lower() in COMPILED_TO_OPCODES})
+        opcodes = [r["name"] for r in rows if r["compiled_to_opcode"]]
+        if opcodes:
+            notes.append(f"{', '.join(opcodes)}: the engine compiles these calls to VM opcodes in the timed "
+                         "workers (global namespace or fully qualified call sites); tideways_xhprof, loaded only "
+                         "in the instrumented worker, turns that off, so their calls and time exist only under "
+                         "instrumentation and their cost in the timed requests is part of vm")
         details.update(builtins=rows, profiles=rids, builtin_source=source,
                        top_exclusive_share_pct=round(100.0 * sum(excl[f] for f in names) / wall, 2) if wall else None)
         for r in rows[:5]:
@@ -295,10 +302,15 @@ def detect(ctx: Context) -> list:
     parts = []
     if rids and not rows:
         parts.append(f"No builtin calls of the application in the {len(rids)} xhprof profile(s).")
+    # calls compiled to opcodes outside the instrumented worker are not builtins to look at first
+    called = [r for r in rows if not r["compiled_to_opcode"]] or rows
     if rows:
         parts.append("Top builtins by exclusive time (xhprof, per request): " + "; ".join(
             f"{r['name']} {r['calls_per_request']:g} calls, {r['exclusive_us_per_request']:.0f} us"
-            for r in rows[:5]) + ".")
+            for r in called[:5]) + ".")
+        if len(called) < len(rows):
+            parts.append(f"Not listed: {', '.join(r['name'] for r in rows if r['compiled_to_opcode'])}, "
+                         "VM opcodes rather than calls outside the instrumented worker.")
     if shares:
         parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(shares.items())[:6]) + ".")
     parts.append("Informational: where to look first, in the spirit of HHVM's lockdown lists; "
@@ -306,7 +318,7 @@ def detect(ctx: Context) -> list:
     if any("capture overhead" in x for x in notes):
         parts.append("Part of profiler-ext is lockdown's own capture.")
     return [Finding(
-        id=ID, title=(f"Hot builtins: {', '.join(r['name'] for r in rows[:3])}" if rows
+        id=ID, title=(f"Hot builtins: {', '.join(r['name'] for r in called[:3])}" if rows
                       else "Engine CPU by subsystem" if shares else "Hot builtins: none in the profiles"),
         severity="info", share_pct=None, summary=" ".join(parts), evidence=evidence,
         urls=sorted(ctx.by_url), requests=rids[:5], details=details)]
