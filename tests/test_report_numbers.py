@@ -52,7 +52,7 @@ OTHER_FIX = {**SQL_FIX, "content": "UPDATE authors SET x = 1"}
 
 
 def make_run(root: Path, *, options=("--runs", "2", "--duration", "5", "--requests", "40"),
-             bench=True, verify_all=True) -> Path:
+             bench=True, verify_all=True, excimer=()) -> Path:
     """A run directory as `lockdown run wordpress --runs 2 --duration 5 --requests 40` (and
     `verify --all`) leaves it, made by hand: the files the report and the write-ups read."""
     root.mkdir(parents=True)
@@ -62,6 +62,8 @@ def make_run(root: Path, *, options=("--runs", "2", "--duration", "5", "--reques
         r.db_threads = [168]
     w.write_jsonl("requests.jsonl", reqs)
     w.write_jsonl("statements.jsonl", [statement("r000001", "SELECT 1")])
+    if excimer:
+        w.write_jsonl("excimer.jsonl", excimer)
     w.finish({"target": {"name": "wordpress"}, "run_dir": None, "capture": {"collect": ["queries"], "xhprof_every": 10},
               "driver": {"concurrency": 1, "requests": 2}, "requests": {"sent": 2, "logged": 2, "lost": 0,
                                                                         "instrumented": 0, "status_counts": {"200": 2}},
@@ -367,3 +369,25 @@ def test_the_budget_says_what_db_wait_leaves_out(run):
     text = format_analysis({**json.loads((run / "analysis.json").read_text()), "bundle": "b", "target": "t"})
     assert ("db is the server's time only; the statements' round trips add about 23.7 ms per request "
             "(184.9 statements x 128 us, xhprof), inside cpu and other") in text
+
+
+# -- Excimer's base: a late sample stands for every timer period it covers -------------------
+def test_php_function_shares_name_periods_and_samples(tmp_path):
+    from lockdown.analyzers.analysis import analyze
+    from lockdown.bundle.model import ExcimerProfile
+    from lockdown.bundle.store import open_bundle
+    profiles = [ExcimerProfile("r000001", 100, ["index.php;main", "index.php;main;usleep"],
+                               [[1, 1, 0], [2, 3, 1]]),
+                ExcimerProfile("r000002", 100, ["index.php;main"], [[1, 1, 0]])]
+    run = make_run(tmp_path / "run", excimer=profiles)
+    php = analyze(open_bundle(run / "bundle"))["php_functions"]
+    assert (php["samples"], php["sample_count"]) == (5, 3)
+    assert php["top"][0] == {"name": "usleep", "self_samples": 3, "inclusive_samples": 3}
+    a = json.loads((run / "analysis.json").read_text())
+    text = format_analysis({**a, "bundle": "b", "target": "t", "php_functions": php})
+    assert "hot PHP functions (Excimer, 5 timer periods in 3 samples): self% incl% name" in text
+    assert "   60.0  60.0  usleep" in text
+    (run / "analysis.json").write_text(json.dumps({**a, "php_functions": php}))
+    html = text_of(report_html(run))
+    assert "Excimer's stacks of the timed requests, 5 timer periods in 3 samples;" in html
+    assert numbers.excimer_weight(7, 7) == numbers.excimer_weight(7) == "7 samples"

@@ -1,6 +1,8 @@
 """The analysis of a bundle as terminal text: subsystems, time budget, PHP functions, queries."""
 from __future__ import annotations
 
+from . import numbers
+
 
 def _ms(us: float) -> str:
     return f"{us / 1000:8.1f}"
@@ -42,7 +44,8 @@ def format_analysis(a: dict, top: int = 15) -> str:
                          f"{_ms(r['db_wait_us'])} {_ms(r['other_wait_us'])} {r['statements']:6d}")
     f = a.get("php_functions")
     if f and f["samples"]:
-        lines += ["", f"hot PHP functions (Excimer, {f['samples']} samples): self% incl% name"]
+        base = numbers.excimer_weight(f["samples"], f.get("sample_count"))
+        lines += ["", f"hot PHP functions (Excimer, {base}): self% incl% name"]
         for h in f["top"][:top]:
             lines.append(f"  {100 * h['self_samples'] / f['samples']:5.1f} "
                          f"{100 * h['inclusive_samples'] / f['samples']:5.1f}  {h['name']}")

@@ -303,7 +303,8 @@ def _functions(a: dict) -> dict:
                      "self_pct": 100 * own / total if total else None,
                      "incl_pct": 100 * incl / total if total else None})
     b = a.get("builtins") or {}
-    return {"samples": total, "rows": rows, "profiles": b.get("profiles"),
+    return {"samples": total, "base": numbers.excimer_weight(total, f.get("sample_count")),
+            "rows": rows, "profiles": b.get("profiles"),
             "builtins": [_pick(x, BUILTIN) for x in b.get("top") or []]}
 
 

@@ -66,6 +66,15 @@ def count(v, none: str = NONE) -> str:
     return _fmt(v, ",.1f", none)
 
 
+def excimer_weight(total, samples=None) -> str:
+    """An Excimer base in words: a sample that came late (during a long builtin, say) stands
+    for every timer period it covers, and shares sum those periods, so when they differ from
+    the samples both are named ('1,787 timer periods in 1,743 samples')."""
+    if samples is None or samples == total:
+        return f"{count(total)} samples"
+    return f"{count(total)} timer periods in {count(samples)} samples"
+
+
 def interval(lo, hi, fmt=rps, none: str = NONE) -> str:
     """`lo .. hi` in the value's own format; `none` when either end is missing."""
     if lo is None or hi is None:
