@@ -87,6 +87,8 @@ def test_db_static_cache_localisation_lookups():
     fp = "select lc_value from l?n_cache where lc_lang = ? and lc_key = ? limit ?"
     assert f.id == "db-static-cache" and f.details["fingerprint"] == fp
     assert f.details["table"] == "l10n_cache"
+    # titles are plain text (terminal, HTML, markdown alike): no markdown code spans
+    assert f.title == "Static data read from the database: 25 key lookups per request on table l10n_cache"
     assert f.details["key_columns"] == ["lc_lang", "lc_key"]
     assert f.details["varying_columns"] == ["lc_key"]
     assert f.details["constant_columns"] == {"lc_lang": "en"}
@@ -319,6 +321,7 @@ def test_n_plus_one_listing_with_parent_query_is_not_static_data():
     [f] = found["n-plus-one"]
     assert f.details["fingerprint"] == "select id, name, bio from authors where id = ?"
     assert f.details["table"] == "authors" and f.details["varying_columns"] == ["id"]
+    assert f.title == "N+1 queries: 30 lookups per request on table authors"
     assert f.details["executions_per_request"] == {"min": 30, "median": 30, "max": 30}
     assert f.details["distinct_per_request"] == {"min": 30, "median": 30, "max": 30}
     assert f.details["values_sample"][:3] == ["17", "18", "19"]
@@ -376,6 +379,7 @@ def test_n_plus_one_join_per_row_without_parent():
                                         f"WHERE p.id = {1000 * i + p} AND m.meta_key = 'thumb'"))
     [f] = n_plus_one.detect(context(reqs, stmts))
     assert f.details["table"] is None and f.details["batched_example"] is None
+    assert f.title == f"N+1 queries: 15 lookups per request on {f.details['fingerprint']}"
     assert f.details["parent"] is None
     assert f.details["executions_per_request"] == {"min": 15, "median": 15, "max": 15}
     assert f.urls == ["/feed?page=0", "/feed?page=1"]

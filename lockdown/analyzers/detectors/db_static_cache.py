@@ -470,7 +470,7 @@ def detect(ctx: Context) -> list[Finding]:
             "$wgCacheDirectory with LCStoreStaticArray and rebuildLocalisationCache.php).")
         findings.append(Finding(
             id=ID,
-            title=f"Static data read from the database: {per_req['median']} key lookups per request on `{table}`",
+            title=f"Static data read from the database: {per_req['median']} key lookups per request on table {table}",
             severity=severity_for(share), share_pct=round(share, 2), summary=summary,
             evidence=[
                 Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),

@@ -180,7 +180,8 @@ def detect(ctx: Context) -> list[Finding]:
                                      f"query id {parent['query_id']}"))
         evidence += [Evidence("example", e, f"request {first.request}") for e in examples]
         findings.append(Finding(
-            id=ID, title=f"N+1 queries: {execs['median']} lookups per request on {what}",
+            id=ID, title=(f"N+1 queries: {execs['median']} lookups per request on "
+                          + (f"table {table}" if table else fp)),
             severity=severity_for(share), share_pct=round(share, 2), summary=summary,
             evidence=evidence, urls=urls, requests=rids[:5],
             details={"sender": sender, "fingerprint": fp, "query_id": query_id(fp), "table": table,
