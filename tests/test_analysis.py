@@ -64,6 +64,15 @@ def test_stream_io_under_mysqlnd_is_network_not_file_system():
                        f("_php_stream_readdir"), f("php-fpm8.2+0x1ef4c0"), f("execute_ex")]) == "fs-io"
 
 
+def test_file_system_builtins_calling_libc_are_fs_io():
+    # zif_glob named from the engine's function table: glob() and getdents are file I/O
+    assert categorise([f("iterate_dir", K), f("__GI___getdents64", LIBC), f("glob64", LIBC),
+                       f("zif_glob"), f("execute_ex")]) == "fs-io"
+    assert categorise([f("do_unlinkat", K), f("unlink", LIBC), f("php-fpm8.2+0x2a7c10"),
+                       f("zif_unlink"), f("execute_ex")]) == "fs-io"
+    assert categorise([f("memcpy", LIBC), f("zif_array_merge"), f("execute_ex")]) == "builtin"
+
+
 def test_stream_functions_are_not_strings():
     # `php_str`/`zend_str` prefixes of the string rule once caught php_stream_*/zend_stream_*
     for name in ("php_stream_open_for_zend_ex", "zend_stream_fixup", "zend_stream_open",
