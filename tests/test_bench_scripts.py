@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO, _env
 
 
@@ -46,6 +48,20 @@ def test_php_ini_effect_prints_the_ratio_of_its_pairs(home):
     assert m, out
     base, variant, ratio = map(float, m.groups())
     assert base > 0 and variant > 0 and abs(ratio - variant / base) < 0.002
+
+
+def test_attribution_effect_prints_shares_and_ms_side_by_side(home, wordpress_bundle):
+    # on existing bundles (the shared WordPress capture twice): no capture of its own
+    _, b1 = wordpress_bundle
+    out = bench_script(home, "attribution_effect.py", "--bundle", str(b1), "--bundle", str(b1))
+    lines = out.strip().splitlines()
+    assert lines[0].split() == ["b1", "b1"]
+    samples, cpu = numbers(lines[1]), numbers(lines[2])
+    assert samples[0] == samples[1] > 0 and cpu[0] == cpu[1] > 0
+    rows = {line.split()[0]: numbers(line) for line in lines[3:]}
+    assert "vm" in rows and sum(v[0] for v in rows.values()) == pytest.approx(100, abs=0.2)
+    for pct, ms, pct2, ms2 in rows.values():
+        assert (pct, ms) == (pct2, ms2) and ms == pytest.approx(pct * cpu[0] / 100, abs=0.06)
 
 
 def test_machine_noise_measures_each_core_count(home):
