@@ -391,3 +391,20 @@ def test_php_function_shares_name_periods_and_samples(tmp_path):
     html = text_of(report_html(run))
     assert "Excimer's stacks of the timed requests, 5 timer periods in 3 samples;" in html
     assert numbers.excimer_weight(7, 7) == numbers.excimer_weight(7) == "7 samples"
+
+
+# -- builtins PHP compiles to opcodes are calls only under tideways_xhprof ---------------------
+def test_builtins_compiled_to_opcodes_are_marked(run):
+    a = json.loads((run / "analysis.json").read_text())
+    row = {"calls": 9, "exclusive_us": 900, "inclusive_us": 900, "allocations": None, "calls_per_request": 4.5}
+    a["builtins"] = {"profiles": 2, "top": [{**row, "name": "is_array", "compiled_to_opcode": True},
+                                            {**row, "name": "str_replace", "compiled_to_opcode": False}]}
+    text = format_analysis({**a, "bundle": "b", "target": "t"})
+    assert "  is_array *\n" in text and "  str_replace\n" in text
+    assert "* a VM opcode, not a call, in the timed requests" in text
+    (run / "analysis.json").write_text(json.dumps(a))
+    html = report_html(run)
+    assert "<code>is_array</code> *</td>" in html and "<code>str_replace</code></td>" in html
+    assert "* A VM opcode, not a call, in the timed requests" in text_of(html)
+    a["builtins"]["top"] = a["builtins"]["top"][1:]          # none marked: no note
+    assert "VM opcode" not in format_analysis({**a, "bundle": "b", "target": "t"})

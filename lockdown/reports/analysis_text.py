@@ -55,7 +55,11 @@ def format_analysis(a: dict, top: int = 15) -> str:
                       f"exclusive ms, calls, allocations, name"]
         for b in hb["top"][:top]:
             allocs = "-" if b["allocations"] is None else str(b["allocations"])
-            lines.append(f"  {b['exclusive_us'] / 1000:8.2f} {b['calls']:8d} {allocs:>8s}  {b['name']}")
+            mark = " *" if b.get("compiled_to_opcode") else ""
+            lines.append(f"  {b['exclusive_us'] / 1000:8.2f} {b['calls']:8d} {allocs:>8s}  {b['name']}{mark}")
+        if any(b.get("compiled_to_opcode") for b in hb["top"][:top]):
+            lines.append("  * a VM opcode, not a call, in the timed requests: tideways_xhprof makes PHP compile it "
+                         "as a call (docs/analysis.md)")
     q = a.get("queries")
     if q:
         lines += ["", f"query digest ({q['statements']} statements, {q['class_count']} classes; "

@@ -118,7 +118,7 @@ def _pick(d, keys: str) -> dict:
 
 BUDGET = "wall_us cpu_us db_wait_us other_wait_us residual_us cpu_by_subsystem_us requests"
 REQUEST = f"id url status pid instrumented statements {BUDGET}"
-BUILTIN = "name calls exclusive_us inclusive_us allocations calls_per_request"
+BUILTIN = "name calls exclusive_us inclusive_us allocations calls_per_request compiled_to_opcode"
 QUERY_CLASS = ("id fingerprint count count_per_request max_per_request time_total time_min time_max time_avg "
                "time_p95 time_median time_stddev lock_total rows_sent_total rows_sent_avg rows_examined_total "
                "rows_examined_avg requests urls example")
