@@ -232,3 +232,26 @@ def test_symbolize_names_static_functions_of_the_build_the_bundle_saw(fpm):
     # another build of the binary than the one the bundle saw: nothing is guessed
     assert tables_for({str(PHP_FPM): "0" * 40}) == {}
     assert symbolize(samples[:1], {}, None)[0].frames[0][1] == "[unknown]"
+
+
+def test_anonymous_jit_code_is_pcre_when_opcache_jit_cannot_run():
+    """perf cannot unwind out of JIT code: the recorded WordPress capture's JIT samples have no
+    caller, and counted as `vm` (the passthrough's fallback) while they were PCRE2's JIT."""
+    import gzip
+    from lockdown.analyzers.subsystems import categorise
+    from lockdown.analyzers.symbolize import PCRE_JIT, jit_name, symbolize
+    from lockdown.bundle.model import PerfSample
+    debian = {"opcache.enable": "1", "opcache.jit": "", "opcache.jit_buffer_size": "0", "pcre.jit": "1"}
+    assert jit_name({"php": {"ini": debian}}) == PCRE_JIT
+    assert jit_name({"php": {"ini": {**debian, "opcache.jit": "tracing", "opcache.jit_buffer_size": "64M"}}}) is None
+    assert jit_name({"php": {"ini": {**debian, "opcache.enable": "0", "opcache.jit": "tracing",
+                                      "opcache.jit_buffer_size": "64M"}}}) == PCRE_JIT
+    assert jit_name({}) is None and jit_name({"php": {"ini": {}}}) is None     # not recorded: not guessed
+    path = Path(__file__).resolve().parent.parent / "fixtures" / "perf" / "wordpress.samples.jsonl.gz"
+    with gzip.open(path, "rt") as fh:
+        samples = [PerfSample(**json.loads(line)) for line in fh]
+    jitted = [s for s in samples if re.search(r"perf-\d+\.map$", s.frames[0][3])]
+    assert len(jitted) >= 5
+    assert {categorise(s.frames) for s in symbolize(jitted, {})} == {"vm"}
+    named = symbolize(jitted, {}, jit=PCRE_JIT)
+    assert {s.frames[0][1] for s in named} == {PCRE_JIT} and {categorise(s.frames) for s in named} == {"regex"}

@@ -14,7 +14,7 @@ from ..errors import LockdownError
 from . import budget, query_digest, round_trip, subsystems
 from .builtins import hot_builtins
 from .php_functions import hot_functions
-from .symbolize import Identity, symbolize, tables_for
+from .symbolize import Identity, jit_name, symbolize, tables_for
 
 
 class SelectionError(LockdownError):
@@ -47,7 +47,8 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     instrumented = {r.id for r in requests if r.instrumented}
     url_of = {r.id: (r.url or r.uri) for r in requests}
     identity = Identity()
-    samples = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()), identity)
+    samples = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()), identity,
+                                   jit_name(bundle.manifest))
                if s.request in ids and s.request not in instrumented]
     statements = [s for s in bundle.statements() if whole or s.request in ids]
     out: dict = {"bundle": str(bundle.root), "target": bundle.manifest["target"]["name"],

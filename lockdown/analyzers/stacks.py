@@ -9,7 +9,7 @@ from ..bundle.store import Bundle
 from ..errors import LockdownError
 from .analysis import select
 from .folded import fold_excimer, fold_perf_records
-from .symbolize import symbolize, tables_for
+from .symbolize import jit_name, symbolize, tables_for
 
 KINDS = ("native", "php")
 
@@ -26,7 +26,8 @@ def native_stacks(bundle: Bundle, ids: set[str], counts: bool = False) -> dict[s
     would fold them (process name as root); weights are the samples' periods (ns of CPU, as
     the script sums them), or sample counts with `counts`."""
     tables = tables_for(bundle.build_ids())
-    samples = symbolize((s for s in bundle.perf_samples() if s.request in ids), tables)
+    samples = symbolize((s for s in bundle.perf_samples() if s.request in ids), tables,
+                        jit=jit_name(bundle.manifest))
     return fold_perf_records(samples, annotate_kernel=True, annotate_jit=True, counts=counts)
 
 

@@ -9,6 +9,7 @@ from the DSO on this machine when its build id still matches; otherwise frames s
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
@@ -17,6 +18,25 @@ from . import symbols
 from .symbols import SymbolTable
 
 UNKNOWN = "[unknown]"
+PCRE_JIT = "[PCRE JIT code]"
+# anonymous executable memory, where JIT compilers put their code (perf names it after the
+# /tmp/perf-PID.map it would read symbols from); subsystems.toml's JIT passthrough matches it too
+_JIT_DSO = re.compile(r"//anon$|\[anon|perf-\d+\.map$|memfd:")
+_OFF = {"", "0", "off", "false", "no", "disable"}
+
+
+def jit_name(manifest: dict) -> str | None:
+    """What the target's anonymous JIT code is, from the capture's php.ini: PCRE2's JIT code
+    when OPcache's JIT cannot have run (OPcache or its JIT off, or no JIT buffer; PHP 8.2's
+    default), else None (either JIT: the frame stays unnamed). perf cannot unwind out of JIT
+    code, so such a sample has no caller to tell: on WordPress all 17 had one frame, and
+    went to `vm` as unnamed JIT code."""
+    ini = (manifest.get("php") or {}).get("ini") or {}
+    if not isinstance(ini, dict) or "opcache.jit_buffer_size" not in ini:
+        return None
+    def off(key: str) -> bool:
+        return str(ini.get(key) or "").strip().lower() in _OFF
+    return PCRE_JIT if off("opcache.enable") or off("opcache.jit") or off("opcache.jit_buffer_size") else None
 
 
 def tables_for(build_ids: Mapping[str, str]) -> dict[str, SymbolTable]:
@@ -56,9 +76,10 @@ class Identity:
 
 
 def symbolize(samples: Iterable[PerfSample], tables: Mapping[str, SymbolTable],
-              identity: Identity | None = None) -> list[PerfSample]:
+              identity: Identity | None = None, jit: str | None = None) -> list[PerfSample]:
     """Samples with `[unknown]` frames named from `tables` (frame offsets become offsets from
-    the function start); other frames untouched. Counts go to `identity` when given."""
+    the function start), and unnamed frames in anonymous JIT memory named `jit` when given
+    (`jit_name`); other frames untouched. Counts go to `identity` when given."""
     ident = identity if identity is not None else Identity()
     memo: dict[tuple[str, str], tuple[str, int | None] | None] = {}
     out = []
@@ -67,8 +88,8 @@ def symbolize(samples: Iterable[PerfSample], tables: Mapping[str, SymbolTable],
         if s.frames and s.frames[0][1] == UNKNOWN:
             ident.leaf_unknown_before += 1
         frames = s.frames
-        if any(f[1] == UNKNOWN and f[3] in tables for f in frames):
-            frames = [_named(f, tables, memo, ident) for f in frames]
+        if any(f[1] == UNKNOWN and (f[3] in tables or (jit and _JIT_DSO.search(f[3]))) for f in frames):
+            frames = [_named(f, tables, memo, ident, jit) for f in frames]
             s = replace(s, frames=frames)
         if frames and frames[0][1] == UNKNOWN:
             ident.leaf_unknown_after += 1
@@ -76,8 +97,12 @@ def symbolize(samples: Iterable[PerfSample], tables: Mapping[str, SymbolTable],
     return out
 
 
-def _named(frame: list, tables: Mapping[str, SymbolTable], memo: dict, ident: Identity) -> list:
+def _named(frame: list, tables: Mapping[str, SymbolTable], memo: dict, ident: Identity,
+           jit: str | None = None) -> list:
     addr, sym, _off, dso = frame
+    if sym == UNKNOWN and jit and dso not in tables and _JIT_DSO.search(dso):
+        ident.frames_named += 1
+        return [addr, jit, None, dso]
     if sym != UNKNOWN or dso not in tables:
         return frame
     key = (dso, addr)

@@ -19,7 +19,7 @@ from ..builtins import entries, function_totals
 from ..query_digest import by_request
 from ..round_trip import RoundTrip, measure
 from ..sql_caller import caller_of
-from ..symbolize import symbolize, tables_for
+from ..symbolize import jit_name, symbolize, tables_for
 
 
 
@@ -192,7 +192,8 @@ class Context:
 def build_context(bundle: Bundle, thresholds: dict) -> Context:
     requests = bundle.requests()
     timed = {r.id for r in requests if not r.instrumented}
-    native = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()))
+    native = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()),
+                                   jit=jit_name(bundle.manifest))
               if s.request in timed]
     return Context(
         requests=requests,
