@@ -73,6 +73,18 @@ def test_file_system_builtins_calling_libc_are_fs_io():
     assert categorise([f("memcpy", LIBC), f("zif_array_merge"), f("execute_ex")]) == "builtin"
 
 
+def test_compile_time_and_container_frames():
+    # pass_two gives each opcode its handler: compile work, although the name says zend_vm_
+    assert categorise([f("zend_vm_set_opcode_handler"), f("pass_two"), f("php-fpm8.2+0x2d0b00"),
+                       f("compile_file"), f("compile_filename"), f("execute_ex")]) == "compile"
+    # generic containers take their caller's category instead of the `zend_` catch-all `builtin`
+    assert categorise([f("zend_stack_push"), f("php-fpm8.2+0x2d4800"), f("zendparse"),
+                       f("compile_file")]) == "compile"
+    assert categorise([f("zend_llist_apply"), f("execute_ex")]) == "vm"
+    assert categorise([f("zend_memnstr_ex"), f("zif_strpos"), f("execute_ex")]) == "string"
+    assert categorise([f("zend_parse_method_parameters"), f("zim_::format"), f("execute_ex")]) == "vm"
+
+
 def test_stream_functions_are_not_strings():
     # `php_str`/`zend_str` prefixes of the string rule once caught php_stream_*/zend_stream_*
     for name in ("php_stream_open_for_zend_ex", "zend_stream_fixup", "zend_stream_open",
