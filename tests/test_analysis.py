@@ -73,6 +73,17 @@ def test_file_system_builtins_calling_libc_are_fs_io():
     assert categorise([f("memcpy", LIBC), f("zif_array_merge"), f("execute_ex")]) == "builtin"
 
 
+def test_socket_work_in_the_kernel_is_network():
+    # the FastCGI response to nginx: php_output_write -> (static) fcgi write -> write()
+    assert categorise([f("alloc_pages_noprof", K), f("sock_alloc_send_pskb", K), f("unix_stream_sendmsg", K),
+                       f("sock_write_iter", K), f("vfs_write", K), f("__GI___libc_write", LIBC),
+                       f("php-fpm8.2+0x3dcab0"), f("php_output_write"), f("execute_ex")]) == "net-io"
+    # the file system through the same write() stays with its caller
+    assert categorise([f("ext4_buffered_write_iter", K), f("vfs_write", K), f("__GI___libc_write", LIBC),
+                       f("php-fpm8.2+0x2a58c0"), f("_php_stream_write"), f("zif_fwrite"), f("execute_ex")]) == "fs-io"
+    assert categorise([f("clear_page_erms", K), f("asm_exc_page_fault", K), f("_emalloc")]) == "memory"
+
+
 def test_compile_time_and_container_frames():
     # pass_two gives each opcode its handler: compile work, although the name says zend_vm_
     assert categorise([f("zend_vm_set_opcode_handler"), f("pass_two"), f("php-fpm8.2+0x2d0b00"),
