@@ -138,3 +138,93 @@ def test_every_tabulated_t_quantile_is_the_975th_percentile():
     # between tabulated degrees of freedom the next one above (a wider interval); none below 1
     assert t95(31) == t95(39) == _T95[40] and t95(41) == _T95[60] and t95(61) == t95(120) == _T95[120]
     assert t95(121) == 1.960 and math.isnan(t95(0)) and math.isnan(t95(-1))
+
+
+def test_paired_change_interval_is_students_t_on_the_log_ratios():
+    before, after = [100.0, 120.0, 90.0, 0.0, 110.0, 95.0], [104.0, 121.0, 95.0, 50.0, 113.0, 96.0]
+    c = compare_paired(before, after)
+    logs = [math.log(a / b) for b, a in zip(before, after) if b]      # the run of 0 RPS is no pair
+    m = sum(logs) / 5
+    half = 2.776 * math.sqrt(sum((x - m) ** 2 for x in logs) / 4) / math.sqrt(5)
+    assert c["pairs"] == 5 and c["ratio"] == pytest.approx(math.exp(m))
+    assert c["change_pct"] == pytest.approx(100 * (math.exp(m) - 1))
+    assert c["ci95_pct"] == pytest.approx([100 * (math.exp(m - half) - 1), 100 * (math.exp(m + half) - 1)])
+    assert 0 < c["ci95_pct"][0] < 1 and c["significant"]               # above zero, if by less than 1%
+    down = compare_paired(after, before)
+    assert -1 < down["ci95_pct"][1] < 0 and down["significant"]         # below zero, if by less than 1%
+    assert compare_paired(before[:2], after[:2])["ci95_pct"][0] is not None       # two pairs: an interval
+    _significant_only_off_zero(lambda f: compare_paired(before, [a * f for a in after]))
+    one = compare_paired([100.0], [110.0])
+    assert one["pairs"] == 1 and one["change_pct"] == pytest.approx(10.0)
+    assert one["ci95_pct"] == [None, None] and not one["significant"]
+    for nothing in (compare_paired([], []), compare_paired([0.0, 10.0], [5.0, 0.0])):
+        assert nothing["pairs"] == 0 and nothing["ratio"] is None and nothing["ci95_pct"] == [None, None]
+        assert not nothing["significant"]
+    assert summarize([])["n"] == 0 and summarize([])["mean"] is None and summarize([7.0])["n"] == 1
+    assert summarize([0.0, 0.0])["cv"] is None                          # no CV of a zero mean
+
+
+def _significant_only_off_zero(change):
+    """`change(f)`: the change with the after arm's RPS times f, which moves the interval by
+    log f on the log scale. Moved to end 0.5% either side of zero, or to straddle it."""
+    c = change(1.0)
+    lo, hi = (math.log(1 + x / 100) for x in c["ci95_pct"])
+    for target_lo, significant in ((0.005, True), (-0.005, False)):
+        got = change(math.exp(math.log(1 + target_lo) - lo))
+        assert got["ci95_pct"][0] == pytest.approx(100 * target_lo) and got["significant"] is significant
+    for target_hi, significant in ((-0.005, True), (0.005, False)):
+        got = change(math.exp(math.log(1 + target_hi) - hi))
+        assert got["ci95_pct"][1] == pytest.approx(100 * target_hi) and got["significant"] is significant
+
+
+def _fit3(rows, y):
+    """Least squares with three coefficients by Cramer's rule: (beta, residual variance,
+    diagonal of (X'X)^-1)."""
+    def det(m):
+        return (m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+                + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]))
+    a = [[sum(r[i] * r[j] for r in rows) for j in range(3)] for i in range(3)]
+    b = [sum(r[i] * v for r, v in zip(rows, y)) for i in range(3)]
+    d = det(a)
+    beta = [det([[b[i] if j == k else a[i][j] for j in range(3)] for i in range(3)]) / d for k in range(3)]
+    minors = [det([[a[i][j] if (i != k and j != k) else float(i == j) for j in range(3)] for i in range(3)])
+              for k in range(3)]
+    sse = sum((v - sum(c * x for c, x in zip(beta, r))) ** 2 for r, v in zip(rows, y))
+    return beta, sse / (len(rows) - 3), [mk / d for mk in minors]
+
+
+def test_speed_adjusted_intervals_are_students_t_on_the_fitted_coefficients():
+    before, before_s = [500.0, 430.0, 520.0, 470.0], [60.0, 52.0, 63.0, 55.0]
+    after, after_s = [470.0, 540.0, 455.0, 560.0], [53.0, 61.0, 51.0, 64.0]
+    c = compare_speed_adjusted(before, before_s, after, after_s)
+    rows = [[1.0, arm, math.log(s)] for arm, ss in ((0.0, before_s), (1.0, after_s)) for s in ss]
+    beta, var, diag = _fit3(rows, [math.log(r) for r in before + after])
+    half = _T95_5 * math.sqrt(var * diag[1])
+    assert c["runs"] == 8 and c["ratio"] == pytest.approx(math.exp(beta[1]))
+    assert c["elasticity"] == pytest.approx(beta[2]) and c["change_pct"] == pytest.approx(100 * (math.exp(beta[1]) - 1))
+    assert c["ci95_pct"] == pytest.approx([100 * (math.exp(beta[1] - half) - 1), 100 * (math.exp(beta[1] + half) - 1)])
+    assert c["significant"] == (c["ci95_pct"][0] > 0 or c["ci95_pct"][1] < 0)
+    _significant_only_off_zero(lambda f: compare_speed_adjusted(before, before_s, [a * f for a in after], after_s))
+    # four runs are enough for three coefficients; one speed for all runs is not
+    assert compare_speed_adjusted(before[:2], before_s[:2], after[:2], after_s[:2])["runs"] == 4
+    assert compare_speed_adjusted(before, [60.0] * 4, after, [60.0] * 4) is None
+
+    groups = {"perf": [(0.97, 60.0, 50.0), (0.93, 50.0, 62.0), (0.96, 55.0, 54.0)],
+              "all": [(0.91, 64.0, 51.0), (0.86, 52.0, 60.0)]}
+    fit = ratios_speed_adjusted(groups)
+    rows = [[float(g == "perf"), float(g == "all"), math.log(t / b)] for g, xs in groups.items() for _, t, b in xs]
+    beta, var, diag = _fit3(rows, [math.log(r) for xs in groups.values() for r, _, _ in xs])
+    assert fit["elasticity"] == pytest.approx(beta[2])
+    for i, name in enumerate(groups):
+        half = t95(5 - 3) * math.sqrt(var * diag[i])
+        g = fit["groups"][name]
+        assert g["n"] == len(groups[name]) and g["ratio"] == pytest.approx(math.exp(beta[i]))
+        assert g["ci95"] == pytest.approx([math.exp(beta[i] - half), math.exp(beta[i] + half)])
+    # as many runs as coefficients leave nothing to estimate the spread from
+    assert ratios_speed_adjusted({"perf": groups["perf"][:2]}) is None and ratios_speed_adjusted({}) is None
+    # three runs are enough for two coefficients, unless one lacks a speed
+    assert speed_adjusted([100, 90, 110], [50, 45, 56])["runs"] == 3
+    assert speed_adjusted([100, 90, 110, 95], [50, 45, None, 48]) is None
+
+
+_T95_5 = 2.571          # Student's t, 5 degrees of freedom (8 runs, 3 coefficients)
