@@ -154,7 +154,6 @@ def detect(ctx: Context) -> list[Finding]:
         examples = [one_line(s.sql) for s in first.statements[:3]]
         rewrite = batched(first)
         source = f"statements.jsonl, {len(ls)} requests"
-        what = f"`{table}`" if table else f"`{fp}`"
         after = (f", right after `{parent['fingerprint']}` returned {parent['rows_sent']['median']} rows "
                  f"(in {parent['requests']} of {len(ls)} requests)") if parent else ""
         summary = (
