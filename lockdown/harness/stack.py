@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from .. import paths
-from ..errors import LockdownError
+from ..errors import LockdownError, PhaseFailed
 from ..signals import held
 from ..targets.config import Target
 from ..progress import as_reporter
@@ -100,6 +100,18 @@ class Stack:
             if not self.options.keep_data:
                 for copy in (self.data_dir, self.app_dir):
                     shutil.rmtree(copy, ignore_errors=True)
+                self._drop_users_copy()
+
+    def _drop_users_copy(self) -> None:
+        """With --mysql, the target's database loaded into the user's server is this run's copy
+        too: dropped when the command ends, so that the server keeps nothing of the run (the
+        next command on the target drops and loads it again anyway)."""
+        if not (self.options.mysql_dsn and self.db is not None and self.db_name):
+            return
+        try:
+            self.db.sql(f"DROP DATABASE IF EXISTS `{self.db_name}`;", timeout=60)
+        except (PhaseFailed, OSError) as e:
+            self.say(f"[stop] warning: could not drop {self.db_name} on {self.db.where()}: {e}")
 
     def _start(self) -> None:
         t, o = self.target, self.options
