@@ -119,6 +119,12 @@ def test_frame_tidying():
     assert java == {"java;org/Foo:.run": P}
 
 
+def test_inline_parts_marked_once_and_unmatched_headers_dropped():
+    frames = [("10", "f->g_[i]->h", None, "/x/libfoo.so")]
+    assert fold_perf([one(frames=frames)]) == {"php-fpm8.2;f;g_[i];h_[i]": P}   # no second "_[i]"
+    assert fold_perf([one(comm="")]) == {}             # a header the script's pattern cannot read
+
+
 def test_no_frames_counts_as_root():
     assert fold_perf([one(frames=())]) == {"php-fpm8.2": P}
 
@@ -206,6 +212,18 @@ def test_text_folding_keeps_the_scripts_line_state():
     assert fold_perf_text(io.StringIO(text, newline="")) == {"php;a": 5, "php;c;a": 3}
     assert fold_perf_text(io.StringIO(text, newline=""), event_filter="page-faults") == {"php;b": 7}
     assert fold_perf_text(io.StringIO(text, newline=""), counts=True) == {"php;a": 1, "php;c;a": 1}
+    # a comment that reads like a header is still a comment; a frame line the script's pattern
+    # does not match (no "(dso)") adds nothing; lines given without their newline lose nothing
+    odd = ["php 1/1 1.000000001: 5 cpu-clock: ", "# perf 2/2 1.000000002: 7 cpu-clock: ", "\t1 a+0x1 (/x)",
+           "\tffff", "\t3 cc (/x)", ""]
+    assert fold_perf_text(odd) == {"php;cc;a": 5}
+    # a header without ": PERIOD EVENT:" weighs 1; a 1-character comm takes the PID's padding
+    # the same frame line under a Java process and another one is tidied for each
+    java_then_php = ["java 1/1 1.000000001: 5 cpu-clock: ", "\t1 Lorg/Foo;.run()V (/tmp/perf-1.map)", "",
+                     "php 2/2 1.000000002: 5 cpu-clock: ", "\t1 Lorg/Foo;.run()V (/tmp/perf-1.map)", ""]
+    assert fold_perf_text(java_then_php) == {"java;org/Foo:.run": 5, "php;Lorg/Foo:.run": 5}
+    bare = "php 1/1 1.000000001:\n\t1 a (/x)\n\na  4242/4242 1.000000002: 5 cpu-clock: \n\t1 a (/x)\n\n"
+    assert fold_perf_text(io.StringIO(bare, newline="")) == {"php;a": 1, "a_;a": 5}
 
 
 # --- Excimer ---------------------------------------------------------------------------------
@@ -232,6 +250,11 @@ def test_write_then_read(tmp_path):
     write_folded(folded, path)
     assert path.read_text(encoding="utf-8") == "a 0.5\na b;c 1\nb;c 2\né;x 3\n"
     assert read_folded(path) == folded
+
+
+def test_counts_print_as_perl_prints_them():
+    # integers exactly, other numbers with %.15g
+    assert format_folded({"b": 10 ** 16, "a": 0.1 + 0.2, "c": 2.5}) == "a 0.3\nb 10000000000000000\nc 2.5\n"
 
 
 def test_read_sums_repeats_and_skips_empty_lines(tmp_path):
