@@ -59,6 +59,8 @@ PT_CASES = [
      "insert ignore into `film_actor` values(?+)"),
     ("INSERT INTO foo (a,b,c,d,e,f,g,h) VALUES (1,2,3,4,5,6,7,8),(1,2,3,4,5,6,7,8)",
      "insert into foo (a,b,c,d,e,f,g,h) values(?+)"),
+    # several rows: cut after the first, ON DUPLICATE KEY UPDATE and all (the last s///)
+    ("INSERT INTO t (a) VALUES (1),(2) ON DUPLICATE KEY UPDATE a=VALUES(a)", "insert into t (a) values(?+)"),
     ("select c from t where i=1 order by c asc", "select c from t where i=? order by c"),
     ("select * from t where i=1 order by a, b ASC, d DESC, e asc",
      "select * from t where i=? order by a, b, d desc, e"),
@@ -135,6 +137,8 @@ def test_fingerprint_known_deficiency_escaped_backslash():
 @pytest.mark.parametrize("sql,expected,opts", [
     ("SELECT * FROM db.fbc5e685a5d3d45aa1d0347fdb7c4d35_temp where id=1",
      "select * from db.?_temp where id=?", {"match_md5_checksums": True}),
+    ("SELECT * FROM db.fbc5e685a5d3d45aa1d0347fdb7c4d35_temp where id=1",    # without the option,
+     "select * from db.fbc?_temp where id=?", {}),                              # a number from its first digit
     ("SELECT * FROM db.temp_fbc5e685a5d3d45aa1d0347fdb7c4d35 where id=1",
      "select * from db.temp_? where id=?", {"match_md5_checksums": True}),
     ("SELECT * FROM db.fbc5e685a5d3d45aa1d0347fdb7c4d35_temp where id=1",
@@ -215,6 +219,8 @@ def test_digest_example_is_latest_of_slowest_and_no_requests():
     assert c.example == "SELECT 2"
     assert c.count_per_request is None and c.urls == 0 and c.max_per_request == 3
     assert digest([], REQUESTS) == []
+    (alone,) = digest([_st(0, None, "SELECT 1", 5)], REQUESTS)          # in no request
+    assert (alone.requests, alone.max_per_request, alone.count_per_request) == (0, 0, 0.25)
 
 
 def test_by_request_log_order():
