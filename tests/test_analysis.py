@@ -45,6 +45,15 @@ def test_libc_and_kernel_frames_belong_to_their_callers():
     # with no categorised caller, the first passthrough's fallback
     assert categorise([f("clear_page_erms", K), f("asm_exc_page_fault", K)]) == "kernel"
     assert categorise([f("memcpy", LIBC)]) == "other"
+    # anonymous executable memory (JIT code) alone is the VM; a DSO is matched by its file name
+    assert categorise([f("[unknown]", "//anon")]) == "vm"
+
+
+def test_a_rules_file_with_an_unknown_category_is_refused(tmp_path):
+    bad = tmp_path / "rules.toml"
+    bad.write_text('[[rule]]\nsymbol = "^zend_hash"\ncategory = "hashes"\n')
+    with pytest.raises(ValueError, match="unknown category 'hashes'"):
+        load_rules(bad)
 
 
 MYSQLND = "/usr/lib/php/20220829/mysqlnd.so"
@@ -148,6 +157,8 @@ def test_xhprof_exclusive_time_and_builtins():
     assert t["render"] == {"calls": 3, "inclusive_us": 800, "exclusive_us": 450, "allocations": 0}
     assert t["main()"]["exclusive_us"] == 1000 - 700 - 250
     assert t["str_replace"]["calls"] == 34 and t["str_replace"]["allocations"] == 68
+    # without allocation counts (mem.na) in the profile, allocations are unknown, not zero
+    assert function_totals({"main()": {"ct": 1, "wt": 5}})["main()"]["allocations"] is None
     rows = hot_builtins([profile, profile], ["str_replace", "strlen"], ["PDO"])
     assert [(b.name, b.calls, b.exclusive_us) for b in rows] == [("str_replace", 68, 500), ("PDO::query", 6, 500)]
     # is_array is a call only where tideways_xhprof is loaded; elsewhere PHP compiles it to TYPE_CHECK
