@@ -108,6 +108,28 @@ def test_a_page_that_changes_by_itself_is_compared_without_its_changing_parts():
     assert "1 URL(s) change from one view to the next by themselves too much to compare (first: /noise" in line
 
 
+def test_a_clock_in_whole_seconds_that_ticks_between_the_arms_is_not_a_difference():
+    """An Atom feed's <updated> in whole seconds: the before arm's two views, back to back, read
+    the same second, and the after arm's view the next one. A third before view, taken after
+    it, shows the clock moving: the page is compared without it (an audit app's /feed)."""
+    from types import SimpleNamespace
+
+    from lockdown.harness.responses import compare_arms
+    feed = "<feed><title>Audit Blog</title><updated>{}</updated>" + "<entry>a post</entry>" * 10 + "</feed>"
+    ticks = iter(["2024-05-01T12:00:00+00:00"] * 2 + ["2024-05-01T12:00:01+00:00"] * 10)
+    before = serve({"/feed": lambda: feed.format(next(ticks))})
+    after = serve({"/feed": lambda: feed.format("2024-05-01T12:00:01+00:00")})
+    try:
+        stacks = {arm: SimpleNamespace(base_url=f"http://127.0.0.1:{srv.server_address[1]}")
+                  for arm, srv in (("before", before), ("after", after))}
+        got = compare_arms(stacks, ["/feed"], ())
+    finally:
+        before.shutdown()
+        after.shutdown()
+    [row] = got["pages"]
+    assert row["same"] is True and row["learned_parts"] == 1
+
+
 PAD = "<p>" + "lorem ipsum dolor " * 12 + "</p>\n"
 
 
