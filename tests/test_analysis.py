@@ -160,10 +160,25 @@ def test_xhprof_exclusive_time_and_builtins():
     # without allocation counts (mem.na) in the profile, allocations are unknown, not zero
     assert function_totals({"main()": {"ct": 1, "wt": 5}})["main()"]["allocations"] is None
     rows = hot_builtins([profile, profile], ["str_replace", "strlen"], ["PDO"])
-    assert [(b.name, b.calls, b.exclusive_us) for b in rows] == [("str_replace", 68, 500), ("PDO::query", 6, 500)]
+    assert [(b.name, b.calls, b.exclusive_us, b.inclusive_us, b.allocations) for b in rows] == \
+        [("str_replace", 68, 500, 500, 136), ("PDO::query", 6, 500, 500, 0)]
+    # allocations: summed over the profiles that count them, None when none does
+    bare = {k: {m: x for m, x in v.items() if m != "mem.na"} for k, v in profile.items()}
+    assert [b.allocations for b in hot_builtins([bare, profile], ["str_replace"], [])] == [68]
+    assert [b.allocations for b in hot_builtins([bare], ["str_replace"], [])] == [None]
     # is_array is a call only where tideways_xhprof is loaded; elsewhere PHP compiles it to TYPE_CHECK
     rows = hot_builtins([{"main()==>is_array": {"ct": 9, "wt": 90}, **profile}], ["str_replace", "is_array"], [])
     assert {b.name: b.compiled_to_opcode for b in rows} == {"is_array": True, "str_replace": False}
+
+
+def test_undouble_adds_the_edges_it_makes_one():
+    from lockdown.analyzers.builtins import undouble
+    # f is internal and doubled: its callees under the copy f@1 join those under f
+    profile = {"main()==>f": {"ct": 1, "wt": 10}, "f==>f@1": {"ct": 1, "wt": 9},
+               "f==>h": {"ct": 1, "wt": 2}, "f@1==>h": {"ct": 2, "wt": 3, "mem.na": 4}}
+    got, dropped = undouble(profile, lambda n: n == "f")
+    assert dropped == 1
+    assert got == {"main()==>f": {"ct": 1, "wt": 10}, "f==>h": {"ct": 3, "wt": 5, "mem.na": 4}}
 
 
 def test_selection_errors_name_what_was_asked():
