@@ -73,6 +73,19 @@ def test_slow_log_parse():
     assert (b.thread_id, b.rows_affected, b.query_time_us, b.sql) == (8, 1, 10177, "UPDATE t SET n = n + 1")
 
 
+def test_slow_log_entries_around_a_restart():
+    # the server reopening the file (its banner) ends the entry before it; an entry without
+    # Rows_affected has none; SQL without a closing ";" keeps its last character
+    restart = "\n".join(SLOW.splitlines()[:3]) + "\n"
+    third = ("# User@Host: wp[wp] @ localhost [127.0.0.1]\n# Thread_id: 9  Schema: wordpress  QC_hit: No\n"
+             "# Query_time: 2.500000  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0\nSELECT SLEEP(2.5)\n")
+    a, b, c = slowlog.parse((SLOW + restart + third).splitlines(True))
+    assert (b.thread_id, b.sql) == (8, "UPDATE t SET n = n + 1")
+    assert (c.thread_id, c.query_time_us, c.rows_affected, c.timestamp, c.sql) == \
+        (9, 2_500_000, None, None, "SELECT SLEEP(2.5)")
+    assert list(slowlog.parse(restart.splitlines(True))) == [] and list(slowlog.parse([])) == []
+
+
 def test_slow_log_malformed():
     broken = SLOW.replace("# Query_time: 0.010177  Lock_time: 0.000000  Rows_sent: 0  Rows_examined: 0\n", "")
     with pytest.raises(slowlog.SlowLogError, match="line 13: entry without Query_time"):
