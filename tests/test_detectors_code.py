@@ -162,6 +162,16 @@ def test_repeated_call_boundaries():
     assert repeated_call.detect(memo_context(memo_profile(extra={"theme_settings==>theme_settings@1": {"ct": 5, "wt": 10}}))) == []
 
 
+def test_fewer_calls_are_enough_when_they_cost_a_lot():
+    """A theme getter called 39 times at 700 us (27% of a 100 ms page: an audit app's theme_get,
+    verify +20% RPS with its memo) is a candidate; 39 calls that would save under
+    costly_share_pct, or fewer than min_calls_when_costly, are not."""
+    [f] = repeated_call.detect(memo_context(memo_profile(calls=39, per_call=700), wall_us=100_000))
+    assert f.details["rows"][0]["calls"] == 39 and f.share_pct == 26.6          # 38 x 700 us
+    assert repeated_call.detect(memo_context(memo_profile(calls=39, per_call=100), wall_us=100_000)) == []
+    assert repeated_call.detect(memo_context(memo_profile(calls=19, per_call=2000), wall_us=100_000)) == []
+
+
 def loader_context(under_fn):
     """`module_load` called 60 times per request (each call: `module_path`, then an include),
     profiled by xhprof in one request and sampled by Excimer in another; `under_fn` is the

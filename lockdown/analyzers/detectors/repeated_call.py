@@ -6,7 +6,9 @@ Mechanism (shared/pathologies.md section 6): WordPress 6.1 calls `wp_get_global_
 and merging the same theme.json data each time; a per-request static cache removes all but one.
 
 Signature, per xhprof-instrumented request: a user (non-builtin) function called at least
-`min_calls_per_request` times whose inclusive time is at least `min_inclusive_share_pct` of the
+`min_calls_per_request` times (or `min_calls_when_costly` times when a cache would save at least
+`costly_share_pct` of the request: an audit app's theme_get, 39 calls and 12% of the page,
+verified +20% RPS) whose inclusive time is at least `min_inclusive_share_pct` of the
 request (its measured wall time), at least `min_us_per_call` per call (cheap getters are not
 worth a cache), and whose calls all do the same work: every callee is called
 a whole multiple of the function's own call count (each call makes the same child calls). xhprof
@@ -131,12 +133,26 @@ def timed_per_call_us(ctx: Context, fn: str, rows: list[dict]) -> float | None:
     return statistics.fmean(spent) / statistics.fmean(r["calls"] for r in rows)
 
 
+def saved_share(ctx: Context, fn: str, rows: list[dict]) -> tuple[float, str]:
+    """(% of request time a per-request cache of `fn` would save, its source): Excimer's share
+    of the timed requests' samples with `fn` on the stack, less one call's worth; xhprof's
+    inclusive time (inflated by instrumentation) only without Excimer samples."""
+    calls_med = statistics.median(r["calls"] for r in rows)
+    if ctx.excimer_total:          # sampled wall time: no instrumentation overhead in it
+        return (ctx.php_share_pct(lambda f: f == fn) * (calls_med - 1) / calls_med,
+                "Excimer samples with it on the stack x (calls-1)/calls, timed requests")
+    return (statistics.median(r["saved_pct"] for r in rows),
+            "xhprof: inclusive time x (calls-1)/calls over the request's wall time")
+
+
 def _callers(ctx: Context, fn: str) -> set[str]:
     return {p for edges in ctx.xhprof_edges.values() for (p, c) in edges if c == fn}
 
 
 def detect(ctx: Context) -> list:
     min_calls = ctx.threshold(ID, "min_calls_per_request")
+    costly_calls = ctx.threshold(ID, "min_calls_when_costly")
+    costly_share = ctx.threshold(ID, "costly_share_pct")
     min_share = ctx.threshold(ID, "min_inclusive_share_pct")
     min_per_call = ctx.threshold(ID, "min_us_per_call")
     hits: dict[str, list[dict]] = defaultdict(list)
@@ -147,7 +163,7 @@ def detect(ctx: Context) -> list:
             continue
         skip = recursive_functions(ctx.xhprof_profiles[rid]) | dispatchers(edges)
         for fn, t in totals.items():
-            if fn == "main()" or t["calls"] < min_calls or ctx.is_internal(fn):
+            if fn == "main()" or t["calls"] < min(min_calls, costly_calls) or ctx.is_internal(fn):
                 continue
             if fn in skip:
                 continue                  # recursive (a walk) or a callback dispatcher
@@ -169,19 +185,16 @@ def detect(ctx: Context) -> list:
     callers_of = {fn: _callers(ctx, fn) for fn in hits}
     helpers = {fn for fn in hits if callers_of[fn] and callers_of[fn] <= loaders}
     hits = {fn: rows for fn, rows in hits.items() if fn not in loaders | helpers}
+    # fewer calls than min_calls_per_request: a candidate only when a cache would save a lot
+    hits = {fn: rows for fn, rows in hits.items()
+            if statistics.median(r["calls"] for r in rows) >= min_calls or saved_share(ctx, fn, rows)[0] >= costly_share}
     inner = _nested(hits, ctx)
     findings = []
     for fn, rows in hits.items():
         if fn in inner:
             continue
         calls = [r["calls"] for r in rows]
-        calls_med = statistics.median(calls)
-        if ctx.excimer_total:          # sampled wall time: no instrumentation overhead in it
-            share = ctx.php_share_pct(lambda f, fn=fn: f == fn) * (calls_med - 1) / calls_med
-            share_source = "Excimer samples with it on the stack x (calls-1)/calls, timed requests"
-        else:
-            share = statistics.median(r["saved_pct"] for r in rows)
-            share_source = "xhprof: inclusive time x (calls-1)/calls over the request's wall time"
+        share, share_source = saved_share(ctx, fn, rows)
         if share < min_share:
             continue                      # sampled time says it is not worth it
         nested = sorted(f for f, outer in inner.items() if outer == fn)
