@@ -408,3 +408,36 @@ def test_builtins_compiled_to_opcodes_are_marked(run):
     assert "* A VM opcode, not a call, in the timed requests" in text_of(html)
     a["builtins"]["top"] = a["builtins"]["top"][1:]          # none marked: no note
     assert "VM opcode" not in format_analysis({**a, "bundle": "b", "target": "t"})
+
+
+def test_each_formatter_on_missing_odd_and_edge_values():
+    assert (numbers.rps(None), numbers.rps(None, none="n/a"), numbers.rps(1220.94)) == ("-", "n/a", "1,220.9")
+    for bad in ("12", True, [1]):                   # a damaged file: one TypeError, never text
+        with pytest.raises(TypeError, match="where a number was expected"):
+            numbers.rps(bad)
+    assert (numbers.count(1613), numbers.count(1613.0), numbers.count(2.25), numbers.count(None)) == \
+        ("1,613", "1,613", "2.2", "-")
+    assert numbers.count(float("inf")) == "inf"
+    assert (numbers.interval(None, 5), numbers.interval(1, None), numbers.interval(1, 2)) == ("-", "-", "1.0 .. 2.0")
+    assert [numbers.value(v) for v in (None, True, 1613.0, 6.4, 6.444, float("inf"), [1, "é"], {"a": 1}, "x")] == \
+        ["", "True", "1,613", "6.4", "6.44", "inf", '[1, "é"]', '{"a": 1}', "x"]
+    too_few = "below zero: 2 runs are too few for a usable interval"
+    assert numbers.rps_interval_problem(-1.0, 2) == too_few
+    assert numbers.rps_interval_problem(-1.0, True) == numbers.rps_interval_problem(-1.0, None) == \
+        "below zero: these runs are too few for a usable interval"
+    assert [numbers.rps_interval_problem(lo, 2) for lo in (0, 0.5, float("nan"), "x", None)] == [None] * 5
+    assert numbers.rps_ci_text(None, 5, 2) == numbers.rps_ci_text(1, None, 2) == "no 95% CI (one run)"
+    assert numbers.rps_ci_text(10, 20, 3) == "95% CI 10.0 .. 20.0 req/s"
+    assert numbers.rps_ci_text(-5, 20, 2) == f"95% CI -5.0 .. 20.0 req/s ({too_few})"
+    assert numbers.change_interval({"ci95_pct": [1.5, 3.0]}) == "+1.5% .. +3.0%"
+    assert [numbers.change_interval(c) for c in (None, {"ci95_pct": [1]}, {"ci95_pct": "ab"}, {})] == ["-"] * 4
+    assert numbers.paired_clause(None) is None and numbers.paired_clause("x") is None
+    adj = {"change_pct": 3.0, "elasticity": 1.1}
+
+    def clause(**paired):
+        return numbers.paired_clause({"change": adj, "change_paired": {"change_pct": 5.0, **paired}})
+    assert clause(ci95_pct=[1.0, 9.0]) == "paired ratios alone: +5.0%, 95% CI +1.0% .. +9.0%"
+    assert clause(ci95_pct=[None, None]) == clause(ci95_pct=[1.0, None]) == clause(ci95_pct=[None, 9.0]) == \
+        clause() == "paired ratios alone: +5.0%"
+    assert clause(ci95_pct=[1.0, 2.0, 3.0]) is None and clause(change_pct=None) is None
+    assert numbers.paired_clause({"change": {"change_pct": 3.0}, "change_paired": {"change_pct": 5.0}}) is None
