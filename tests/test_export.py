@@ -489,7 +489,7 @@ def test_repair_when_callees_outrun_the_request_log_and_without_internal_lists()
 def test_run_ids_are_safe_and_distinct():
     assert run_ids(["r000001", "a.b", "a_b", "../x"]) == {"r000001": "r000001", "a.b": "a-b",
                                                          "a_b": "a-b-2", "../x": "x"}
-    assert list(run_ids(["a", "a", "a", "a-2"]).values()) == ["a", "a-2", "a-3", "a-2-2"]
+    assert list(run_ids(["a.b", "a_b", "a b", "a-b-2"]).values()) == ["a-b", "a-b-2", "a-b-3", "a-b-2-2"]
     assert safe_name("my.site/v2", "lockdown") == "my-site-v2" and safe_name("...", "lockdown") == "lockdown"
 
 
