@@ -336,3 +336,104 @@ def test_fast_pages_are_judged_by_what_their_windows_can_hold():
     # 3 of 4 is no evidence of a broken attribution; 30 of 40 is (95% Wilson interval)
     few = {c.name: c for c in coverage_checks(_Captured([200_000], 4.0, 1500, 3, 1))}
     assert few["perf samples attributed"].ok
+
+
+class _Small:
+    """A bundle as coverage_checks reads it, from a manifest and records."""
+    def __init__(self, manifest, requests, perf=(), excimer=(), xhprof=(), statements=()):
+        self.manifest, self._r, self._p, self._e, self._x, self._s = \
+            manifest, requests, list(perf), list(excimer), list(xhprof), list(statements)
+
+    def requests(self):
+        return self._r
+
+    def perf_samples(self):
+        return iter(self._p)
+
+    def excimer(self):
+        return self._e
+
+    def xhprof_ids(self):
+        return self._x
+
+    def statements(self):
+        return self._s
+
+
+def _rq(i, status=200, client=None, instrumented=False):
+    a, b = client or (None, None)
+    return RequestRecord(id=f"r{i}", pid=7, method="GET", uri="/", status=status, start_ns=(a or 0) + 1,
+                         end_ns=(b or 0), start_unix=1.7e9, wall_us=1, cpu_us=1, peak_memory=1,
+                         instrumented=instrumented, client_start_ns=a, client_end_ns=b)
+
+
+def test_coverage_checks_count_what_each_collector_should_have_left():
+    from lockdown.bundle.validate import _client_windows, coverage_checks, wilson_upper
+
+    def checks(manifest, requests, **records):
+        return {c.name: c for c in coverage_checks(_Small(manifest, requests, **records))}
+    # Wilson's upper end u solves n (hits/n - u)^2 = z^2 u (1 - u), above hits/n
+    for hits, n in ((3, 4), (30, 40), (0, 5), (5, 5)):
+        u = wilson_upper(hits, n)
+        assert hits / n <= u <= 1 + 1e-12 and n * (hits / n - u) ** 2 == pytest.approx(1.96 ** 2 * u * (1 - u))
+    assert wilson_upper(0, 0) == 0.0
+    # requests logged, responses
+    c = checks({"requests": {"sent": 3, "lost": 1}}, [_rq(1), _rq(2, 500)])
+    assert not c["requests logged"].ok and c["requests logged"].detail == "2 of 3 requests logged; 1 lost"
+    assert not c["responses"].ok and c["responses"].detail == "1 requests with status 5xx or none"
+    c = checks({"requests": {"sent": 4}}, [_rq(1, 499), _rq(2, 404), _rq(3, 0), _rq(4, 501)])
+    assert c["requests logged"].ok and c["requests logged"].detail == "4 of 4 requests logged"
+    assert c["responses"].detail == "2 requests with status 5xx or none"
+    c = checks({"requests": {"sent": 0}}, [])
+    assert not c["requests logged"].ok and c["responses"].ok and c["responses"].detail == "no 5xx among 0 requests"
+    # the driver's windows: overlapping ones merged, a request without a send time left out
+    rs = [_rq(1, client=(10, 50)), _rq(2, client=(20, 30)), _rq(3, client=(40, 60)), _rq(4, client=(100, 110)),
+          _rq(5, client=(None, 200))]
+    assert _client_windows(rs) == [(10, 60), (100, 110)]
+    assert _client_windows(rs + [_rq(6, client=(105, 120))]) == [(10, 60), (100, 120)]
+    perf = [PerfSample(t, 7, 7, "php-fpm", 1, rid, []) for t, rid in
+            ((10, "r1"), (60, "r3"), (100, "r4"), (110, None), (61, None), (5, None), (300, None))]
+    c = checks({"capture": {"collect": ["perf"]}}, rs, perf=perf)["perf samples attributed"]
+    assert c.ok and c.detail == "3 of 4 samples inside request windows attributed (75.0%; 7 samples in all)"
+    c = checks({"capture": {"collect": ["perf"]}}, [_rq(1)], perf=perf[-1:])["perf samples attributed"]
+    assert not c.ok and c.detail == "0 of 0 samples inside request windows attributed (0.0%; 1 samples in all)"
+    assert set(checks({"requests": {"sent": 1}}, [_rq(1)])) == {"requests logged", "responses"}
+    # requests without the driver's times: nothing to scale the expectation by
+    c = checks({"capture": {"collect": ["perf"]}}, [_rq(1)], perf=[PerfSample(5, 7, 7, "php-fpm", 1, "r1", [])])
+    assert not c["perf samples attributed"].ok and "expected" not in c["perf samples attributed"].detail
+    assert checks({"requests": {"sent": 1}}, [_rq(1)])["requests logged"].ok
+    # Excimer: a request without stacks is missing unless shorter than three sampling periods
+    def timed(i, wall_us):
+        return RequestRecord(id=f"r{i}", pid=7, method="GET", uri="/", status=200, start_ns=0, end_ns=1,
+                             start_unix=1.7e9, wall_us=wall_us, cpu_us=1, peak_memory=1, instrumented=False)
+    ex = {"capture": {"collect": ["excimer"], "excimer_period_ms": 2}}
+    stacks = [ExcimerProfile(request="r1", pid=7, stacks=["main"], samples=[[1, 1, 0]])]
+    c = checks(ex, [timed(1, 50_000), timed(2, 5_999)], excimer=stacks)["PHP stacks per request"]
+    assert c.ok and c.detail == ("1 of 2 requests have Excimer stacks; 1 shorter than three 2 ms sampling "
+                                 "periods have none, as can happen")
+    c = checks(ex, [timed(1, 50_000), timed(2, 6_000)], excimer=stacks)["PHP stacks per request"]
+    assert not c.ok and c.detail == "1 of 2 requests have Excimer stacks (missing: r2)"
+    c = checks(ex, [timed(1, 50_000)], excimer=stacks)["PHP stacks per request"]
+    assert c.ok and c.detail == "1 of 1 requests have Excimer stacks"
+    assert not checks({"capture": {"collect": ["excimer"]}}, [timed(2, 1)])["PHP stacks per request"].ok
+    # xhprof: every instrumented request has its profile; none instrumented only without --xhprof-every
+    cap = {"capture": {"collect": ["xhprof"], "xhprof_every": 10}}
+    assert checks(cap, [_rq(1, instrumented=True), _rq(2)], xhprof=["r1"])["xhprof profiles"].ok
+    assert not checks(cap, [_rq(1, instrumented=True), _rq(2, instrumented=True)], xhprof=["r1"])["xhprof profiles"].ok
+    assert not checks(cap, [_rq(1)])["xhprof profiles"].ok
+    assert checks({"capture": {"collect": ["xhprof"], "xhprof_every": 0}}, [_rq(1)])["xhprof profiles"].ok
+    assert checks({"capture": {"collect": ["xhprof"]}}, [_rq(1)])["xhprof profiles"].ok
+    # statements: all tied to a request at concurrency 1; above it, only none left unplaced
+    def st(request, attribution):
+        return Statement(1, request, attribution, 5, "db", "q", 10, 0, 1, 1, 0, 0)
+    q = {"capture": {"collect": ["queries"]}, "driver": {"concurrency": 1}}
+    ok = checks(q, [_rq(1)], statements=[st("r1", "order"), st("r1", "order")])["statements attributed"]
+    assert ok.ok and ok.detail == "2 of 2 statements tied to a request at concurrency 1 (order 2)"
+    assert not checks(q, [_rq(1)], statements=[st("r1", "order"), st(None, "ambiguous")])["statements attributed"].ok
+    assert not checks(q, [_rq(1)])["statements attributed"].ok
+    q4 = {"capture": {"collect": ["queries"]}, "driver": {"concurrency": 4}}
+    c = checks(q4, [_rq(1)], statements=[st("r1", "connection"), st(None, "ambiguous")])["statements attributed"]
+    assert c.ok and c.detail == "1 of 2 statements tied to a request at concurrency 4 (ambiguous 1, connection 1)"
+    c = checks({"capture": {"collect": ["queries"]}}, [_rq(1)], statements=[st(None, "ambiguous")])
+    assert c["statements attributed"].detail.endswith("at concurrency 1 (ambiguous 1)")      # no driver: 1
+    assert not checks(q4, [_rq(1)], statements=[st("r1", "connection"), st(None, "none")])["statements attributed"].ok
