@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from conftest import processes_mentioning, run_dir_of
-from lockdown.harness.phpfpm import build_php_config, fpm_env
+from lockdown.errors import LockdownError
+from lockdown.harness.phpfpm import build_php_config, check_ini, fpm_env
 from lockdown.harness.toolchain import tool
 
 SHORT = ("--runs", "2", "--duration", "1", "--warmup-duration", "1", "--warmup-requests", "5")
@@ -118,3 +119,22 @@ def test_file_sessions_stay_in_the_run_directory(tmp_path):
     assert effective({}) == str(tmp_path / "php" / "sessions")
     assert (tmp_path / "php" / "sessions").is_dir()
     assert effective({"session.save_path": "/srv/x"}) == "/srv/x"
+
+
+def test_php_settings_php_fpm_would_ignore_are_refused(tmp_path):
+    """PHP ignores a setting it does not know and falls back on a value it rejects, with at most
+    a startup warning: check_ini reads php-fpm -i on the generated configuration and names it."""
+    def problem(overrides):
+        php = build_php_config(tmp_path / "php", overrides)
+        try:
+            check_ini(php)
+        except LockdownError as e:
+            return str(e)
+        return None
+
+    assert problem({"opcache.enable": "0", "memory_limit": "96M", "pcre.jit": "0"}) is None
+    assert "php-fpm knows no setting 'opcache.enabled' (misspelt" in problem({"opcache.enabled": "0"})
+    assert problem({"opcache.jit": "bogus"}).startswith(
+        'bad PHP setting (--php-ini or the target\'s php_ini): opcache.jit=bogus: Invalid "opcache.jit" setting')
+    assert "memory_limit=12Q: Invalid \"memory_limit\" setting" in problem({"memory_limit": "12Q"})
+    assert "extension=nosuch: PHP Startup: Unable to load dynamic library 'nosuch'" in problem({"extension": "nosuch"})

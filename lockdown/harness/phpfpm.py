@@ -81,12 +81,42 @@ def _quote(value: str) -> str:
     return value if re.fullmatch(r"[A-Za-z0-9_.\-/:]*", value) else '"' + value.replace('"', '\\"') + '"'
 
 
+_EXTENSION_KEYS = ("extension", "zend_extension")
+
+
+def ini_problem(overrides: dict, stdout: str, stderr: str) -> str | None:
+    """What is wrong with `overrides`, from `php-fpm -i` on the generated configuration: PHP
+    ignores a setting it does not know (a typo such as opcache.enabled, or one of an extension
+    that is not loaded) and falls back to the default on a value it rejects, each with at most a
+    startup warning nobody sees, so the run would measure the configuration it was asked not to.
+    Warnings are taken only when they name an override: the system's own are not ours to judge."""
+    for line in stdout.splitlines():
+        if line.startswith("PHP:") and "99-lockdown.ini" in line:      # a syntax error
+            return line[4:].strip()
+    warnings = [m.group(1) for m in re.finditer(r"PHP Warning:\s+(.*?)(?: in Unknown on line \d+)?$",
+                                                stderr, re.M)]
+    for key, value in overrides.items():
+        named = [w for w in warnings if f'"{key}"' in w or (key in _EXTENSION_KEYS and f"'{value}'" in w)]
+        if named:
+            return f"{key}={value}: {named[0]}"
+    known = set(re.findall(r"^(\S+) => ", stdout, re.M))
+    unknown = [k for k in overrides if k not in _EXTENSION_KEYS and k not in known]
+    if unknown:
+        return (f"php-fpm knows no setting {unknown[0]!r} (misspelt, or its extension is not loaded: "
+                f"`{tool('php-fpm')} -m` lists the loaded ones)")
+    return None
+
+
 def check_ini(php: PhpConfig) -> None:
-    """Ask php-fpm to parse the configuration, so a bad --php-ini fails before anything starts."""
-    proc = subprocess.run([tool("php-fpm"), "-n", "-c", str(php.ini_file), "-i"],
+    """Ask php-fpm to read the configuration, so that a bad --php-ini (or target php_ini) fails
+    before anything starts instead of being ignored."""
+    proc = subprocess.run([tool("php-fpm"), "-c", str(php.ini_file), "-i"],
                           capture_output=True, text=True, env=fpm_env(php), timeout=60)
     if proc.returncode != 0:
         raise LockdownError(f"php-fpm rejects the PHP configuration: {proc.stderr.strip()[-200:]}")
+    problem = ini_problem(php.overrides, proc.stdout, proc.stderr)
+    if problem:
+        raise LockdownError(f"bad PHP setting (--php-ini or the target's php_ini): {problem}")
 
 
 def fpm_env(php: PhpConfig) -> dict:
