@@ -634,3 +634,42 @@ def test_the_busiest_url_is_named_when_urls_differ():
     assert others_text(125, 126, 2) == "125-126 on the 2 other URLs" and others_text(3, 3, 1) == "3 on the other URL"
     assert busiest({"/": {"queries_per_request": {"median": 5}}, "/a": {"queries_per_request": {"median": 5}}},
                    "queries_per_request") is None
+
+
+# ------------------------------------------------------------------------------------------
+# write-on-read
+# ------------------------------------------------------------------------------------------
+
+def test_write_on_read_counts_the_get_views_of_a_url_that_write():
+    from lockdown.analyzers.detectors import write_on_read
+    from lockdown.analyzers.query_digest import fingerprint
+    reqs, stmts = [], []
+    for i in range(4):                                   # /article: 3 of 4 views bump a counter
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/article"))
+        stmts += prelude(rid)
+        if i < 3:
+            stmts.append(statement(rid, f"UPDATE page SET counter = counter + 1 WHERE id = {i + 7}", rows_sent=0))
+    reqs.append(request("r000004", "/article", method="POST"))     # a POST may write; not a view
+    stmts.append(statement("r000004", "UPDATE page SET counter = counter + 1 WHERE id = 9", rows_sent=0))
+    for i in range(5, 9):                                # /other: 1 of 4 views logs (below half)
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/other", method="head" if i == 5 else "GET"))
+        stmts += prelude(rid)
+        if i == 5:
+            stmts.append(statement(rid, "/* audit */ INSERT INTO log (msg) VALUES ('x')", rows_sent=0))
+    reqs.append(request("r000009", "/save", method="POST"))
+    stmts.append(statement("r000009", "DELETE FROM drafts WHERE id = 3", rows_sent=0))
+    (f,) = write_on_read.detect(context(reqs, stmts))
+    fp = fingerprint("UPDATE page SET counter = counter + 1 WHERE id = 7")
+    assert (f.title, f.urls, f.requests) == ("Every page view writes: UPDATE on 1 read-only URL(s)", ["/article"],
+                                             ["r000000", "r000001", "r000002"])
+    assert f.summary.startswith(f"3 of 4 GET requests to /article ran `{fp}`.")
+    assert ev(f, "GET requests that sent it") == "3 of 4" and ev(f, "executions") == 3
+    assert f.details["fingerprint"] == fp and f.details["verb"] == "UPDATE"
+    # the half of the views is the threshold: 2 of 4 is enough, and a comment before the verb is skipped
+    stmts.append(statement("r000006", "/* audit */ INSERT INTO log (msg) VALUES ('y')", rows_sent=0))
+    found = write_on_read.detect(context(reqs, stmts))
+    assert [(g.details["verb"], g.urls, ev(g, "GET requests that sent it")) for g in found] == \
+        [("INSERT", ["/other"], "2 of 4"), ("UPDATE", ["/article"], "3 of 4")]
+    assert not write_on_read.is_write("SELECT 1") and not write_on_read.is_write("UPDATEd_at()")
