@@ -169,6 +169,19 @@ def test_statements_that_name_their_sender_count_what_php_spends_under_it():
     assert h.share_pct == 5.0 and ev(h, "time in these statements, % of timed requests' wall time, as PHP") < 1
 
 
+def test_a_sender_counts_when_nine_in_ten_statements_name_it():
+    from lockdown.analyzers.detectors.statement_time import sender_share
+    named = "SELECT /* LCStoreDB::get */ v FROM t WHERE k = 'a'"
+    reqs, excimer = [request("r000001")], {"r000001": {"main;LCStoreDB::get": 40, "main;Parser::parse": 60}}
+    for n_named, expected in ((9, ("LCStoreDB::get", 40.0, 1.0, 40.0)), (8, None)):
+        stmts = [statement("r000001", named) for _ in range(n_named)] + \
+                [statement("r000001", "SELECT v FROM t WHERE k = 'b'") for _ in range(10 - n_named)]
+        got = sender_share(context(reqs, stmts, excimer=excimer), stmts)
+        assert got == (pytest.approx(expected) if expected else None), n_named
+    assert sender_share(context(reqs, stmts), stmts) is None          # no Excimer samples
+    assert sender_share(context(reqs, stmts, excimer=excimer), []) is None
+
+
 def test_round_trip_is_never_negative_and_absent_without_client_calls():
     reqs, stmts = l10n_requests()
     r, extra, xhprof = instrumented_with_client_calls("r000100", "mysqli::query", client_us=500)
@@ -389,6 +402,8 @@ def test_n_plus_one_join_per_row_without_parent():
 def test_n_plus_one_below_threshold_is_nothing():
     reqs, stmts = listing(rows=9)
     assert run_all(context(reqs, stmts)) == {"db-static-cache": [], "n-plus-one": [], "repeated-query": []}
+    reqs, stmts = listing(rows=10)                          # min_executions is a floor: 10 is enough
+    assert [ev(f, "executions per request") for f in n_plus_one.detect(context(reqs, stmts))] == ["10/10/10"]
 
 
 def test_batched_listing_is_clean():
@@ -403,6 +418,9 @@ def test_n_plus_one_needs_half_the_views_of_the_url():
     reqs, stmts = listing(n_requests=3, loops_in={0, 1})
     [f] = n_plus_one.detect(context(reqs, stmts))
     assert f.requests == ["r000000", "r000001"] and ev(f, "requests with the loop") == "2 of 3"
+    reqs, stmts = listing(n_requests=4, loops_in={0, 1})    # exactly half is enough
+    [f] = n_plus_one.detect(context(reqs, stmts))
+    assert ev(f, "requests with the loop") == "2 of 4"
 
 
 def test_localisation_lookups_are_not_n_plus_one():
