@@ -399,6 +399,27 @@ def test_n_plus_one_join_per_row_without_parent():
     assert db_static_cache.detect(context(reqs, stmts)) == []
 
 
+def test_n_plus_one_with_two_varying_columns_proposes_no_in_list():
+    """`IN (...)` over one column cannot stand for a loop whose lookups vary in two."""
+    reqs, stmts = [], []
+    for i in range(2):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/grid"))
+        stmts += prelude(rid)
+        stmts += [statement(rid, f"SELECT v FROM cells WHERE x = {100 * i + k} AND y = {k % 4}") for k in range(12)]
+    [f] = n_plus_one.detect(context(reqs, stmts))
+    assert f.details["table"] == "cells" and f.details["varying_columns"] == ["x", "y"]
+    assert f.details["batched_example"] is None and "For example" not in f.summary
+    assert f.details["values_sample"][:3] == ["0 | 0", "1 | 1", "2 | 2"] and len(f.details["values_sample"]) == 12
+    # one varying column beside a constant one: the IN list is over it alone
+    stmts = [s for s in stmts if "cells" not in s.sql]
+    for i in range(2):
+        stmts += [statement(f"r{i:06d}", f"SELECT v FROM cells WHERE x = {100 * i + k} AND y = 3") for k in range(12)]
+    [f] = n_plus_one.detect(context(reqs, stmts))
+    assert f.details["varying_columns"] == ["x"] and f.details["values_sample"][:2] == ["0", "1"]
+    assert f.details["batched_example"] == "SELECT x, v FROM cells WHERE x IN (" + ", ".join(map(str, range(12))) + ") AND y = 3"
+
+
 def test_n_plus_one_below_threshold_is_nothing():
     reqs, stmts = listing(rows=9)
     assert run_all(context(reqs, stmts)) == {"db-static-cache": [], "n-plus-one": [], "repeated-query": []}
