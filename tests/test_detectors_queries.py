@@ -493,6 +493,21 @@ def test_write_loops_are_not_n_plus_one():
 # repeated-query
 # ------------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("sql,tables", [
+    ("SELECT a FROM wp.t1 AS x, `t2` y JOIN t3 ON x.a = y.b WHERE 1", {"t1", "t2", "t3"}),
+    ("SELECT * FROM t1 AS a, db.t2 AS b, t3", {"t1", "t2", "t3"}),
+    ("SELECT * FROM t1 x, t2", {"t1", "t2"}),
+    ("SELECT * FROM t1 LEFT JOIN db.t2 USING (id)", {"t1", "t2"}),
+    ("SELECT * FROM t1 WHERE x IN (SELECT y FROM t2)", {"t1", "t2"}),
+    ("SELECT * FROM t1 WHERE a = 1 ORDER BY b", {"t1"}),
+    ("SELECT * FROM db.", {"db"}),
+    ("SELECT 1", set()),
+])
+def test_tables_a_repeated_query_reads(sql, tables):
+    """What a write must touch to end a run of repeats: schemas, aliases and FROM lists."""
+    assert repeated_query.tables_read(sql) == tables
+
+
 def test_repeated_query_ignores_comments_and_whitespace():
     variants = ["SELECT value FROM settings WHERE name = 'site_name'",
                 "SELECT /* setting() */ value FROM settings WHERE name = 'site_name'",
