@@ -259,6 +259,40 @@ def test_db_static_cache_needs_most_requests_of_the_url():
     assert db_static_cache.detect(context(reqs, stmts)) == []   # 2 of 5 < 0.8
 
 
+def test_static_data_allows_up_to_30_percent_of_a_requests_keys_its_own():
+    from lockdown.analyzers.detectors.db_static_cache import static_fingerprints
+
+    def shares(own):                  # two views of /, 20 keys each, `own` of them asked by one view only
+        reqs, stmts = [], []
+        for i in range(2):
+            rid = f"r{i:06d}"
+            reqs.append(request(rid, "/"))
+            keys = [f"k{j}" for j in range(20 - own)] + [f"own{i}-{j}" for j in range(own)]
+            stmts += [statement(rid, f"SELECT v FROM translations WHERE k = '{k}'") for k in keys]
+        return {fp: v["unique_share"] for fp, v in static_fingerprints(context(reqs, stmts)).items()}
+    fp = "select v from translations where k = ?"
+    assert shares(5) == {fp: 0.25} and shares(6) == {fp: pytest.approx(0.3)} and shares(7) == {}
+
+
+def test_the_parent_query_is_looked_for_among_the_five_data_statements_before_the_loop():
+    from lockdown.analyzers.detectors.db_static_cache import find_parent
+    parent = statement("r1", "SELECT id, author_id FROM posts LIMIT 30", rows_sent=30)
+    loop = statement("r1", "SELECT name FROM authors WHERE id = 5")
+    data = [statement("r1", f"SELECT v FROM opts WHERE k = 'o{k}'") for k in range(5)]
+    skipped = [statement("r1", "SET NAMES utf8mb4", rows_sent=0), prelude("r1")[2],      # noise, the marker
+               statement("r1", "SELECT name FROM authors WHERE id = 4")]                 # the loop's own shape
+
+    def found(before, counts=frozenset({30})):
+        return find_parent(before + [loop], len(before), set(counts), 5)
+    assert found([parent] + data[:4]) is parent and found([parent] + data) is None
+    assert found([parent] + data[:4] + skipped) is parent
+    wrapped = statement("r1", "((SELECT id FROM posts LIMIT 30))", rows_sent=30)
+    assert found([wrapped]) is wrapped
+    assert found([statement("r1", "SELECT id FROM posts", rows_sent=29)]) is None
+    two = statement("r1", "SELECT id FROM posts", rows_sent=2)
+    assert found([two], {2}) is two and found([statement("r1", "SELECT id FROM posts", rows_sent=1)], {1}) is None
+
+
 def test_per_user_keys_are_not_static_data():
     """Keys that change on every request (per-user data) are not db-static-cache; a loop of
     them is an N+1 by the shared rule."""
