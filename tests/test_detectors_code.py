@@ -56,6 +56,26 @@ def test_opendir_walk_with_exact_counts_and_chain():
     assert {e.what: e.value for e in f.evidence}["share of request time, %"] == f.share_pct
 
 
+def test_walk_share_from_excimer_when_the_walker_is_sampled():
+    reqs = [request(f"r{i:06d}", "/", instrumented=True) for i in range(3)] + \
+        [request("r000010", "/"), request("r000011", "/")]
+    excimer = {"r000010": {"main;plugin_path;find_plugin;opendir": 3, "main;x": 7}, "r000011": {"main;y": 10}}
+    [f] = fs_scan.detect(context(reqs, xhprof={r.id: walk_profile() for r in reqs[:3]}, excimer=excimer, php=PHP))
+    assert f.share_pct == 15.0 and f.severity == "high"        # 3 of the 20 timed samples
+    assert {e.what: e.source for e in f.evidence}["share of request time, %"].startswith("Excimer samples")
+    # without samples: xhprof's time entering the walker (59 ms) over the 100 ms requests
+    assert fs_scan.detect(scan_context())[0].share_pct == 59.0
+    # requests that walk different trees: medians, and each builtin's range
+    xh = {r.id: walk_profile(dirs=d) for r, d in zip(reqs, (100, 120, 110))}
+    [g] = fs_scan.detect(context(reqs[:3], xhprof=xh, php=PHP))
+    values = {e.what: e.value for e in g.evidence}
+    assert values["opendir calls per request"] == "100..120" and values["readdir calls per request"] == "600..720"
+    assert values["directories walked per request (median)"] == 110
+    assert values["walker (user function) calls per request"] == 110
+    assert g.title == "Every request walks 110 directories (find_plugin)"
+    assert "1320 directory calls per request, driven by find_plugin called from plugin_path." in g.summary
+
+
 def test_walk_variants_other_names():
     for style, opener in (("scandir", "scandir"), ("glob", "glob"), ("iterator", "RecursiveDirectoryIterator::getChildren")):
         [f] = fs_scan.detect(scan_context(style=style, walker="locate_template", lookup="theme_lookup", dirs=80))
