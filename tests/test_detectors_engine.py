@@ -539,3 +539,22 @@ def test_old_wordpress_bundle():
     assert any("capture overhead" in n for n in f.details["notes"])
     rows = {r["name"]: r for r in f.details["builtins"]}
     assert rows["mysqli_query"]["calls"] == 73           # 33 + 40, tideways' self-edges not counted
+
+
+def test_sample_shares_per_url_and_as_request_time():
+    from lockdown.analyzers.detectors.hot_builtins import (cpu_fraction, example_requests, request_share,
+                                                           sample_share, share_by_url)
+    php = "/usr/sbin/php-fpm8.2"
+    hot, vm = [("zend_hash_find", php), ("execute_ex", php)], [("execute_ex", php)]
+    reqs = [request("r000001", "/"), request("r000002", "/b", wall_us=100_000, cpu_us=20_000)]
+    samples = [native("r000001", hot), native("r000001", vm), native("r000001", vm),
+               native("r000002", hot), native("r000002", hot), native(None, vm)]
+    ctx = context(reqs, native_samples=samples)
+    hashing = lambda s: s.frames[0][1] == "zend_hash_find"     # noqa: E731
+    assert share_by_url(ctx, hashing) == {"/": 33.33, "/b": 100.0, "?": 0.0}
+    assert sample_share(ctx, hashing) == 50.0 and example_requests(ctx, hashing) == ["r000002", "r000001"]
+    # 100 ms CPU of 200 ms wall: half of the on-CPU share is a share of request time
+    assert cpu_fraction(ctx) == 0.5 and request_share(ctx, 50.0) == 25.0 and request_share(ctx, None) is None
+    assert cpu_fraction(context([request("r000001", "/", wall_us=10, cpu_us=20)])) == 1.0      # capped
+    assert cpu_fraction(context([request("r000001", "/", wall_us=10, cpu_us=0)])) == 1.0       # unknown
+    assert sample_share(context(reqs), hashing) is None
