@@ -57,6 +57,14 @@ def test_store_read_per_lookup_with_exact_counts():
     assert d["refill_bytes_per_request"] == 230 * 8192
     assert d["reader_path"] == ["Store::get", "Reader::find", "Reader::read", "fread"]
     assert d["callers"] == [{"function": "Messages::get", "calls_per_request": 115}]
+    # 2 x 24 ms over 230 lookups
+    assert {e.what: e.value for e in f.evidence}["inclusive time per lookup (instrumented, inflated by xhprof)"] == \
+        "208.7 us"
+    # fewer seeks than reads: only a read after a seek refills the buffer
+    seeking = store_profile()
+    seeking["Reader::read==>fseek"] = {"ct": 60, "wt": 1_000}
+    [g] = file_static_cache.detect(store_context([seeking, seeking]))
+    assert g.details["refill_bytes_per_request"] == 60 * 8192
     # no Excimer: the getter's inclusive xhprof time over the two requests' wall time
     assert f.share_pct == pytest.approx(100 * 2 * 24_000 / 200_000)
     assert f.severity == "high"
