@@ -309,6 +309,12 @@ def test_pcre_jit_off_from_xhprof_when_there_are_no_native_samples():
     assert f.details["preg_calls_per_request"] == 500.0          # preg_quote does not match
     assert f.details["preg_exclusive_share_pct"] == 5.0           # 5 ms of the 100 ms wall time
     assert f.share_pct == 5.0 and f.severity == "medium"
+    # two profiled requests: calls per request and time over both requests' wall time
+    fewer = {**prof, "render==>preg_match": {"ct": 200, "wt": 2_000}, "render==>preg_replace": {"ct": 100, "wt": 1_000}}
+    ctx = context([xh_request("r000001"), xh_request("r000002")], xhprof={"r000001": prof, "r000002": fewer},
+                  php=php({"pcre.jit": "Off"}))
+    [g] = pcre_jit_off.detect(ctx)
+    assert g.details["preg_calls_per_request"] == 400.0 and g.details["preg_exclusive_share_pct"] == 4.0
 
 
 def test_pcre_jit_off_unmeasured_is_low():
