@@ -358,6 +358,11 @@ def test_stat_storm_small_realpath_cache_and_many_stat_calls():
     assert f.urls == ["/", "/b"] and f.requests == ["r000001", "r000002"]
     # no native samples: the share is the stat builtins' exclusive time over the wall time
     assert f.share_pct == 3.0 and f.severity == "medium"
+    assert "(500 stat calls per request)" in f.title and "Profiled requests made 500 stat-family calls each" in f.summary
+    # a ten-minute TTL is long enough: only the cache size is raised
+    ctx = context([xh_request("r000001")], xhprof={"r000001": stat_profile()},
+                  php=php({"realpath_cache_size": "16K", "realpath_cache_ttl": "600"}))
+    assert stat_storm.detect(ctx)[0].remediations[0].content.splitlines() == ["realpath_cache_size=4096K"]
 
 
 def test_stat_storm_needs_a_configuration_problem():
