@@ -95,6 +95,32 @@ def test_float_counts_and_count_name():
     assert f["b"]["w"] == pytest.approx(3 * f["c"]["w"], abs=0.02)
 
 
+def test_counts_in_data_attributes_are_exact():
+    """What the script zooms and searches with: whole floats as integers, others as Python
+    writes them, floats beyond 2**53 exactly (no integer they could be rounded to)."""
+    def attrs(folded):
+        svg = render_flamegraph(folded)
+        total = re.search(r'data-total="([^"]*)"', svg).group(1)
+        return total, dict((n, (o, w)) for o, w, n in
+                           re.findall(r'data-o="([^"]*)" data-s="([^"]*)"><title>([^ <]*)', svg))
+    total, f = attrs({"a;b": 1.5, "a;c": 2.0})
+    assert total == "3.5" and f["b"] == ("0", "1.5") and f["c"] == ("1.5", "2")
+    total, f = attrs({"a;b": 2.0 ** 53})
+    assert total == "9007199254740992.0" and f["b"] == ("0", "9007199254740992.0")
+    assert attrs({"a": 3})[0] == "3"
+
+
+def test_rendering_leaves_the_garbage_collector_as_it_found_it():
+    import gc
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            render_flamegraph({"a;b": 1})
+            assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+
+
 def test_minwidth_prunes_narrow_frames_and_their_children():
     folded = {"a;big": 100_000, "a;tiny": 1, "a;tiny;child": 1}   # tiny: 0.024 px wide
     assert set(by_name(render_flamegraph(folded))) == {"all", "a", "big"}
@@ -166,6 +192,9 @@ def test_bad_input_and_options_are_refused():
         render_flamegraph({"a": -1})
     with pytest.raises(ValueError):
         render_flamegraph({"a": float("nan")})
+    for count in (True, "3", None):
+        with pytest.raises(ValueError, match="is not a number"):
+            render_flamegraph({"a": count})
     with pytest.raises(ValueError):
         render_flamegraph({"a": 1}, FlameOptions(palette="rainbow"))
     with pytest.raises(ValueError):
