@@ -35,6 +35,16 @@ def test_perf_script_parse():
     assert b.frames[0].symbol == "operator new(unsigned long)"
 
 
+def test_perf_script_samples_without_blank_lines_between_and_short_times():
+    # a header right after a frame starts the next sample; blank lines in a row end one sample;
+    # a time printed with fewer than nine decimals (perf script without --ns) is still in ns
+    text = ["php 1/1 5.25: 7 cpu-clock:\n", "\t1 a+0x1 (/x)\n", "php 2/2 6.000001: 9 cpu-clock:\n",
+            "\t2 b (/x)\n", "\n", "\n", "\n", "php 3/3 7.123456789: 1 cpu-clock:\n"]
+    got = list(perf_script.parse(text))
+    assert [(x.pid, x.time_ns, x.period, [f.symbol for f in x.frames]) for x in got] == \
+        [(1, 5_250_000_000, 7, ["a"]), (2, 6_000_001_000, 9, ["b"]), (3, 7_123_456_789, 1, [])]
+
+
 def test_perf_script_rejects_other_text():
     with pytest.raises(perf_script.PerfScriptError, match="line 2: not a call-chain frame"):
         list(perf_script.parse(["php 1/1 1.000000001: 1 cpu-clock:\n", "\tgarbage\n"]))

@@ -569,3 +569,29 @@ def test_sample_shares_per_url_and_as_request_time():
     assert cpu_fraction(context([request("r000001", "/", wall_us=10, cpu_us=20)])) == 1.0      # capped
     assert cpu_fraction(context([request("r000001", "/", wall_us=10, cpu_us=0)])) == 1.0       # unknown
     assert sample_share(context(reqs), hashing) is None
+
+
+def test_thresholds_override_and_recorded_runs(tmp_path):
+    from lockdown.analyzers.detectors import rank, with_defaults
+    from lockdown.errors import LockdownError
+    over = tmp_path / "t.toml"
+    over.write_text('[fs-scan]\nmin_repeat_share = 0.25\n')
+    t = load_thresholds(over)
+    assert t["fs-scan"]["min_repeat_share"] == 0.25 and t["fs-scan"].keys() == load_thresholds()["fs-scan"].keys()
+    for text, message in (("[fs-scan]\nnot_a_threshold = 3\n", "has no threshold 'not_a_threshold'"),
+                          ("[no-such-detector]\nx = 1\n", r"unknown detector \[no-such-detector\]"),
+                          ("fs-scan = 3\n", r"unknown detector \[fs-scan\]"),
+                          ("[fs-scan\n", "cannot read thresholds")):
+        over.write_text(text)
+        with pytest.raises(LockdownError, match=message):
+            load_thresholds(over)
+    # a run recorded before a threshold existed gets today's default for it
+    recorded = {"fs-scan": {"min_repeat_share": 0.9}, "gone-detector": {"x": 1}, "junk": 3}
+    merged = with_defaults(recorded)
+    assert merged["fs-scan"]["min_repeat_share"] == 0.9 and merged["gone-detector"] == {"x": 1}
+    assert set(merged["fs-scan"]) == set(load_thresholds()["fs-scan"]) and "junk" not in merged
+    assert with_defaults(None) == load_thresholds()
+    # keys: one finding of an id keeps the id, further ones are numbered in rank order
+    fs = [Finding("repeated-call", "t", "high", s, "s") for s in (5.0, 9.0, 1.0)]
+    assert [(f.key, f.share_pct) for f in rank(fs)] == [("repeated-call", 9.0), ("repeated-call-2", 5.0),
+                                                        ("repeated-call-3", 1.0)]
