@@ -297,6 +297,7 @@ def test_flamegraph_of_a_folded_file_rejects_what_is_not_finite(lockdown, tmp_pa
 
 def check_speedscope(doc: dict, folded: dict) -> None:
     assert doc["$schema"] == SCHEMA and isinstance(doc["version"], str)
+    assert doc["activeProfileIndex"] == 0           # the one profile (an index past it shows nothing)
     frames = [f["name"] for f in doc["shared"]["frames"]]
     assert len(frames) == len(set(frames))
     (profile,) = doc["profiles"]
