@@ -1,4 +1,5 @@
 """target.toml parsing: good files load, bad ones give one clear line naming file and key."""
+import re
 import shutil
 from pathlib import Path
 
@@ -93,3 +94,23 @@ def test_bad_target_toml_from_cli(lockdown, tmp_path):
     assert r.stdout == ""
     assert r.stderr.strip() == (f"lockdown: error: bad target file {d / 'target.toml'}: "
                                 f"urls[0].weight must be a positive integer, got 'heavy'")
+
+
+def test_a_failed_preparation_keeps_the_log_it_names(tmp_path, monkeypatch):
+    """The build directory of a failed preparation is removed; the log the error names is not
+    in it any more but in prepared/NAME.failed-logs/, and a later success removes that."""
+    from lockdown.errors import PhaseFailed
+    from lockdown.harness.prepare import prepare
+    prepared = tmp_path / "prepared"
+    monkeypatch.setenv("LOCKDOWN_PREPARED_DIR", str(prepared))
+    step = '\n[configure]\ncommand = ["sh", "-c", "echo boom-from-configure; exit 3"]\n'
+    d = make_target(tmp_path, GOOD + step)
+    with pytest.raises(PhaseFailed) as failed:
+        prepare(load_target(d), say=lambda *a: None)
+    log = Path(re.search(r"log in (\S+)", str(failed.value)).group(1))
+    assert log.parent == prepared / "mini.failed-logs"
+    assert "boom-from-configure" in log.read_text()
+    assert sorted(p.name for p in prepared.iterdir()) == ["mini.failed-logs", "mini.lock"]
+    (d / "target.toml").write_text(GOOD)
+    prepare(load_target(d), say=lambda *a: None)
+    assert not (prepared / "mini.failed-logs").exists()

@@ -141,11 +141,30 @@ def prepare(target: Target, say=print) -> Prepared:
                 if version.fullmatch(old.name) and old != root and old.is_dir():
                     shutil.rmtree(old, ignore_errors=True)
             tmp.rename(root)
-        except BaseException:
+            shutil.rmtree(paths.prepared_dir() / f"{target.name}.failed-logs", ignore_errors=True)
+        except BaseException as e:
+            kept = _keep_logs(tmp / "work" / "logs", target.name)
             shutil.rmtree(tmp, ignore_errors=True)
+            if kept and isinstance(e, PhaseFailed) and str(tmp) in str(e):
+                raise PhaseFailed(str(e).replace(str(tmp / "work" / "logs"), str(kept)), e.details) from None
             raise
         say(f"[prepare] {target.name}: ready in {time.monotonic() - started:.0f} s")
     return Prepared(target, root)
+
+
+def _keep_logs(logs: Path, name: str) -> Path | None:
+    """A failed build's logs (install, configure, MariaDB's), moved out of the build directory
+    that is removed, to prepared/NAME.failed-logs/ (the last failure's only): the error names
+    the log to read, which must still be there."""
+    if not logs.is_dir():
+        return None
+    kept = paths.prepared_dir() / f"{name}.failed-logs"
+    shutil.rmtree(kept, ignore_errors=True)
+    try:
+        shutil.move(str(logs), str(kept))
+    except OSError:
+        return None
+    return kept
 
 
 def _remove_unfinished(name: str) -> None:
