@@ -121,6 +121,13 @@ def test_rendering_leaves_the_garbage_collector_as_it_found_it():
         gc.enable()
 
 
+def test_a_count_of_one_names_its_unit_in_the_singular_unless_a_symbol():
+    for unit, one in (("samples", "sample"), ("calls", "call"), ("ms", "ms"), ("us", "us"), ("s", "s"),
+                      ("class", "class")):
+        f = by_name(render_flamegraph({"a;b": 1, "a;c": 3}, FlameOptions(count_name=unit)))
+        assert f["b"]["title"] == f"b (1 {one}, 25.00%)" and f["c"]["title"] == f"c (3 {unit}, 75.00%)", unit
+
+
 def test_minwidth_prunes_narrow_frames_and_their_children():
     folded = {"a;big": 100_000, "a;tiny": 1, "a;tiny;child": 1}   # tiny: 0.024 px wide
     assert set(by_name(render_flamegraph(folded))) == {"all", "a", "big"}

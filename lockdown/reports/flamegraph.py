@@ -244,8 +244,9 @@ def _raw(v: Number) -> str:
 
 
 def _unit_for(shown: str, unit: str) -> str:
-    """The unit word for a count as shown: "1 sample", "2 samples" (a plural unit in -s)."""
-    return unit[:-1] if shown == "1" and len(unit) > 1 and unit.endswith("s") and not unit.endswith("ss") else unit
+    """The unit word for a count as shown: "1 sample", "2 samples" (a plural unit in -s).
+    Unit symbols of one or two letters stay as they are: "1 ms", not "1 m"."""
+    return unit[:-1] if shown == "1" and len(unit) > 2 and unit.endswith("s") and not unit.endswith("ss") else unit
 
 
 def count_text(v: Number) -> str:
