@@ -202,6 +202,17 @@ def test_bad_input_and_options_are_refused():
     for count in (True, "3", None):
         with pytest.raises(ValueError, match="is not a number"):
             render_flamegraph({"a": count})
+    for bad, message in ((dict(width=29), "width must be at least 30"), (dict(frame_height=1), "frame_height"),
+                         (dict(font_size=0), "font_size"), (dict(minwidth=-0.5), "minwidth")):
+        with pytest.raises(ValueError, match=message):
+            render_flamegraph({"a": 1}, FlameOptions(**bad))
+    render_flamegraph({"a": 1}, FlameOptions(width=30, frame_height=2, font_size=0.5, minwidth=0))   # the least
+
+
+def test_counts_for_people():
+    from lockdown.reports.flamegraph import count_text
+    assert [count_text(v) for v in (1234, 2.0, 1234.5, 12.3456, 0.256789, -0.5, 1.004)] == \
+        ["1,234", "2", "1,234.5", "12.35", "0.257", "-0.5", "1"]
     with pytest.raises(ValueError):
         render_flamegraph({"a": 1}, FlameOptions(palette="rainbow"))
     with pytest.raises(ValueError):
