@@ -3,6 +3,7 @@ each installed by the harness into its own database, and WordPress against a use
 what `lockdown run` finds on each (and on MediaWiki with upstream's l10n cache), and its verification."""
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -72,7 +73,15 @@ def test_wordpress_against_users_server(lockdown, tmp_path):
         posts = tmp_path / "posts"
         count = (f"mariadb --no-defaults -h 127.0.0.1 -P {server.port} -u owner -p'p@ss:w/rd' -N -e "
                  f"\"SELECT COUNT(*) FROM lockdown_wordpress.wp_posts WHERE post_type = 'post'\" > {posts}")
-        data = bench(lockdown, tmp_path, "wordpress", "--mysql", dsn, "--exec-after-warmup", count)
+        # a second command on the same target and server meanwhile is refused, and drops nothing
+        second = tmp_path / "second"
+        again = (f"{sys.executable} -m lockdown bench wordpress --mysql '{dsn}' --runs 1 --duration 1 "
+                 f"> {second}.out 2> {second}.err; echo $? > {second}.rc")
+        data = bench(lockdown, tmp_path, "wordpress", "--mysql", dsn, "--exec-after-warmup", f"{again}; {count}")
+        assert Path(f"{second}.rc").read_text().strip() == "2"
+        refused = Path(f"{second}.err").read_text()
+        assert refused.startswith(f"lockdown: error: database lockdown_wordpress on 127.0.0.1:{server.port} is "
+                                  "in use by lockdown (pid ") and refused.count("\n") == 1, refused
         assert "mysql" in data["non_default_options"]
         assert data["config"]["mysql"] == dsn
         assert int(posts.read_text()) >= 200            # loaded into their server while it ran

@@ -16,6 +16,7 @@ from ..signals import held
 from ..targets.config import Target
 from ..progress import as_reporter
 from . import app_tree, ports
+from .db_claim import claim
 from .mariadb import DatabaseServer, PrivateMariaDB, copy_datadir, parse_dsn
 from .nginx import Nginx
 from .phpfpm import PhpConfig, PhpFpm, build_php_config, check_ini
@@ -51,6 +52,7 @@ class Stack:
         self.db: DatabaseServer | None = None
         self.mysql: PrivateMariaDB | None = None
         self.db_name: str | None = None
+        self.db_claim = None          # --mysql: this command's hold on db_name (db_claim.py)
         self.db_user: str | None = None
         self.db_password: str | None = None
         self.php: PhpConfig | None = None
@@ -105,13 +107,17 @@ class Stack:
     def _drop_users_copy(self) -> None:
         """With --mysql, the target's database loaded into the user's server is this run's copy
         too: dropped when the command ends, so that the server keeps nothing of the run (the
-        next command on the target drops and loads it again anyway)."""
-        if not (self.options.mysql_dsn and self.db is not None and self.db_name):
+        next command on the target drops and loads it again anyway), then the claim on it is
+        released (db_claim.py)."""
+        if self.db_claim is None:     # no --mysql, or another command holds it: not ours to drop
             return
         try:
             self.db.sql(f"DROP DATABASE IF EXISTS `{self.db_name}`;", timeout=60)
         except (PhaseFailed, OSError) as e:
             self.say(f"[stop] warning: could not drop {self.db_name} on {self.db.where()}: {e}")
+        finally:
+            self.db_claim.close()
+            self.db_claim = None
 
     def _start(self) -> None:
         t, o = self.target, self.options
@@ -130,6 +136,7 @@ class Stack:
             if o.mysql_dsn:
                 self.db = parse_dsn(o.mysql_dsn, self.run_dir)
                 self.db_name = f"lockdown_{t.name}".replace("-", "_")
+                self.db_claim = claim(self.db.where(), self.db_name, self.run_dir)
                 self.say(f"[start] loading {t.name}'s database into {self.db_name} on "
                          f"{self.db.where()}")
                 self.db.sql(f"DROP DATABASE IF EXISTS `{self.db_name}`; "
