@@ -484,6 +484,19 @@ def test_repair_when_callees_outrun_the_request_log_and_without_internal_lists()
     assert any("cpu 360 us > the request's 300 us" in n for n in notes)
     assert any("self-call edges kept" in n for n in notes)       # f may be a user function
     assert repair(profile, q, None)[1] == ()                   # a repaired profile needs nothing more
+    # with the internal lists: tideways' copies folded away; callees inside the request's time
+    # leave no note; a metric the request log lacks (no peak memory) is main()'s own plus its callees'
+    q2 = RequestRecord(id="r2", pid=1, method="GET", uri="/", status=200, start_ns=0, end_ns=1,
+                       start_unix=1.0, wall_us=500, cpu_us=None, peak_memory=None, instrumented=True)
+    raw2 = {"main()": {"ct": 1, "wt": 2, "mu": 8}, "main()==>strlen": {"ct": 3, "wt": 30, "mu": 1},
+            "strlen==>strlen@1": {"ct": 3, "wt": 10, "mu": 0}, "h": {"ct": 1, "wt": 40, "mu": 5}}
+    assert repair(raw2, q2, lambda n: n == "strlen") == (
+        {"main()": {"ct": 1, "wt": 500, "mu": 14}, "main()==>strlen": {"ct": 3, "wt": 30, "mu": 1},
+         "main()==>h": {"ct": 1, "wt": 40, "mu": 5}},
+        ("main() = the request (wt 500 us)", "1 calls without a caller put under main()",
+         "1 doubled internal call edges (f==>f@1) removed"), ())
+    plain = {"main()": {"ct": 1, "wt": 9}, "main()==>x": {"ct": 1, "wt": 3}, "x==>x@1": {"ct": 1, "wt": 1}}
+    assert repair(plain, q2, lambda n: False) == (plain, (), ())           # recursion of a user function
 
 
 def test_run_ids_are_safe_and_distinct():
