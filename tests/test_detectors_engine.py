@@ -257,6 +257,19 @@ def test_opcache_on_but_compiling_names_small_settings():
     assert f.remediations[0].content.splitlines() == [
         "opcache.memory_consumption=256", "opcache.interned_strings_buffer=16", "opcache.max_accelerated_files=20000"]
     assert "opcache_get_status" in f.summary
+    # ten compile samples are the least that count, whatever their share
+    for n, found in ((9, 0), (10, 1)):
+        ctx = context(reqs, native_samples=mix(rids, compile=n, vm=30), php=php())
+        assert len(opcache.detect(ctx)) == found, n
+    # at the usual minimum nothing is suspect; below it, each setting is named with it
+    ctx = context(reqs, native_samples=mix(rids, compile=15, vm=85),
+                  php=php({"opcache.interned_strings_buffer": "4"}))
+    assert opcache.detect(ctx)[0].details["suspects"] == ["opcache.interned_strings_buffer=4 (below 8)"]
+    off = context(reqs, native_samples=mix(rids, compile=15, vm=85),
+                  php=php({"opcache.enable": "0", "opcache.interned_strings_buffer": "4",
+                           "opcache.max_accelerated_files": "500"}))
+    assert opcache.detect(off)[0].remediations[0].content.splitlines() == [
+        "opcache.enable=1", "opcache.interned_strings_buffer=16", "opcache.max_accelerated_files=20000"]
 
 
 # ------------------------------------------------------------------------------------------
