@@ -227,3 +227,14 @@ def test_loaders_are_not_memoization_candidates():
 def test_walk_share_counts_recursion_once():
     [f] = fs_scan.detect(scan_context(dirs=120))
     assert f.share_pct == 59.0         # 59 ms entering the walker, of a 100 ms request
+
+
+def test_inside_pct_counts_an_outer_function_above_the_innermost_call_in_timed_requests():
+    from lockdown.analyzers.detectors.related import inside_pct
+    reqs = [request("r000001", "/"), request("r000002", "/", instrumented=True)]
+    excimer = {"r000001": {"main;outer;fn;x": 1, "main;fn;outer": 1,      # outer called by fn: not inside
+                           "main;fn;outer;fn": 1, "main;other": 5, "main;fn": 1},
+               "r000002": {"main;outer;fn": 50}}                           # instrumented: left out
+    ctx = context(reqs, excimer=excimer)
+    assert inside_pct(ctx, "fn", "outer") == 50.0          # 2 of the 4 samples with fn
+    assert inside_pct(ctx, "nothing", "outer") is None
