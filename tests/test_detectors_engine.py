@@ -181,6 +181,11 @@ def test_spx_above_high_share_is_high_and_threshold_is_configurable():
     [f] = debug_extension.detect(context(reqs, native_samples=smp, php=php(extensions={"SPX": "0.4.15"}),
                                          thresholds={"debug-extension": {"high_share_pct": 10.0}}))
     assert f.severity == "medium"
+    # the bounds are inclusive: 5 of 100 samples is high, 1 of 100 medium, fewer low
+    for n, severity in ((5, "high"), (1, "medium"), (0, "low")):
+        smp = samples(rids, spx, n) + mix(rids, vm=100 - n)
+        [f] = debug_extension.detect(context(reqs, native_samples=smp, php=php(extensions={"SPX": "0.4.15"})))
+        assert f.severity == severity, n
 
 
 # ------------------------------------------------------------------------------------------
