@@ -238,3 +238,8 @@ def test_inside_pct_counts_an_outer_function_above_the_innermost_call_in_timed_r
     ctx = context(reqs, excimer=excimer)
     assert inside_pct(ctx, "fn", "outer") == 50.0          # 2 of the 4 samples with fn
     assert inside_pct(ctx, "nothing", "outer") is None
+    # the shares over all samples: timed requests only
+    assert ctx.excimer_total == 9 and ctx.php_share_pct(lambda f: f == "outer") == pytest.approx(300 / 9)
+    assert context(reqs[1:], excimer=excimer).php_share_pct(lambda f: True) == 0.0      # none timed
+    assert ctx.wall_us("r000002") == 100_000 and ctx.wall_us("nope") == 0
+    assert context(reqs[1:]).server_share_of([]) == 0.0
