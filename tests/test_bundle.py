@@ -437,3 +437,16 @@ def test_coverage_checks_count_what_each_collector_should_have_left():
     c = checks({"capture": {"collect": ["queries"]}}, [_rq(1)], statements=[st(None, "ambiguous")])
     assert c["statements attributed"].detail.endswith("at concurrency 1 (ambiguous 1)")      # no driver: 1
     assert not checks(q4, [_rq(1)], statements=[st("r1", "connection"), st(None, "none")])["statements attributed"].ok
+
+
+def test_integrity_is_each_listed_files_hash(tmp_path):
+    from lockdown.bundle.store import BundleError, BundleWriter, open_bundle
+    from lockdown.bundle.validate import check_integrity
+    w = BundleWriter(tmp_path / "b")
+    w.write_jsonl("requests.jsonl", [_rq(1)])
+    w.finish({"target": {"name": "t"}, "requests": {"sent": 1}})
+    check_integrity(open_bundle(tmp_path / "b"))
+    path = tmp_path / "b" / "requests.jsonl"
+    path.write_bytes(path.read_bytes().replace(b'"r1"', b'"r2"'))       # same size, other content
+    with pytest.raises(BundleError, match=r"requests.jsonl: content differs from manifest.json"):
+        check_integrity(open_bundle(tmp_path / "b"))
