@@ -419,6 +419,33 @@ def test_diff_colours_grew_red_and_shrank_blue_with_normalisation():
     assert f["c"]["title"] == "c (10 samples, 25.00%; before 20, change -50.00%)"
 
 
+def test_diff_classes_and_tooltips_both_ways():
+    before = {"a;b": 10, "a;c": 10, "a;gone": 5, "a;d": 5}
+    after = {"a;b": 30, "a;c": 5, "a;new": 5, "a;d": 5}
+    f = by_name(render_diff_flamegraph(before, after, normalize=False))
+    assert {n: (v["cls"], v["title"]) for n, v in f.items() if n != "all"} == {
+        "a": (["fg-grew"], "a (45 samples, 100.00%; before 30, change +50.00%)"),
+        "b": (["fg-grew"], "b (30 samples, 66.67%; before 10, change +200.00%)"),
+        "c": (["fg-shrank"], "c (5 samples, 11.11%; before 10, change -50.00%)"),
+        "d": (["fg-same"], "d (5 samples, 11.11%; before 5, change +0.00%)"),
+        "new": (["fg-grew"], "new (5 samples, 11.11%; before 0, change new)")}
+    assert f["all"]["cls"] == ["fg-root"]
+    # BEFORE's picture: what vanished is drawn, with what AFTER made of each frame
+    g = by_name(render_diff_flamegraph(before, after, normalize=False, widths="before"))
+    assert {n: (v["cls"], v["title"]) for n, v in g.items() if n != "all"} == {
+        "a": (["fg-grew"], "a (30 samples, 100.00%; after 45, change +50.00%)"),
+        "b": (["fg-grew"], "b (10 samples, 33.33%; after 30, change +200.00%)"),
+        "c": (["fg-shrank"], "c (10 samples, 33.33%; after 5, change -50.00%)"),
+        "d": (["fg-same"], "d (5 samples, 16.67%; after 5, change +0.00%)"),
+        "gone": (["fg-shrank"], "gone (5 samples, 16.67%; after 0, change gone)")}
+    assert g["b"]["w"] == pytest.approx(2 * g["d"]["w"], abs=0.02)          # widths from BEFORE
+    # normalised, AFTER is scaled down to BEFORE's total: b doubled, not tripled
+    n = by_name(render_diff_flamegraph(before, after, widths="before"))
+    assert n["b"]["title"] == "b (10 samples, 33.33%; after 20, change +100.00%)"
+    with pytest.raises(ValueError, match="widths must be 'after' or 'before'"):
+        render_diff_flamegraph(before, after, widths="both")
+
+
 def test_diff_without_normalisation():
     before = {"a;b": 10, "a;c": 10}
     after = {"a;b": 30, "a;c": 10}
