@@ -441,3 +441,14 @@ def test_each_formatter_on_missing_odd_and_edge_values():
         clause() == "paired ratios alone: +5.0%"
     assert clause(ci95_pct=[1.0, 2.0, 3.0]) is None and clause(change_pct=None) is None
     assert numbers.paired_clause({"change": {"change_pct": 3.0}, "change_paired": {"change_pct": 5.0}}) is None
+
+
+def test_report_budget_numbers_are_the_analysis_numbers(run):
+    html = report_html(run)
+    text = text_of(html)
+    # the round trip: 23,671.7 us per request of the 175 ms mean wall time
+    assert ("so about 23.7 ms per timed request for its 184.9 statements, 13.5% of the mean wall time"
+            in text)
+    # the stacked chart's segments, in ms of the URL's mean budget
+    assert "/: cpu 100.0 ms /: db wait 20.0 ms /: other wait 55.0 ms 175.0 ms" in text
+    assert text.count("peak memory2.0 MiB") == 2               # 2 MiB in each request's drill-down
