@@ -452,3 +452,18 @@ def test_report_budget_numbers_are_the_analysis_numbers(run):
     # the stacked chart's segments, in ms of the URL's mean budget
     assert "/: cpu 100.0 ms /: db wait 20.0 ms /: other wait 55.0 ms 175.0 ms" in text
     assert text.count("peak memory2.0 MiB") == 2               # 2 MiB in each request's drill-down
+
+
+def test_only_lockdown_flame_graphs_are_inlined_into_the_report(tmp_path):
+    """verify.json names its diff graphs by path: a file there that is not one of ours is never
+    put into report.html as markup."""
+    from lockdown.reports.html_report import _read_svg
+    (tmp_path / "diff.svg").write_text(render_flamegraph({"a;b": 1}), encoding="utf-8")
+    (tmp_path / "evil.svg").write_text('<svg><script>alert(1)</script></svg>', encoding="utf-8")
+    svg, where = _read_svg("elsewhere/diff.svg", tmp_path)          # found by its name in the verify dir
+    assert 'class="lockdown-flamegraph' in svg and where == str(tmp_path / "diff.svg")
+    assert _read_svg(str(tmp_path / "diff.svg"), tmp_path / "x")[0] is not None      # an absolute path
+    svg, why = _read_svg("evil.svg", tmp_path)
+    assert svg is None and why.endswith("evil.svg: not a lockdown flame graph; left out")
+    assert _read_svg("gone.svg", tmp_path) == (None, "gone.svg: missing")
+    assert _read_svg(None, tmp_path)[0] is None and _read_svg("", tmp_path)[0] is None
