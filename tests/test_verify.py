@@ -40,6 +40,15 @@ def test_paired_change_and_its_interval():
     assert abs(drift["change_pct"] - 10) < 1e-9 and drift["significant"]
 
 
+def test_the_design_names_pairs_for_two_arms_and_rounds_for_more():
+    from lockdown.harness.ab_bench import _design
+    from lockdown.harness.bench import BenchOptions
+    opts = BenchOptions(runs=3, duration=5)
+    assert _design(opts, ("before", "after")).startswith("3 interleaved pairs of 5 s runs, order flipped each pair")
+    assert _design(opts, ("before", "after", "without-a")).startswith(
+        "3 rounds of 5 s runs, one per arm (3 arms: before, after, without-a), order rotated each round")
+
+
 def test_the_verdict_takes_the_host_capacity_out_when_every_run_has_one():
     from lockdown.harness.ab_bench import _change
     speeds_b, speeds_a = [60.0, 50.0, 62.0, 52.0], [50.0, 61.0, 51.0, 63.0]
