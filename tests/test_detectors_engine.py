@@ -587,6 +587,12 @@ def test_sample_shares_per_url_and_as_request_time():
     assert cpu_fraction(context([request("r000001", "/", wall_us=10, cpu_us=20)])) == 1.0      # capped
     assert cpu_fraction(context([request("r000001", "/", wall_us=10, cpu_us=0)])) == 1.0       # unknown
     assert sample_share(context(reqs), hashing) is None
+    # the engine breakdown, overall and per URL
+    [f] = hot_builtins.detect(ctx)
+    assert f.title == "Engine CPU by subsystem" and f.details["native_samples"] == 6
+    assert f.details["subsystems"] == {"hashtable": 50.0, "vm": 50.0}
+    assert f.details["subsystems_by_url"] == {"/": {"vm": 66.67, "hashtable": 33.33}, "/b": {"hashtable": 100.0},
+                                              "?": {"vm": 100.0}}
 
 
 def test_thresholds_override_and_recorded_runs(tmp_path):
