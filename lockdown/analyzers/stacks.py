@@ -33,9 +33,9 @@ def native_stacks(bundle: Bundle, ids: set[str], counts: bool = False) -> dict[s
 
 def php_stacks(bundle: Bundle, ids: set[str]) -> dict:
     """Excimer's PHP stacks of the chosen requests; weights are timer periods of the clock the
-    capture used (a sample that came late stands for every period it covers). Script frames are named relative to the app
-    tree (`index.php`, not `/…/profile-run/app/index.php`), so that the stacks of two
-    captures of the same target line up in a differential flame graph."""
+    capture used (a sample that came late stands for every period it covers). Script frames
+    are named relative to the app tree (`index.php`, not `/…/profile-run/app/index.php`), so
+    that the stacks of two captures of the same target line up in a differential flame graph."""
     folded = fold_excimer(bundle.excimer(), ids)
     run_dir = bundle.manifest.get("run_dir")
     if not run_dir:
