@@ -446,6 +446,17 @@ def test_diff_classes_and_tooltips_both_ways():
         render_diff_flamegraph(before, after, widths="both")
 
 
+def test_a_frame_unchanged_but_for_float_rounding_is_unchanged():
+    """AFTER is BEFORE x 1.7 (time per request scaled): normalised, every frame is the same,
+    although the scaled counts differ in their last bits (they read 'shrank, -0.00%')."""
+    before = {"r;f0": 43, "r;f1": 41, "r;f2": 28, "r;f3": 4}
+    after = {k: v * 1.7 for k, v in before.items()}
+    for widths in ("after", "before"):
+        f = by_name(render_diff_flamegraph(before, after, widths=widths))
+        assert {n: v["cls"] for n, v in f.items() if n != "all"} == {n: ["fg-same"] for n in ("r", "f0", "f1", "f2", "f3")}
+        assert all(v["title"].endswith("change +0.00%)") for n, v in f.items() if n != "all")
+
+
 def test_diff_without_normalisation():
     before = {"a;b": 10, "a;c": 10}
     after = {"a;b": 30, "a;c": 10}

@@ -402,6 +402,8 @@ def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
         info = f"{name} ({shown} {_unit_for(shown, unit)}, {pct}"
         if diff:
             b, a = (node.total, node.before) if negate else (node.before, node.total)
+            if math.isclose(a, b, rel_tol=1e-9):
+                a = b        # scaled counts equal but for float rounding: unchanged, not -0.00%
             change = ("gone" if negate and a <= 0 else "new" if b <= 0
                       else f"{100 * (a - b) / b:+.2f}%")
             info += (f"; after {count_text(a)}, change {change})" if negate
