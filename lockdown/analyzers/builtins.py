@@ -27,6 +27,11 @@ COMPILED_TO_OPCODES = frozenset({
     "func_num_args", "func_get_args", "array_key_exists"})
 
 
+def compiled_to_opcode(name: str) -> bool:
+    """A builtin whose calls exist only under xhprof (COMPILED_TO_OPCODES)."""
+    return name.lower() in COMPILED_TO_OPCODES
+
+
 @dataclass(frozen=True)
 class Builtin:
     name: str
@@ -106,7 +111,7 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
                 with_allocs = True
                 c["allocations"] += t["allocations"]
     rows = [Builtin(n, c["calls"], c["exclusive_us"], c["inclusive_us"],
-                    c["allocations"] if with_allocs else None, n.lower() in COMPILED_TO_OPCODES)
+                    c["allocations"] if with_allocs else None, compiled_to_opcode(n))
             for n, c in total.items()]
     return sorted(rows, key=lambda b: (-b.exclusive_us, -b.calls, b.name))
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..builtins import COMPILED_TO_OPCODES, base_name
+from ..builtins import base_name, compiled_to_opcode
 from ..findings import Evidence, Finding
 from ..subsystems import breakdown, categorise, dso_name, passes_through
 from .context import Context
@@ -214,6 +214,7 @@ def detect(ctx: Context) -> list:
     details: dict = {}
     notes: list[str] = []
     rows: list[dict] = []
+    opcodes: list[str] = []     # rows that are VM opcodes outside the instrumented worker
     if rids:
         if ctx.internal_functions or ctx.internal_classes:
             is_builtin, source = ctx.is_internal, "the engine's internal function and class lists (manifest)"
@@ -254,7 +255,7 @@ def detect(ctx: Context) -> list:
             rows.append({"name": f, "calls": calls[f], "calls_per_request": round(calls[f] / n, 1),
                          "exclusive_us": excl[f], "exclusive_us_per_request": round(excl[f] / n, 1),
                          "exclusive_share_pct": round(100.0 * excl[f] / wall, 2) if wall else None,
-                         "compiled_to_opcode": f.lower() in COMPILED_TO_OPCODES})
+                         "compiled_to_opcode": compiled_to_opcode(f)})
         opcodes = [r["name"] for r in rows if r["compiled_to_opcode"]]
         if opcodes:
             notes.append(f"{', '.join(opcodes)}: the engine compiles these calls to VM opcodes in the timed "
@@ -309,7 +310,7 @@ def detect(ctx: Context) -> list:
             f"{r['name']} {r['calls_per_request']:g} calls, {r['exclusive_us_per_request']:.0f} us"
             for r in called[:5]) + ".")
         if len(called) < len(rows):
-            parts.append(f"Not listed: {', '.join(r['name'] for r in rows if r['compiled_to_opcode'])}, "
+            parts.append(f"Not listed: {', '.join(opcodes)}, "
                          "VM opcodes rather than calls outside the instrumented worker.")
     if shares:
         parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(shares.items())[:6]) + ".")
