@@ -72,12 +72,11 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
                           **asdict(budgets[r.id])} for r in requests]
     profiles = [p for p in bundle.excimer() if p.request in ids]
     if profiles:
-        funcs, total = hot_functions(profiles, exclude=instrumented)
+        funcs, total, count = hot_functions(profiles, exclude=instrumented)
         # samples: the summed weights (timer periods) every share rests on; sample_count: the
         # samples themselves (a late one weighs more than 1)
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]],
-                                "sample_count": sum(len(p.samples) for p in profiles
-                                                    if p.request not in instrumented)}
+                                "sample_count": count}
     php = bundle.manifest.get("php", {})
     xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}
     if xh and php.get("internal_functions"):

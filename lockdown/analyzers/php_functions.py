@@ -15,15 +15,17 @@ class HotFunction:
     inclusive_samples: int
 
 
-def hot_functions(profiles: list[ExcimerProfile], exclude: set[str] = frozenset()) -> tuple[list[HotFunction], int]:
-    """Functions by self samples, and the total sample weight; `exclude` request ids
-    (instrumented ones) are left out."""
+def hot_functions(profiles: list[ExcimerProfile],
+                  exclude: set[str] = frozenset()) -> tuple[list[HotFunction], int, int]:
+    """Functions by self weight, the total weight (timer periods) and the number of samples;
+    `exclude` request ids (instrumented ones) are left out."""
     self_w: Counter = Counter()
     incl_w: Counter = Counter()
-    total = 0
+    total = count = 0
     for p in profiles:
         if p.request in exclude:
             continue
+        count += len(p.samples)
         for stack, weight in p.folded().items():
             frames = stack.split(";")
             total += weight
@@ -31,4 +33,4 @@ def hot_functions(profiles: list[ExcimerProfile], exclude: set[str] = frozenset(
             for name in set(frames):
                 incl_w[name] += weight
     names = sorted(incl_w, key=lambda n: (-self_w[n], -incl_w[n], n))
-    return [HotFunction(n, self_w[n], incl_w[n]) for n in names], total
+    return [HotFunction(n, self_w[n], incl_w[n]) for n in names], total, count
