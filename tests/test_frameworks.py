@@ -97,10 +97,11 @@ def test_bad_dsn_is_one_line(lockdown):
     assert r.stderr.strip().count("\n") == 0
 
 
-def run_findings(lockdown, tmp_path, target, requests=40):
+def run_findings(lockdown, tmp_path, target, requests=40, *extra):
     """`lockdown run TARGET` without the benchmark or the argument probe: the findings by id."""
     out = tmp_path / target
-    r = lockdown("run", target, "-o", out, "--no-bench", "--no-probe", "--requests", str(requests), timeout=900)
+    r = lockdown("run", target, "-o", out, "--no-bench", "--no-probe", "--requests", str(requests), *extra,
+                 timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     by_id: dict = {}
     for f in json.loads((out / "findings.json").read_text())["findings"]:
@@ -178,6 +179,31 @@ def test_mediawiki_as_debian_configures_it_reads_messages_from_its_cdb_file_one_
     assert diff["steps"] == [["php", "maintenance/rebuildLocalisationCache.php", "--force", "--lang=en"]]
 
 
+def test_wordpress_with_too_few_opcache_keys_compiles_a_third_of_its_scripts(lockdown, tmp_path):
+    """WordPress includes about 340 scripts a page. With opcache.max_accelerated_files=200
+    (223 keys) and a 16K realpath cache, the workers' own counters (prepend.php:
+    opcache_get_status() and realpath_cache_size()) show both caches full and a hundred scripts
+    compiled per request; the opcache finding raises the key limit only, and stat-storm says
+    its cache is full."""
+    out, by_id = run_findings(lockdown, tmp_path, "wordpress", 30, "--php-ini", "opcache.max_accelerated_files=200",
+                              "--php-ini", "realpath_cache_size=16K")
+    state = json.loads((out / "analysis.json").read_text())["engine_state"]
+    o = state["opcache"]
+    assert o["keys_full"] and o["max_cached_keys"] == o["cached_keys"] == 223, o
+    assert not o["memory_full"] and not o["interned_full"] and o["restarts"] == {}, o
+    assert o["lookups_per_request"] > 250 and 50 < o["misses_per_request"] < o["lookups_per_request"], o
+    assert o["requests_with_misses"] == o["requests"] > 10, o
+    assert state["realpath"]["full"] and state["realpath"]["limit_bytes"] == 16384, state["realpath"]
+    [f] = by_id["opcache"]
+    assert f["details"]["full"] == ["keys"] and f["details"]["case"] == "compiling"
+    assert [r["content"] for r in f["remediations"]] == ["opcache.max_accelerated_files=20000"]
+    [s] = by_id["stat-storm"]
+    assert "and full: a worker held" in s["summary"]
+    page = (out / "report.html").read_text()
+    assert '<section id="engine">' in page and "opcache.max_accelerated_files, rounded up to a prime" in page
+    assert processes_mentioning(str(out)) == []
+
+
 def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     """WordPress 6.1 resolves its global styles and settings on every call
     (wp_get_global_settings, ../shared/pathologies.md section 6): the argument probe confirms
@@ -195,6 +221,10 @@ def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     # the probe's own count of distinct argument lists per request: a handful, never all calls
     assert all(row["distinct"] < row["calls"] for row in probe["rows"]), probe["rows"]
     assert not QUERY_DEFECTS & {x["id"] for x in data["findings"]}
+    # as Debian configures PHP, every script WordPress includes stays cached: after the warmup no
+    # request compiles one (not even lockdown's own prepend, written seconds before the capture)
+    o = json.loads((out / "analysis.json").read_text())["engine_state"]["opcache"]
+    assert o["requests"] > 10 and o["requests_with_misses"] == 0 and not o["keys_full"], o
     # the fix WordPress 6.2 made, for 6.1: the merged settings kept for the request
     [diff] = f["remediations"]
     assert diff["file"] == "wp-includes/global-styles-and-settings.php" and diff["checked"]

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from ..bundle.store import Bundle
 from ..errors import LockdownError
-from . import budget, query_digest, round_trip, subsystems
+from . import budget, engine_state, query_digest, round_trip, subsystems
 from .builtins import hot_builtins
 from .php_functions import hot_functions
 from .symbolize import Identity, jit_name, symbolize, tables_for
@@ -78,6 +78,9 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]],
                                 "sample_count": count}
     php = bundle.manifest.get("php", {})
+    state = engine_state.summarize(requests, php.get("ini"))
+    if state is not None:
+        out["engine_state"] = state.to_json()
     xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}
     if xh and php.get("internal_functions"):
         rows = hot_builtins(xh.values(), php["internal_functions"], php.get("internal_classes") or [])

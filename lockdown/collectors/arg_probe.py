@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import LockdownError
 from ..harness.toolchain import tool
-from .request_log import chained, read_jsonl
+from .request_log import chained, read_jsonl, write_prepend
 
 PHP_DIR = Path(__file__).with_name("php")
 SOURCE_SUFFIXES = (".php", ".inc", ".module", ".install", ".theme", ".engine", ".profile")
@@ -126,7 +126,7 @@ def install(root: Path, chain_prepend: str | None = None) -> Path:
     """The probe's prepend file in `root` (results go to root/out/probe.jsonl)."""
     (root / "out").mkdir(parents=True, exist_ok=True)
     prepend = root / "argprobe.php"
-    prepend.write_text(chained((PHP_DIR / "argprobe.php").read_text(), chain_prepend))
+    write_prepend(prepend, chained((PHP_DIR / "argprobe.php").read_text(), chain_prepend))
     return prepend
 
 

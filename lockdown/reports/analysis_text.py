@@ -24,6 +24,7 @@ def format_analysis(a: dict, top: int = 15) -> str:
                          f"{ident['samples']} perf samples of the capture ({ident['leaf_unknown_pct']:.1f}%; "
                          f"{before:.1f}% before naming {ident['frames_named']} frames from symbol tables "
                          f"and .eh_frame)")
+    lines += engine_lines(a.get("engine_state"))
     lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual):",
               f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'resid':>8s}"]
     rows = list(a["budget_by_url"].items()) + [("(all)", a["budget_overall"])]
@@ -77,3 +78,33 @@ def format_analysis(a: dict, top: int = 15) -> str:
                 lines.append(f"  {st['duration_us']:8d} {st['rows_sent']:5d}/{st['rows_examined']:<6d} "
                              f"{' '.join(st['sql'].split())[:100]}")
     return "\n".join(lines)
+
+
+def engine_lines(e: dict | None) -> list[str]:
+    """OPcache and the realpath cache as the workers reported them (analysis.json engine_state)."""
+    if not e:
+        return []
+    out = ["", f"engine caches (the workers' own view after each of {e['requests']} timed requests):"]
+    o = e.get("opcache")
+    if o is None:
+        out.append("  OPcache: no status (not loaded, or opcache.restrict_api)")
+    elif not o["enabled"]:
+        out.append("  OPcache: disabled in the workers")
+    else:
+        restarts = ", ".join(f"{k} {v}" for k, v in sorted(o["restarts"].items())) or "none"
+        out += [f"  OPcache: {o['lookups_per_request']:.1f} scripts included per request, {o['misses_per_request']:.1f} "
+                f"compiled (missed; in {o['requests_with_misses']} of {o['requests']} requests); restarts during the "
+                f"capture: {restarts}",
+                f"    keys {o['cached_keys']:,} of {o['max_cached_keys']:,}{_full(o['keys_full'])}; shared memory "
+                f"{numbers.size(o['used_memory'])} used, {numbers.size(o['free_memory'])} free, "
+                f"{numbers.size(o['wasted_memory'])} wasted{_full(o['memory_full'])}; interned strings "
+                f"{numbers.size(o['interned_used'])} of {numbers.size(o['interned_size'])}{_full(o['interned_full'])}"]
+    r = e["realpath"]
+    limit = numbers.size(r["limit_bytes"], "unknown")
+    out.append(f"  realpath cache: {numbers.size(r['bytes_max'])} of {limit} in the fullest of {r['workers']} "
+               f"workers{_full(r['full'])}")
+    return out
+
+
+def _full(flag) -> str:
+    return " (FULL)" if flag else ""

@@ -293,6 +293,26 @@ def _budget(a: dict) -> dict:
     return {"rows": rows, "overall": overall, "chart": chart, "round_trip": trip}
 
 
+OPCACHE = ("enabled requests lookups_per_request misses_per_request requests_with_misses misses_by_url restarts "
+           "cache_full cached_scripts cached_keys max_cached_keys used_memory free_memory wasted_memory interned_size "
+           "interned_used interned_free blacklist_misses_per_request keys_full memory_full interned_full")
+
+
+def _engine(a: dict) -> dict | None:
+    """OPcache and the realpath cache as the workers reported them; None for older analyses."""
+    e = a.get("engine_state")
+    if not isinstance(e, dict):
+        return None
+    o = e.get("opcache")
+    opcache = _pick(o, OPCACHE) if isinstance(o, dict) else None
+    if opcache is not None:
+        opcache["restarts"] = ", ".join(f"{k} {numbers.count(v)}" for k, v in
+                                        sorted((opcache["restarts"] or {}).items())) or "none"
+        opcache["misses_by_url"] = sorted((opcache["misses_by_url"] or {}).items(), key=lambda kv: -kv[1])
+    return {"requests": e.get("requests"), "opcache": opcache,
+            "realpath": _pick(e.get("realpath"), "bytes_max limit_bytes used_pct full workers")}
+
+
 def _functions(a: dict) -> dict:
     f = a.get("php_functions") or {}
     total = f.get("samples") or 0
@@ -559,7 +579,7 @@ def build_model(run: dict) -> dict:
         stmts = by_request(bundle.statements())
         flames = [_flame(bundle, "php"), _flame(bundle, "native")]
     with reading(apath, redo):
-        model = {"subsystems": _subsystems(a), "budget": _budget(a), "functions": _functions(a),
+        model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "functions": _functions(a),
                  "queries": _queries(a), "requests": _requests(a, records, stmts, anchors, findings),
                  "analysis_requests": a.get("requests"), "left_out": a.get("instrumented_left_out")}
     severities = {}

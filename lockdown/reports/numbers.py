@@ -66,6 +66,17 @@ def count(v, none: str = NONE) -> str:
     return _fmt(v, ",.1f", none)
 
 
+def size(v, none: str = NONE) -> str:
+    """Bytes in binary units, one decimal: "16.0 KB", "20.5 MB" (what php.ini's K and M mean)."""
+    if v is None:
+        return none
+    _fmt(v, ",d" if isinstance(v, int) else ",.1f", none)       # a damaged value raises here
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if abs(v) >= scale:
+            return f"{v / scale:,.1f} {unit}"
+    return f"{v:,.0f} B"
+
+
 def excimer_weight(total, samples=None) -> str:
     """An Excimer base in words: a sample that came late (during a long builtin, say) stands
     for every timer period it covers, and shares sum those periods, so when they differ from

@@ -16,6 +16,7 @@ from functools import cached_property
 from ...bundle.model import PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
 from ..builtins import entries, function_totals
+from ..engine_state import EngineState, summarize
 from ..query_digest import by_request
 from ..round_trip import RoundTrip, measure
 from ..sql_caller import caller_of
@@ -170,6 +171,12 @@ class Context:
     @property
     def ini(self) -> dict:
         return self.php.get("ini") or {}
+
+    @cached_property
+    def engine_state(self) -> EngineState | None:
+        """OPcache and the realpath cache as the timed requests left them (engine_state.py);
+        None for bundles that did not record them."""
+        return summarize(self.requests, self.ini)
 
     @cached_property
     def internal_functions(self) -> set[str]:

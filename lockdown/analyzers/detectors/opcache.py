@@ -13,9 +13,14 @@ Signature, three cases (the manifest's php facts; native samples for the cost):
    as on: the file cache also avoids compiling);
 3. on but compiling: enabled, and at least `min_compile_share_pct` % of the on-CPU native
    samples are in the compiler, and at least `min_compile_samples` of them (fewer cannot be told
-   from noise: a fast app gives few samples). Settings below `min_memory_consumption_mb`,
-   `min_interned_strings_buffer_mb`, `min_max_accelerated_files`, a non-zero
-   `opcache.max_file_size` or a blacklist are named as suspects.
+   from noise: a fast app gives few samples); or the workers' own counters (engine_state.py:
+   opcache_get_status() at each timed request's start and end) show at least
+   `min_misses_per_request` scripts compiled per timed request. Settings below
+   `min_memory_consumption_mb`, `min_interned_strings_buffer_mb`, `min_max_accelerated_files`,
+   a non-zero `opcache.max_file_size` or a blacklist are named as suspects. The counters also
+   name the cause: every key taken, shared memory or the interned strings buffer full (or an
+   out-of-memory restart during the capture). When the workers report OPcache disabled although
+   the configuration enables it (a pool's php_admin_value), that is case 2.
 "In the compiler" means a compiler frame anywhere on the sample's stack (compile_file,
 zendparse, lex_scan, zend_compile_*, the optimizer), not only the leaf: the compiler's own
 allocations and hash inserts count too (the `compile` subsystem of subsystems.toml, which
@@ -26,15 +31,16 @@ eval, so they are not this finding (they are in the details).
 Severity: cases 1-2: high when the compiling share of request time is >= 10%, else medium;
 low when the compiling share of on-CPU samples is below `min_compile_share_pct` (an app too
 small for it to matter); medium without native samples to measure. Case 3: high >= 10%,
-medium >= 3%, else low (share of request time). share_pct: the compiling share of on-CPU
+medium >= 3%, else low (share of request time); found by the counters alone: low when the
+samples put it under `min_compile_share_pct`, medium without native samples. share_pct: the compiling share of on-CPU
 samples x the CPU/wall ratio of the timed requests (what the cache would remove, at most),
 None without native samples.
 
 Remediation (`ini`): `opcache.enable=1` (case 2), `zend_extension=opcache.so` too (case 1),
 and larger `opcache.memory_consumption` / `opcache.interned_strings_buffer` /
-`opcache.max_accelerated_files` when below the thresholds (cases 1-2) or doubled (case 3, to be
-confirmed with opcache_get_status() in a worker: cache_full, oom/hash restarts,
-num_cached_keys vs max_cached_keys -- the capture does not record it).
+`opcache.max_accelerated_files` when below the thresholds (cases 1-2); in case 3 only the limits
+the counters show full, doubled (all three, doubled, when no counters name one: a bundle from
+before they were recorded, or misses with nothing full -- files rewritten or excluded).
 
 Not flagged: `opcache.validate_timestamps=1` with `opcache.revalidate_freq=0` (a stat per
 include, not a compile: owned by stat-storm); `opcache.enable_cli` (lockdown serves through
@@ -46,6 +52,7 @@ from __future__ import annotations
 
 import re
 
+from ..engine_state import OpcacheState
 from ..findings import Evidence, Finding, Remediation, severity_for
 from ..subsystems import categorise
 from .context import Context
@@ -91,6 +98,11 @@ def detect(ctx: Context) -> list:
     loaded = _loaded(ctx)
     enable = ini_flag(ctx, "opcache.enable")
     enabled = loaded and enable is not False
+    state = ctx.engine_state.opcache if ctx.engine_state else None
+    if state is not None and enabled and not state.enabled:
+        enabled = False         # the workers say so (a pool's php_admin_value the CLI does not see)
+    misses = state.misses_per_request if state is not None and state.requests else None
+    min_misses = ctx.threshold(ID, "min_misses_per_request")
     file_only = ini_flag(ctx, "opcache.file_cache_only")
     is_file = lambda s: compiling(s.frames) == "file"
     cpu = sample_share(ctx, is_file)
@@ -105,7 +117,8 @@ def detect(ctx: Context) -> list:
              "opcache.revalidate_freq")
     settings = {k: ini_value(ctx, k) for k in names if ini_value(ctx, k) is not None}
     if enabled:
-        if cpu is None or cpu < min_share or cpu * len(ctx.native) / 100 < min_samples:
+        sampled = cpu is not None and cpu >= min_share and cpu * len(ctx.native) / 100 >= min_samples
+        if not sampled and (misses is None or misses < min_misses):
             return []               # too little compiling, or too few samples to tell from noise
         case = "compiling"
     else:
@@ -134,10 +147,15 @@ def detect(ctx: Context) -> list:
                             "(larger files are never cached)")
         if (ini_value(ctx, "opcache.blacklist_filename") or "").strip():
             suspects.append(f"opcache.blacklist_filename={ini_value(ctx, 'opcache.blacklist_filename')}")
-        lines += [f"opcache.memory_consumption={max(256, 2 * (mem or 128))}",
-                  f"opcache.interned_strings_buffer={max(16, 2 * (strings or 8))}",
-                  f"opcache.max_accelerated_files={max(20000, 2 * (files or 10000))}"]
-    if case == "compiling":
+        larger = {"memory": f"opcache.memory_consumption={max(256, 2 * (mem or 128))}",
+                  "interned": f"opcache.interned_strings_buffer={max(16, 2 * (strings or 8))}",
+                  "keys": f"opcache.max_accelerated_files={max(20000, 2 * (files or 10000))}"}
+        confirmed = full_caches(state) if state is not None else []
+        lines += [larger[c] for c in confirmed] or list(larger.values())
+    if case == "compiling" and not (cpu is not None and cpu >= min_share):
+        # compiling by the workers' own counters, too little of it (or no perf) to measure well
+        severity = "low" if cpu is not None else "medium"
+    elif case == "compiling":
         severity = severity_for(share, high=10, medium=3)
     elif cpu is None:
         severity = "medium"
@@ -161,12 +179,32 @@ def detect(ctx: Context) -> list:
                                      f"{eval_cpu:.2f}%", "perf samples"))
     else:
         evidence.append(Evidence("compile cost", "not measured", "the bundle has no native samples"))
+    if state is not None and case == "compiling":
+        evidence += state_evidence(state, ctx.engine_state.requests)
     for s in suspects:
         evidence.append(Evidence("possible cause", s, "manifest php.ini"))
     version = php_version(ctx)
     cost = (f"{cpu:.1f}% of the on-CPU samples of the timed requests were compiling PHP files"
             if cpu is not None else "the bundle has no native samples to measure the compile cost")
-    if case == "compiling":
+    if case == "compiling" and state is not None:
+        title = "PHP files are compiled on requests although OPcache is on"
+        causes = [CAUSES[c] for c in full_caches(state)]
+        counted = (f"the workers' OPcache missed {state.misses_per_request:.1f} of the "
+                   f"{state.lookups_per_request:.1f} scripts each timed request included")
+        summary = (f"OPcache is enabled, yet {counted}"
+                   + (f", and {cost}" if cpu is not None else "") + ": those scripts were compiled again. "
+                   + (f"The cause, by opcache_get_status() in the workers: {'; '.join(causes)}."
+                      if causes else
+                      "The workers' counters show no full cache and no restart: the usual remaining causes are "
+                      "files excluded (opcache.max_file_size, a blacklist) or files rewritten during requests "
+                      "(their timestamps change).")
+                   + (f" Settings below the usual minimum: {', '.join(suspects)}." if suspects else ""))
+        checked = ("compiling seen in the workers' own OPcache counters (opcache_get_status() at each timed "
+                   "request's start and end)"
+                   + (f"; the cause confirmed by the same counters ({', '.join(full_caches(state))} full)"
+                      if causes else "; no full cache, so every size is doubled on suspicion")
+                   + "; the new sizes were not tried (lockdown verify measures them)")
+    elif case == "compiling":
         title = "PHP files are compiled on requests although OPcache is on"
         summary = (f"OPcache is enabled, yet {cost}: the cache misses. Usual causes: the cache is full "
                    "(opcache.memory_consumption, opcache.interned_strings_buffer) or has more files than keys "
@@ -176,7 +214,7 @@ def detect(ctx: Context) -> list:
                    + " Check opcache_get_status() in a php-fpm worker (cache_full, oom_restarts, hash_restarts, "
                    "num_cached_keys vs max_cached_keys).")
         checked = ("compile samples seen with OPcache enabled in the capture's configuration; the cause was not "
-                   "confirmed (the capture does not record opcache_get_status()) and the new sizes were not tried")
+                   "confirmed (this bundle has no OPcache counters from the workers) and the new sizes were not tried")
     else:
         title = ("OPcache is not loaded: every request compiles its PHP files" if case == "not-loaded"
                  else "OPcache is disabled (opcache.enable=0): every request compiles its PHP files")
@@ -202,4 +240,41 @@ def detect(ctx: Context) -> list:
                  "eval_share_pct": None if eval_cpu is None else round(eval_cpu, 2),
                  "compile_subsystem_pct": None if subsystem is None else round(subsystem, 2),
                  "compile_share_by_url": share_by_url(ctx, is_file) if ctx.native else {},
-                 "file_cache_only": file_only, "suspects": suspects})]
+                 "file_cache_only": file_only, "suspects": suspects,
+                 "misses_per_request": None if misses is None else round(misses, 2),
+                 "full": full_caches(state) if state is not None else None})]
+
+
+CAUSES = {"keys": "every key is taken (opcache.max_accelerated_files): scripts beyond them are never cached",
+          "memory": "the shared memory is full or ran out (opcache.memory_consumption)",
+          "interned": "the interned strings buffer is full (opcache.interned_strings_buffer)"}
+
+
+def full_caches(state: OpcacheState) -> list[str]:
+    """Which of OPcache's limits the workers hit: "memory", "interned", "keys"."""
+    return [name for name, full in (("memory", state.memory_full), ("interned", state.interned_full),
+                                    ("keys", state.keys_full)) if full]
+
+
+def state_evidence(state: OpcacheState, requests: int) -> list[Evidence]:
+    """The workers' OPcache counters that show the misses and what is full."""
+    src = f"opcache_get_status() in the workers, at the start and end of {requests} timed requests"
+    mb = lambda b: f"{b / (1 << 20):.1f} MB"
+    rows = [Evidence("scripts included per timed request, compiled (missed)",
+                     f"{state.lookups_per_request:.1f}, {state.misses_per_request:.1f}", src),
+            Evidence("timed requests that compiled scripts", f"{state.requests_with_misses} of {state.requests}", src),
+            Evidence("keys taken (opcache.max_accelerated_files, rounded up to a prime)",
+                     f"{state.cached_keys} of {state.max_cached_keys}" + (", full" if state.keys_full else ""),
+                     src + "; cache_full " + ("true" if state.cache_full else "false")),
+            Evidence("shared memory used, free, wasted",
+                     f"{mb(state.used_memory)}, {mb(state.free_memory)}, {mb(state.wasted_memory)}"
+                     + (", full" if state.memory_full else ""), src),
+            Evidence("interned strings used of the buffer",
+                     f"{mb(state.interned_used)} of {mb(state.interned_size)}" + (", full" if state.interned_full else ""),
+                     src)]
+    if state.restarts:
+        rows.append(Evidence("OPcache restarts during the capture",
+                             ", ".join(f"{k} {v}" for k, v in sorted(state.restarts.items())), src))
+    if state.blacklist_misses_per_request:
+        rows.append(Evidence("blacklisted scripts compiled per request", f"{state.blacklist_misses_per_request:.1f}", src))
+    return rows

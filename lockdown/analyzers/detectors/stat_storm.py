@@ -16,8 +16,11 @@ This detector owns the OPcache timestamp check (`validate_timestamps=1` with
 `revalidate_freq=0`); the opcache detector does not report it.
 
 Signature: a configuration problem AND evidence of the cost.
-Configuration (manifest php.ini, effective values):
-- `realpath_cache_size` below `min_realpath_cache_size_kb` (PHP's default is 4096K), and/or
+Configuration (manifest php.ini, effective values; the workers' fill level when the bundle has
+it, `engine_state.py`):
+- `realpath_cache_size` below `min_realpath_cache_size_kb` (PHP's default is 4096K) -- unless
+  the workers' caches never filled it (then it costs nothing: not flagged) -- or any size the
+  workers filled (>= 90%: PHP adds no entry to a full cache; the fix doubles it), and/or
 - OPcache enabled with `opcache.validate_timestamps=1` and `opcache.revalidate_freq=0`.
 Cost (either):
 - calls: at least `min_stat_calls_per_request` stat-family builtins in one profiled request
@@ -124,10 +127,21 @@ def detect(ctx: Context) -> list:
     lines: list[str] = []
     cache = ini_bytes(ctx, "realpath_cache_size")
     ttl = ini_int(ctx, "realpath_cache_ttl")
-    if cache is not None and cache < min_cache_kb * 1024:
-        problems.append(f"realpath_cache_size={ini_value(ctx, 'realpath_cache_size')} (below {min_cache_kb}K)")
+    # the workers' own fill level, when the bundle has it: a small cache the app does not fill
+    # costs nothing, and a default-sized one it fills costs as much as a small one
+    used = ctx.engine_state.realpath if ctx.engine_state else None
+    fill = (f" and full: a worker held {used.bytes_max / 1024:.1f}K of it"
+            if used is not None and used.full else "")
+    if cache is not None and cache < min_cache_kb * 1024 and (used is None or used.full):
+        problems.append(f"realpath_cache_size={ini_value(ctx, 'realpath_cache_size')} (below {min_cache_kb}K){fill}")
         labels.append(f"realpath cache of {ini_value(ctx, 'realpath_cache_size')}")
         lines.append(f"realpath_cache_size={max(4096, min_cache_kb)}K")
+        if ttl is not None and ttl < 600:
+            lines.append("realpath_cache_ttl=600")
+    elif cache is not None and used is not None and used.full:
+        problems.append(f"realpath_cache_size={ini_value(ctx, 'realpath_cache_size')}{fill}")
+        labels.append(f"realpath cache of {ini_value(ctx, 'realpath_cache_size')} full")
+        lines.append(f"realpath_cache_size={2 * cache // 1024}K")
         if ttl is not None and ttl < 600:
             lines.append("realpath_cache_ttl=600")
     opcache_on = opcache_loaded(ctx) and ini_flag(ctx, "opcache.enable") is not False
@@ -182,6 +196,11 @@ def detect(ctx: Context) -> list:
         evidence.append(Evidence("on-CPU samples in path resolution / stat system calls", f"{cpu:.2f}%"
                                  + (" (not used: a profiled request walks directories)" if walking else ""),
                                  f"perf samples of the timed requests ({len(ctx.native)})"))
+    if used is not None:
+        evidence.append(Evidence("realpath cache in use, largest of the workers",
+                                 f"{used.bytes_max} bytes of {used.limit_bytes}"
+                                 + (f" ({used.used_pct:.0f}%, full)" if used.full else ""),
+                                 f"realpath_cache_size() in {used.workers} workers after each timed request"))
     evidence.append(Evidence("share of request time, %", share, share_source))
     mean_calls = round(sum(per_request) / len(per_request)) if per_request else None
     version = php_version(ctx)
@@ -196,7 +215,8 @@ def detect(ctx: Context) -> list:
                     "resolution or stat system calls" if cpu is not None and not walking else "")
                  + "."
                  + (" A larger realpath cache serves include/require, realpath() and open_basedir lookups from "
-                    "memory." if labels[0].startswith("realpath") else "")
+                    "memory; PHP adds no entry to a full one, so every path it cannot hold is resolved "
+                    "again, component by component." if labels[0].startswith("realpath") else "")
                  + (" A non-zero opcache.revalidate_freq lets OPcache skip the per-include stat." if revalidate else "")
                  + " Calls such as file_exists() still reach the kernel every time and are the application's "
                    "to memoize."),
@@ -204,14 +224,18 @@ def detect(ctx: Context) -> list:
         remediations=[Remediation(
             kind="ini", content="\n".join(lines),
             checked=("the settings were read from the configuration lockdown ran the capture with (manifest "
-                     "php.ini); the number of stat system calls they save was not measured"),
+                     "php.ini)"
+                     + ("; the workers' realpath caches were full (realpath_cache_size() after each timed request)"
+                        if used is not None and used.full else "")
+                     + "; the number of stat system calls they save was not measured"),
             steps=[f"systemctl restart php{version}-fpm"],
             description=("In php.ini or the FPM conf.d, then restart php-fpm. revalidate_freq=60: "
                          "changed files are seen within a minute. validate_timestamps=0: never re-checked, so "
                          "every deploy must reload php-fpm or call opcache_reset()."))],
         urls=sorted({ctx.url_of.get(r, "?") for r in storming}) or sorted(ctx.by_url),
         requests=storming[:5] or example_requests(ctx, lambda s: stat_sample(s.frames)),
-        details={"problems": problems, "stat_calls_per_request": {r: counts[r]["stat_calls"] for r in rids},
+        details={"problems": problems,
+                 "realpath_cache_used_pct": None if used is None or used.used_pct is None else round(used.used_pct, 1), "stat_calls_per_request": {r: counts[r]["stat_calls"] for r in rids},
                  "walk_calls_per_request": {r: counts[r]["walk_calls"] for r in rids},
                  "walkers": sorted({w for r in rids for w in counts[r]["walkers"]}),
                  "stat_on_cpu_pct": None if cpu is None else round(cpu, 2),

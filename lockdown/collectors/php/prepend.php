@@ -20,6 +20,7 @@ final class Capture
     private static $excimerStartNs;
     private static $xhprof = false;
     private static $marker;
+    private static $engineStart;
 
     public static function begin(): void
     {
@@ -32,6 +33,8 @@ final class Capture
         self::$startNs = $startNs;
         self::$startUnix = \microtime(true);
         self::$rusage = \getrusage();
+        self::$engineStart = self::opcacheCounters();
+        unset(self::$engineStart['status']);
         $id = (string) ($_SERVER['HTTP_X_LOCKDOWN_REQUEST'] ?? '');
         if (!\preg_match('/^[A-Za-z0-9._-]{1,64}$/', $id)) {
             $id = \getmypid() . '-' . $startNs;
@@ -104,6 +107,7 @@ final class Capture
             if (isset($cfg['db'])) {
                 $record += self::dbThreads($cfg['db']);
             }
+            $record['engine'] = self::engineState();
             $record['capture_blocking_us'] = \intdiv(\hrtime(true) - $endNs, 1000);
             if (\function_exists('fastcgi_finish_request')) {
                 @\fastcgi_finish_request();
@@ -134,6 +138,82 @@ final class Capture
         } catch (\Throwable $e) {
             @\error_log('lockdown capture: ' . $e->getMessage());
         }
+    }
+
+    /**
+     * OPcache's lookups so far (hits, misses) and its restarts: begin() keeps them so that the
+     * request's own lookups are the difference at the end. One opcache_get_status(false) is
+     * about 1 us (it walks no scripts). Empty without OPcache or when its API is restricted.
+     */
+    private static function opcacheCounters(): array
+    {
+        if (!\function_exists('opcache_get_status')) {
+            return [];
+        }
+        $s = @\opcache_get_status(false);
+        if (!\is_array($s)) {
+            return [];
+        }
+        $st = $s['opcache_statistics'] ?? [];
+        return ['status' => $s, 'hits' => (int) ($st['hits'] ?? 0), 'misses' => (int) ($st['misses'] ?? 0),
+                'blacklist' => (int) ($st['blacklist_misses'] ?? 0),
+                'restarts' => (int) ($st['oom_restarts'] ?? 0) + (int) ($st['hash_restarts'] ?? 0)
+                    + (int) ($st['manual_restarts'] ?? 0)];
+    }
+
+    /**
+     * The engine's caches as this request leaves them, flat integers (docs/bundle-format.md):
+     * the worker's realpath cache in bytes, and OPcache's shared memory, keys, interned
+     * strings, restarts and JIT buffer, with the lookups of this request (counters at its start
+     * kept as *_at_start). What the settings alone cannot say: whether a cache is full.
+     */
+    private static function engineState(): array
+    {
+        $out = ['realpath_cache_bytes' => \realpath_cache_size()];
+        $now = self::opcacheCounters();
+        if (!$now) {
+            return $out;
+        }
+        $s = $now['status'];
+        $mem = $s['memory_usage'] ?? [];
+        $str = $s['interned_strings_usage'] ?? [];
+        $st = $s['opcache_statistics'] ?? [];
+        $int = static function ($v): int {
+            return (int) $v;
+        };
+        $out += [
+            'opcache_enabled' => $int(!empty($s['opcache_enabled'])),
+            'opcache_cache_full' => $int(!empty($s['cache_full'])),
+            'opcache_restart_pending' => $int(!empty($s['restart_pending']) || !empty($s['restart_in_progress'])),
+            'opcache_used_memory' => $int($mem['used_memory'] ?? 0),
+            'opcache_free_memory' => $int($mem['free_memory'] ?? 0),
+            'opcache_wasted_memory' => $int($mem['wasted_memory'] ?? 0),
+            'opcache_interned_size' => $int($str['buffer_size'] ?? 0),
+            'opcache_interned_used' => $int($str['used_memory'] ?? 0),
+            'opcache_interned_free' => $int($str['free_memory'] ?? 0),
+            'opcache_cached_scripts' => $int($st['num_cached_scripts'] ?? 0),
+            'opcache_cached_keys' => $int($st['num_cached_keys'] ?? 0),
+            'opcache_max_cached_keys' => $int($st['max_cached_keys'] ?? 0),
+            'opcache_hits' => $now['hits'],
+            'opcache_misses' => $now['misses'],
+            'opcache_blacklist_misses' => $int($st['blacklist_misses'] ?? 0),
+            'opcache_oom_restarts' => $int($st['oom_restarts'] ?? 0),
+            'opcache_hash_restarts' => $int($st['hash_restarts'] ?? 0),
+            'opcache_manual_restarts' => $int($st['manual_restarts'] ?? 0),
+        ];
+        $jit = $s['jit'] ?? [];
+        if (!empty($jit['on'])) {
+            $out['opcache_jit_buffer_size'] = $int($jit['buffer_size'] ?? 0);
+            $out['opcache_jit_buffer_free'] = $int($jit['buffer_free'] ?? 0);
+        }
+        $start = self::$engineStart;
+        if ($start) {
+            $out['opcache_hits_at_start'] = $start['hits'];
+            $out['opcache_misses_at_start'] = $start['misses'];
+            $out['opcache_restarts_at_start'] = $start['restarts'];
+            $out['opcache_blacklist_misses_at_start'] = $start['blacklist'];
+        }
+        return $out;
     }
 
     /**

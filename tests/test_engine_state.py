@@ -1,0 +1,149 @@
+"""The engine's caches as the workers report them (engine_state.py), and what the opcache and
+stat-storm detectors make of them. Synthetic records shaped as prepend.php writes them; the real
+capture is tested in test_frameworks.py (WordPress with too few OPcache keys)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from contexts import context, request
+from lockdown.analyzers.detectors import opcache, stat_storm
+from lockdown.analyzers.engine_state import ini_bytes, summarize
+from lockdown.reports.analysis_text import engine_lines
+from test_detectors_engine import mix, php, stat_profile, xh_request
+
+MB = 1 << 20
+
+
+def engine(hits=(0, 300), misses=(0, 0), restarts=(0, 0), keys=(500, 16229), free=100 * MB,
+           interned_free=4 * MB, realpath=20_000, full=0, blacklist=(0, 0), oom=0) -> dict:
+    """One request's engine record: counters at start and end (hits, misses, restarts)."""
+    return {"realpath_cache_bytes": realpath, "opcache_enabled": 1, "opcache_cache_full": full,
+            "opcache_restart_pending": 0, "opcache_used_memory": 28 * MB, "opcache_free_memory": free,
+            "opcache_wasted_memory": 0, "opcache_interned_size": 8 * MB,
+            "opcache_interned_used": 8 * MB - interned_free, "opcache_interned_free": interned_free,
+            "opcache_cached_scripts": keys[0], "opcache_cached_keys": keys[0], "opcache_max_cached_keys": keys[1],
+            "opcache_hits": hits[1], "opcache_misses": misses[1], "opcache_blacklist_misses": blacklist[1],
+            "opcache_oom_restarts": oom + restarts[1], "opcache_hash_restarts": 0, "opcache_manual_restarts": 0,
+            "opcache_hits_at_start": hits[0], "opcache_misses_at_start": misses[0],
+            "opcache_restarts_at_start": restarts[0], "opcache_blacklist_misses_at_start": blacklist[0]}
+
+
+def requests_with(states, url="/", instrumented=False):
+    return [replace(request(f"r{i:06d}", url=url, instrumented=instrumented, pid=100 + i % 2), engine=e)
+            for i, e in enumerate(states, start=1)]
+
+
+def full_keys(n=6):
+    """WordPress with opcache.max_accelerated_files=200: 341 scripts a request, 117 compiled."""
+    out, hits, miss = [], 1000, 500
+    for _ in range(n):
+        out.append(engine(hits=(hits, hits + 224), misses=(miss, miss + 117), keys=(223, 223), full=1,
+                          realpath=16_354))
+        hits, miss = hits + 224, miss + 117
+    return out
+
+
+def test_lookups_and_misses_are_each_requests_own():
+    state = summarize(requests_with(full_keys()), {"realpath_cache_size": "16K"})
+    o = state.opcache
+    assert (o.requests, o.lookups_per_request, o.misses_per_request, o.requests_with_misses) == (6, 341, 117, 6)
+    assert o.keys_full and o.cache_full and not o.memory_full and not o.interned_full
+    assert o.misses_by_url == {"/": 117.0}
+    assert state.realpath.limit_bytes == 16384 and state.realpath.full and state.realpath.workers == 2
+    # a warm cache that fits: every lookup a hit
+    fits = summarize(requests_with([engine(hits=(300 * i, 300 * i + 300)) for i in range(4)]), {})
+    assert fits.opcache.misses_per_request == 0 and not fits.opcache.keys_full
+    assert fits.realpath.limit_bytes is None and not fits.realpath.full
+
+
+def test_restarts_and_instrumented_requests_are_left_out_of_the_lookups():
+    states = full_keys(3)
+    # OPcache restarted (out of memory) during the third request: its counters began again
+    states.append(engine(hits=(5000, 40), misses=(900, 341), restarts=(0, 1), keys=(223, 223)))
+    state = summarize(requests_with(states), {})
+    assert state.opcache.requests == 3 and state.opcache.misses_per_request == 117
+    assert state.opcache.restarts == {"oom": 1} and state.opcache.memory_full
+    assert "1 request(s) left out" in state.notes[0]
+    # the xhprof pool has an OPcache of its own: its requests say nothing of the timed pool's
+    pool = requests_with(full_keys(2), url="/x", instrumented=True)
+    assert summarize(pool, {}) is None
+    # bundles from before the engine state: nothing to summarize
+    assert summarize([request("r000001")], {}) is None
+
+
+def test_ini_bytes():
+    assert [ini_bytes(v) for v in ("4096K", "16M", "65536", "1g", "", None, "4096KB")] == [
+        4 << 20, 16 << 20, 65536, 1 << 30, None, None, None]
+
+
+def test_opcache_names_the_limit_the_workers_hit():
+    reqs = requests_with(full_keys(10))
+    rids = [r.id for r in reqs]
+    ctx = context(reqs, native_samples=mix(rids, compile=15, vm=85),
+                  php=php({"opcache.max_accelerated_files": "200"}))
+    [f] = opcache.detect(ctx)
+    assert f.details["full"] == ["keys"] and f.details["misses_per_request"] == 117
+    # only the limit that is full is raised, not all three on suspicion
+    assert f.remediations[0].content.splitlines() == ["opcache.max_accelerated_files=20000"]
+    assert "every key is taken (opcache.max_accelerated_files)" in f.summary
+    assert "missed 117.0 of the 341.0 scripts" in f.summary
+    assert "cause confirmed" in f.remediations[0].checked
+    keys = next(e for e in f.evidence if e.what.startswith("keys taken"))
+    assert keys.value == "223 of 223, full"
+    # memory instead: out of shared memory, every key free
+    mem = [engine(hits=(i * 400, i * 400 + 300), misses=(i * 50, i * 50 + 40), free=0) for i in range(10)]
+    ctx = context(requests_with(mem), native_samples=mix(rids, compile=15, vm=85), php=php())
+    assert opcache.detect(ctx)[0].remediations[0].content.splitlines() == ["opcache.memory_consumption=256"]
+    # misses with nothing full: files rewritten or excluded; every size doubled on suspicion
+    odd = [engine(hits=(i * 400, i * 400 + 300), misses=(i * 50, i * 50 + 40)) for i in range(10)]
+    [f] = opcache.detect(context(requests_with(odd), native_samples=mix(rids, compile=15, vm=85), php=php()))
+    assert len(f.remediations[0].content.splitlines()) == 3 and "no full cache" in f.summary
+
+
+def test_opcache_counters_find_compiling_that_samples_miss():
+    reqs = requests_with(full_keys(10))
+    rids = [r.id for r in reqs]
+    # 1% compile samples: under min_compile_share_pct, yet the workers compile 117 scripts a request
+    [f] = opcache.detect(context(reqs, native_samples=mix(rids, compile=1, vm=99), php=php()))
+    assert f.details["case"] == "compiling" and f.severity == "low"
+    # no perf at all: the counters alone, severity unmeasured
+    [f] = opcache.detect(context(reqs, php=php()))
+    assert f.severity == "medium" and f.share_pct is None
+    # a cache that fits, with the same few samples: nothing
+    warm = requests_with([engine(hits=(300 * i, 300 * i + 300)) for i in range(10)])
+    assert opcache.detect(context(warm, native_samples=mix(rids, compile=1, vm=99), php=php())) == []
+    # the workers say OPcache is off although the configuration enables it (a pool override)
+    off = [dict(engine(), opcache_enabled=0) for _ in range(10)]
+    [f] = opcache.detect(context(requests_with(off), native_samples=mix(rids, compile=15, vm=85), php=php()))
+    assert f.details["case"] == "disabled" and "opcache.enable=1" in f.remediations[0].content
+
+
+def with_realpath(reqs, used):
+    return [replace(r, engine={"realpath_cache_bytes": used}) for r in reqs]
+
+
+def test_stat_storm_uses_the_workers_realpath_fill():
+    reqs = [xh_request("r000001"), xh_request("r000002", "/b")]
+    xh = {"r000001": stat_profile(), "r000002": stat_profile(file_exists=500)}
+    # a timed request whose worker filled the 16K cache: flagged, and said so
+    full = reqs + with_realpath([request("r000003")], 16_300)
+    [f] = stat_storm.detect(context(full, xhprof=xh, php=php({"realpath_cache_size": "16K"})))
+    assert "and full: a worker held 15.9K of it" in f.summary
+    assert next(e for e in f.evidence if e.what.startswith("realpath cache in use")).value == \
+        "16300 bytes of 16384 (99%, full)"
+    # the small cache the app does not fill costs nothing: not flagged
+    roomy = reqs + with_realpath([request("r000003")], 3_000)
+    assert stat_storm.detect(context(roomy, xhprof=xh, php=php({"realpath_cache_size": "16K"}))) == []
+    # the default size, filled: doubled
+    big = reqs + with_realpath([request("r000003")], 4 << 20)
+    [f] = stat_storm.detect(context(big, xhprof=xh, php=php()))
+    assert f.remediations[0].content.splitlines() == ["realpath_cache_size=8192K", "realpath_cache_ttl=600"]
+    assert "realpath cache of 4096K full" in f.title
+
+
+def test_engine_lines_say_what_is_full():
+    state = summarize(requests_with(full_keys()), {"realpath_cache_size": "16K"}).to_json()
+    text = "\n".join(engine_lines(state))
+    assert "341.0 scripts included per request, 117.0 compiled" in text
+    assert "keys 223 of 223 (FULL)" in text and "realpath cache: 16.0 KB of 16.0 KB" in text
+    assert engine_lines(None) == []
