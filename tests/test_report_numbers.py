@@ -4,6 +4,7 @@ commands are ones that work and reproduce the run, the drill-down and subsystem 
 their base, a req/s interval below zero is flagged, and each kind of number reads the same
 on the terminal, in report.html and in the write-ups."""
 import copy
+from html import unescape
 import json
 import re
 import shlex
@@ -467,3 +468,28 @@ def test_only_lockdown_flame_graphs_are_inlined_into_the_report(tmp_path):
     assert svg is None and why.endswith("evil.svg: not a lockdown flame graph; left out")
     assert _read_svg("gone.svg", tmp_path) == (None, "gone.svg: missing")
     assert _read_svg(None, tmp_path)[0] is None and _read_svg("", tmp_path)[0] is None
+
+
+def test_remediation_steps_are_commands_or_the_operators_words(run):
+    """A diff's steps are argv lists run in the app tree; an ini fix's step is a sentence for the
+    operator (restart php-fpm). Each output printed the sentence's characters joined by spaces
+    ("s y s t e m c t l") and called it a command for the app tree."""
+    data = json.loads((run / "findings.json").read_text())
+    data["findings"][1]["remediations"] = [
+        {**SQL_FIX, "kind": "ini", "content": "opcache.max_accelerated_files=20000",
+         "steps": ["systemctl restart php8.2-fpm"]},
+        {**SQL_FIX, "kind": "diff", "content": "--- a/x\n+++ b/x\n", "file": "x",
+         "steps": [["php", "maintenance/rebuild.php", "--lang=en us"]]}]
+    (run / "findings.json").write_text(json.dumps(data))
+    from lockdown.reports.run_results import findings_of
+    terminal = format_findings(findings_of(data, run))
+    issue = writeups(load_results(run))["n-plus-one.md"]
+    html = unescape(text_of(report_html(run)))        # the quotes are &#39; in the page
+    assert "then: systemctl restart php8.2-fpm" in terminal
+    assert "then, in the app tree: php maintenance/rebuild.php '--lang=en us'" in terminal
+    assert "Then: `systemctl restart php8.2-fpm`" in issue
+    assert "Then run in the app tree: `php maintenance/rebuild.php '--lang=en us'`" in issue
+    assert "Then: systemctl restart php8.2-fpm" in html
+    assert "Then run in the application tree: php maintenance/rebuild.php '--lang=en us'" in html
+    for out in (terminal, issue, html):
+        assert "s y s t e m" not in out and "in the app tree: systemctl" not in out

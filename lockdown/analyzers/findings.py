@@ -2,6 +2,7 @@
 from), how much of the request time it explains, and the patches that would fix it."""
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass, field
 
 SEVERITIES = ("high", "medium", "low", "info")
@@ -31,6 +32,19 @@ class Remediation:
     steps: list = field(default_factory=list)   # commands to run after applying (e.g. a rebuild)
     description: str = ""
     writes: list | None = None       # app-tree paths (files, directories) the steps write; None: any
+
+
+def split_steps(steps) -> tuple[list[str], list[str]]:
+    """A remediation's steps as text: (commands run in the app tree -- argv lists, shell-quoted --,
+    the operator's own steps -- strings, e.g. "systemctl restart php8.2-fpm" after php.ini lines,
+    which verify does not run). Joining a string's characters printed "s y s t e m c t l"."""
+    tree, operator = [], []
+    for s in steps or []:
+        if isinstance(s, (list, tuple)):
+            tree.append(shlex.join(map(str, s)))
+        else:
+            operator.append(str(s))
+    return tree, operator
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Findings for the terminal: one block each, the patch in full."""
 from __future__ import annotations
 
-from ..analyzers.findings import Finding
+from ..analyzers.findings import Finding, split_steps
 from . import numbers
 
 
@@ -19,8 +19,8 @@ def format_findings(findings: list[Finding]) -> str:
             if r.description:
                 lines.append(f"     ({r.description})")
             lines += [f"     {l}" for l in r.content.rstrip().splitlines()]
-            for s in r.steps:
-                lines.append(f"     then: {' '.join(s)}")
+            tree, operator = split_steps(r.steps)
+            lines += [f"     then, in the app tree: {c}" for c in tree] + [f"     then: {c}" for c in operator]
         if not f.remediations and f.details.get("no_patch"):
             lines.append(f"   no patch proposed: {f.details['no_patch']}")
     return "\n".join(lines)

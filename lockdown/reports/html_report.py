@@ -26,7 +26,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
-from ..analyzers.findings import SEVERITIES
+from ..analyzers.findings import SEVERITIES, split_steps
 from ..analyzers.query_digest import by_request
 from ..analyzers.stacks import stacks
 from ..bundle.store import Bundle, BundleError, open_bundle
@@ -505,9 +505,9 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
         key = f.get("key") or f.get("id") or f"finding-{i}"
         rems = []
         for j, r in enumerate(f.get("remediations") or [], 1):
-            steps = [" ".join(map(str, s)) if isinstance(s, (list, tuple)) else str(s) for s in r.get("steps") or []]
+            tree, operator = split_steps(r.get("steps"))
             rems.append({"kind": r.get("kind", "?"), "file": r.get("file"), "description": r.get("description") or "",
-                         "checked": r.get("checked") or "", "steps": steps,
+                         "checked": r.get("checked") or "", "steps": tree, "operator_steps": operator,
                          "lines": _patch_lines(r.get("kind"), _text(r.get("content"))),
                          "pre_id": f"patch-{i}-{j}"})
         share = f.get("share_pct")

@@ -9,7 +9,7 @@ import shlex
 
 import jinja2
 
-from ..analyzers.findings import Finding, predicted_ratio
+from ..analyzers.findings import Finding, predicted_ratio, split_steps
 from . import numbers as n
 from .bench_table import canonical_text
 from .reproduce import run_command, suggest_verify, verify_command
@@ -96,7 +96,7 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templ
 _ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=n.rps, pct=n.change, sd=n.sd,
                     ms=n.ms, ratio=n.ratio, share=n.share, value=n.value, predicted=predicted_ratio,
                     pages=pages_line, estimate=n.estimate_name)
-_ENV.filters.update(quote=lambda v: shlex.quote(str(v)), ratio_cell=_ratio_cell)
+_ENV.filters.update(quote=lambda v: shlex.quote(str(v)), ratio_cell=_ratio_cell, split_steps=split_steps)
 _ENV.globals.update(paired=n.paired_clause, ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
                     paired_cell=_paired_cell, canonical_text=canonical_text)
 
