@@ -86,7 +86,7 @@ def test_opcache_names_the_limit_the_workers_hit():
     # only the limit that is full is raised, not all three on suspicion
     assert f.remediations[0].content.splitlines() == ["opcache.max_accelerated_files=20000"]
     assert "every key is taken (opcache.max_accelerated_files)" in f.summary
-    assert "missed 117.0 of the 341.0 scripts" in f.summary
+    assert "missed 117.0 of the 341.0 script lookups" in f.summary
     assert "cause confirmed" in f.remediations[0].checked
     keys = next(e for e in f.evidence if e.what.startswith("keys taken"))
     assert keys.value == "223 of 223, full"
@@ -144,6 +144,6 @@ def test_stat_storm_uses_the_workers_realpath_fill():
 def test_engine_lines_say_what_is_full():
     state = summarize(requests_with(full_keys()), {"realpath_cache_size": "16K"}).to_json()
     text = "\n".join(engine_lines(state))
-    assert "341.0 scripts included per request, 117.0 compiled" in text
+    assert "341.0 script lookups per request (include/require), 117.0 compiled" in text
     assert "keys 223 of 223 (FULL)" in text and "realpath cache: 16.0 KB of 16.0 KB" in text
     assert engine_lines(None) == []

@@ -92,9 +92,9 @@ def engine_lines(e: dict | None) -> list[str]:
         out.append("  OPcache: disabled in the workers")
     else:
         restarts = ", ".join(f"{k} {v}" for k, v in sorted(o["restarts"].items())) or "none"
-        out += [f"  OPcache: {o['lookups_per_request']:.1f} scripts included per request, {o['misses_per_request']:.1f} "
-                f"compiled (missed; in {o['requests_with_misses']} of {o['requests']} requests); restarts during the "
-                f"capture: {restarts}",
+        out += [f"  OPcache: {o['lookups_per_request']:.1f} script lookups per request (include/require), "
+                f"{o['misses_per_request']:.1f} compiled (missed; in {o['requests_with_misses']} of {o['requests']} "
+                f"requests); restarts during the capture: {restarts}",
                 f"    keys {o['cached_keys']:,} of {o['max_cached_keys']:,}{_full(o['keys_full'])}; shared memory "
                 f"{numbers.size(o['used_memory'])} used, {numbers.size(o['free_memory'])} free, "
                 f"{numbers.size(o['wasted_memory'])} wasted{_full(o['memory_full'])}; interned strings "

@@ -190,7 +190,7 @@ def detect(ctx: Context) -> list:
         title = "PHP files are compiled on requests although OPcache is on"
         causes = [CAUSES[c] for c in full_caches(state)]
         counted = (f"the workers' OPcache missed {state.misses_per_request:.1f} of the "
-                   f"{state.lookups_per_request:.1f} scripts each timed request included")
+                   f"{state.lookups_per_request:.1f} script lookups (include/require) of each timed request")
         summary = (f"OPcache is enabled, yet {counted}"
                    + (f", and {cost}" if cpu is not None else "") + ": those scripts were compiled again. "
                    + (f"The cause, by opcache_get_status() in the workers: {'; '.join(causes)}."
@@ -260,7 +260,7 @@ def state_evidence(state: OpcacheState, requests: int) -> list[Evidence]:
     """The workers' OPcache counters that show the misses and what is full."""
     src = f"opcache_get_status() in the workers, at the start and end of {requests} timed requests"
     mb = lambda b: f"{b / (1 << 20):.1f} MB"
-    rows = [Evidence("scripts included per timed request, compiled (missed)",
+    rows = [Evidence("script lookups (include/require) per timed request, compiled (missed)",
                      f"{state.lookups_per_request:.1f}, {state.misses_per_request:.1f}", src),
             Evidence("timed requests that compiled scripts", f"{state.requests_with_misses} of {state.requests}", src),
             Evidence("keys taken (opcache.max_accelerated_files, rounded up to a prime)",
