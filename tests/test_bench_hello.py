@@ -76,6 +76,16 @@ def test_bench_hello_other_load_generators(lockdown, tmp_path, tool):
     assert processes_mentioning(data["run_dir"]) == []
 
 
+def test_load_generator_versions_are_version_lines():
+    """What bench.json and the write-ups print as the load generator: siege complains about its
+    configuration file (a line with a number) before its version, and wrk's line ends in a
+    copyright notice."""
+    from lockdown.harness.bench import load_version
+    assert re.fullmatch(r"wrk \S*\d\S* \[\w+\]", load_version("wrk"))
+    assert re.fullmatch(r"SIEGE \d+(\.\d+)+", load_version("siege"))
+    assert load_version("ab").startswith("This is ApacheBench, Version 2")
+
+
 def test_php_ini_override_reaches_workers_and_hooks_run(lockdown, tmp_path):
     """--php-ini is applied in php-fpm (seen by a hook that fetches the page between phases)."""
     seen = tmp_path / "seen"

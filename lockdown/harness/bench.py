@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 import time
 import urllib.error
@@ -254,14 +255,20 @@ def run_line(run: dict) -> str:
 
 def load_version(name: str) -> str | None:
     """The load generator's version line, e.g. "wrk debian/4.1.0-3+b2 ..."."""
-    return _tool_version(name, {"wrk": ["-v"], "siege": ["-V"], "ab": ["-V"]}[name])
+    return _tool_version(name, {"wrk": ["-v"], "siege": ["-V"], "ab": ["-V"]}[name],
+                         {"wrk": "wrk", "siege": "siege", "ab": "apachebench"}[name])
 
 
-def _tool_version(name: str, args: list[str]) -> str | None:
+def _tool_version(name: str, args: list[str], called: str) -> str | None:
+    """The line naming the tool (`called`) with a number in it: siege prints a complaint about
+    its configuration file (with a line number) before its version."""
     try:
         p = subprocess.run([tool(name), *args], capture_output=True, text=True, timeout=20,
                            env=dict(os.environ, HOME="/nonexistent"))
     except OSError:
         return None
     lines = (p.stdout + p.stderr).strip().splitlines()
-    return next((l for l in lines if any(c.isdigit() for c in l)), None)
+    named = re.compile(rf"(^|\s){called}[\s,/]", re.IGNORECASE)
+    line = next((l for l in lines if named.search(l) and any(c.isdigit() for c in l)), None)
+    # "wrk debian/4.1.0-3+b2 [epoll] Copyright (C) 2012 Will Glozer": the version, not the notice
+    return None if line is None else re.split(r"\s+Copyright\b", line)[0]
