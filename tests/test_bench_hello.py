@@ -145,6 +145,15 @@ def test_php_settings_php_fpm_would_ignore_are_refused(tmp_path):
     assert problem({"opcache.enable": "0", "memory_limit": "96M", "pcre.jit": "0"}) is None
     assert "php-fpm knows no setting 'opcache.enabled' (misspelt" in problem({"opcache.enabled": "0"})
     assert problem({"opcache.jit": "bogus"}).startswith(
-        'bad PHP setting (--php-ini or the target\'s php_ini): opcache.jit=bogus: Invalid "opcache.jit" setting')
+        'bad PHP setting (from the command line or the target\'s php_ini): opcache.jit=bogus: Invalid "opcache.jit" '
+        'setting')
     assert "memory_limit=12Q: Invalid \"memory_limit\" setting" in problem({"memory_limit": "12Q"})
     assert "extension=nosuch: PHP Startup: Unable to load dynamic library 'nosuch'" in problem({"extension": "nosuch"})
+    # the JIT asked for, but Debian's opcache.jit_buffer_size=0 keeps it off: two identical engines
+    assert problem({"opcache.jit": "tracing"}).endswith(
+        "opcache.jit=tracing has no effect: php-fpm reports the JIT off (opcache.jit_buffer_size is 0; "
+        "add opcache.jit_buffer_size=64M)")
+    assert problem({"opcache.jit": "tracing", "opcache.jit_buffer_size": "64M"}) is None
+    # a buffer kept with the JIT off (a comparison's control arm), or OPcache off on purpose
+    assert problem({"opcache.jit": "disable", "opcache.jit_buffer_size": "64M"}) is None
+    assert problem({"opcache.enable": "0", "opcache.jit": "tracing", "opcache.jit_buffer_size": "64M"}) is None

@@ -27,7 +27,8 @@ from .stack_options import ab_options
 @main.command("compare")
 @click.argument("target")
 @click.option("--with", "with_ini", multiple=True, metavar="KEY=VALUE",
-              help="php.ini setting of the second configuration (repeatable), e.g. opcache.jit=tracing.")
+              help="php.ini setting of the second configuration (repeatable), e.g. opcache.jit=tracing "
+                   "with opcache.jit_buffer_size=64M (the JIT needs both).")
 @click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
               help="php.ini override of both configurations (repeatable).")
 @ab_options("configuration")
