@@ -713,6 +713,158 @@ def test_repeated_calls_reached_through_a_query_sender_point_at_the_query_findin
     assert "follows" not in title.details and title.summary == "t."
 
 
+BLOG_PHP = {"ini": {}, "extensions": {}, "zend_extensions": ["Zend OPcache"],
+            "internal_functions": ["is_int"], "internal_classes": ["mysqli", "mysqli_result"]}
+BLOG_PAGES = {"/": (30, 10), "/post": (20, 0)}   # URL: messages (one lookup each), date_format reads
+
+
+def blog(q_callers=(("t", 2), ("setting", 1), ("find_plugin_file", 1)), q_sends=False):
+    """An audit app (a small blog): t($key) sends one translations lookup per message,
+    setting($name) the settings query (date_format again and again, site_name 3 times),
+    find_plugin_file() one plugins lookup each (4 per page, not flagged); each through
+    db_one() -> db_all() -> mysqli::query. The quoting helper q() is called by `q_callers`
+    (caller, calls of q per call of it); with `q_sends`, q($sql) sends the statement itself
+    (t, setting and find_plugin_file call it once each). Four timed requests and one
+    xhprof-instrumented one per URL."""
+    reqs, stmts, xhprof, excimer = [], [], {}, {}
+    for u, (url, (messages, dates)) in enumerate(BLOG_PAGES.items()):
+        for i in range(5):
+            rid = f"r{5 * u + i:06d}"
+            reqs.append(request(rid, url, instrumented=i == 4))
+            names = ["date_format"] * dates + ["site_name"] * 3
+            stmts += prelude(rid)
+            stmts += [statement(rid, f"SELECT txt FROM translations WHERE lang = 'en' AND msg_key = 'm{k}' LIMIT 1")
+                      for k in range(messages)]
+            stmts += [statement(rid, f"SELECT value FROM settings WHERE name = '{n}'") for n in names]
+            stmts += [statement(rid, f"SELECT path FROM plugins WHERE name = 'p{k}' AND enabled = 1")
+                      for k in range(4)]
+            calls = {"t": messages, "setting": len(names), "find_plugin_file": 4, "render": 1}
+            if i == 4:
+                xhprof[rid] = blog_profile(calls, q_callers, q_sends)
+            else:
+                excimer[rid] = {"main;render;t;q": 3, "main;render;setting;q": 1,
+                                "main;render;t;db_one;db_all": 40, "main;render": 56}
+    return context(reqs, stmts, xhprof=xhprof, excimer=excimer, php=BLOG_PHP)
+
+
+def blog_profile(calls, q_callers, q_sends):
+    senders = ("t", "setting", "find_plugin_file")
+    p = {"main()": {"ct": 1, "wt": 100_000}, "main()==>render": {"ct": 1, "wt": 90_000},
+         "main()==>db_one": {"ct": 1, "wt": 300}}                 # the page row
+    q_calls = sum(calls[caller] * per for caller, per in q_callers)
+    queries = sum(calls[f] for f in senders) + 1
+    for f in senders:
+        p[f"render==>{f}"] = {"ct": calls[f], "wt": calls[f] * 400}
+        if not q_sends:
+            p[f"{f}==>db_one"] = {"ct": calls[f], "wt": calls[f] * 300}
+    for caller, per in q_callers:
+        p[f"{caller}==>q"] = {"ct": calls[caller] * per, "wt": calls[caller] * per * 30}
+    p["q==>is_int"] = {"ct": q_calls, "wt": q_calls * 2}
+    p["q==>mysqli::real_escape_string"] = {"ct": q_calls, "wt": q_calls * 5}
+    if q_sends:
+        p["q==>mysqli::query"] = {"ct": q_calls, "wt": q_calls * 200}
+        queries = 1
+    p.update({"db_one==>db_all": {"ct": queries, "wt": queries * 280},
+              "db_all==>mysqli::query": {"ct": queries, "wt": queries * 250},
+              "db_all==>mysqli_result::fetch_all": {"ct": queries, "wt": queries * 10}})
+    return p
+
+
+def test_a_repeated_call_made_for_flagged_statements_points_at_their_findings():
+    """The audit's quoting helper: q() runs 77 times on /, twice per translated message (t:
+    db-static-cache), once per setting() (repeated-query) and once per plugin lookup (not
+    flagged). Fixing the query findings removes most of its calls: the repeated-call finding
+    is kept and says so, naming them, with the part of its calls each accounts for."""
+    from lockdown.analyzers import detectors
+    from lockdown.analyzers.detectors.related import statement_senders
+    ctx = blog()
+    assert statement_senders(ctx) == {
+        "t": ("shape", "select txt from translations where lang = ? and msg_key = ? limit ?"),
+        "setting": ("shape", "select value from settings where name = ?"),
+        "find_plugin_file": ("shape", "select path from plugins where name = ? and enabled = ?")}
+    found = detectors.detect(ctx)
+    by_subject = {f.subject: f for f in found}
+    [q] = [f for f in found if f.id == "repeated-call"]
+    assert q.details["function"] == "q" and q.details["rows"][0]["calls"] == 77
+    static = by_subject["db-static-cache:select txt from translations where lang = ? and msg_key = ? limit ?"]
+    dates = by_subject["repeated-query:SELECT value FROM settings WHERE name = 'date_format'"]
+    names = by_subject["repeated-query:SELECT value FROM settings WHERE name = 'site_name'"]
+    # of 77 calls: 60 under t (every lookup goes), 13 under setting, 9 + 2 of whose 13
+    # statements a memo saves (the first date_format and site_name stay), 4 under plugin lookups
+    link = q.details["for_statements"]
+    assert link["pct"] == round(100 * 71 / 77, 1) == 92.2
+    assert link["findings"] == [{"id": "db-static-cache", "subject": static.subject, "pct": round(100 * 60 / 77, 1)},
+                                {"id": "repeated-query", "subject": dates.subject, "pct": round(100 * 9 / 77, 1)},
+                                {"id": "repeated-query", "subject": names.subject, "pct": round(100 * 2 / 77, 1)}]
+    assert link["senders"] == {
+        "t": {"statements": static.details["fingerprint"], "named": False, "pct": 77.9},
+        "setting": {"statements": "select value from settings where name = ?", "named": False, "pct": 14.3}}
+    assert ev(q, "calls made for the statements of query findings, flagged too") == "92%"
+    assert (f' 92% of its calls are made inside calls of t and setting, for the statements that query findings '
+            f'report: 78% for db-static-cache ("{static.title}"); 12% for repeated-query ("{dates.title}"); '
+            f'3% for repeated-query ("{names.title}"). Fixing them removes these calls too, so the shares '
+            f'overlap; verify those fixes first.') in q.summary
+    assert "for_statements" not in static.details and "follows" not in q.details
+
+
+def test_a_repeated_call_made_for_other_statements_is_not_linked():
+    """The same app and query findings, but q() escapes HTML in render (60 calls) and quotes
+    the plugin lookups (16), which no query finding reports: no link, whatever else sends SQL."""
+    from lockdown.analyzers import detectors
+    found = detectors.detect(blog(q_callers=(("render", 60), ("find_plugin_file", 4))))
+    assert {"db-static-cache", "repeated-query"} <= {f.id for f in found}
+    [q] = [f for f in found if f.id == "repeated-call"]
+    assert q.details["rows"][0]["calls"] == 76
+    assert "for_statements" not in q.details and "query findings" not in q.summary
+    assert not any("query findings" in e.what for e in q.evidence)
+
+
+def test_a_helper_that_sends_the_flagged_statements_is_linked_through_its_callers():
+    """q($sql) sends each statement itself (mysqli::query): t, setting and find_plugin_file
+    each send one statement per call through it, and their counts say which."""
+    from lockdown.analyzers.detectors import repeated_query
+    from lockdown.analyzers.detectors.related import link_consequences
+    from lockdown.analyzers.findings import Finding
+    ctx = blog(q_callers=(("t", 1), ("setting", 1), ("find_plugin_file", 1)), q_sends=True)
+    queries = db_static_cache.detect(ctx) + repeated_query.detect(ctx)
+    q = Finding(id="repeated-call", title="q", severity="low", share_pct=2.0, summary="s.",
+                details={"function": "q"})
+    link_consequences(ctx, [*queries, q])
+    # no rows: both instrumented requests. 47 calls on /: 30 lookups (all go), 13 settings
+    # (9 + 2 go), 4 plugin lookups (stay); 27 on /post: 20 lookups, 3 settings (2 go), 4
+    assert q.details["for_statements"]["pct"] == round(100 * (41 + 22) / (47 + 27), 1)
+    assert [x["pct"] for x in q.details["for_statements"]["findings"]] == [
+        round(100 * 50 / 74, 1), round(100 * 9 / 74, 1), round(100 * 4 / 74, 1)]
+
+
+def test_a_sender_is_known_by_its_counts_only_when_one_shape_matches():
+    """One instrumented request where two shapes are sent as often as t is called: no sender;
+    a second request with other counts singles one out. page(), two statements per call, is
+    no sender of one shape, though its 3 calls match the 3 statements of `pages`."""
+    from lockdown.analyzers.detectors.related import statement_senders
+
+    def profile(n):      # page(): 3 calls, 6 statements, 3 of them its own shape's
+        return {"main()": {"ct": 1, "wt": 1000}, "main()==>t": {"ct": n, "wt": 500},
+                "t==>mysqli_query": {"ct": n, "wt": 400}, "main()==>page": {"ct": 3, "wt": 300},
+                "page==>mysqli_query": {"ct": 6, "wt": 200}}
+
+    def shapes(rid, n, m):
+        return ([statement(rid, f"SELECT v FROM kv WHERE k = 'k{i}'") for i in range(n)]
+                + [statement(rid, f"SELECT name FROM users WHERE id = {i}") for i in range(m)]
+                + [statement(rid, f"SELECT id FROM pages WHERE id = {i}") for i in range(3)]
+                + [statement(rid, "SELECT 1 FROM a"), statement(rid, "SELECT 1 FROM a"),
+                   statement(rid, "SELECT 2 FROM b")])
+
+    php = {"internal_functions": ["mysqli_query"]}
+    one = [request("r000000", "/", instrumented=True)]
+    ctx = context(one, shapes("r000000", 5, 5), xhprof={"r000000": profile(5)}, php=php)
+    assert statement_senders(ctx) == {}
+    two = one + [request("r000001", "/a", instrumented=True)]
+    ctx = context(two, shapes("r000000", 5, 5) + shapes("r000001", 7, 5),
+                  xhprof={"r000000": profile(5), "r000001": profile(7)}, php=php)
+    assert statement_senders(ctx) == {"t": ("shape", "select v from kv where k = ?")}
+
+
 def test_the_busiest_url_is_named_when_urls_differ():
     """db-static-cache's summary and repeated-query's title name the URL that sends most
     (minicms: 167 message lookups on /, 125-126 elsewhere; a median of 126 over all)."""

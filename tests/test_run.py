@@ -5,6 +5,11 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 
+from lockdown.analyzers.detectors import build_context, load_thresholds
+from lockdown.analyzers.detectors.related import REMOVED_BY_FIX, for_statements, statement_senders
+from lockdown.analyzers.findings import Finding
+from lockdown.bundle.store import open_bundle
+
 
 FETCH = """\
 import json, os, sys, urllib.request
@@ -80,6 +85,18 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
     assert home_rows and all((row["calls"], row["distinct"]) == (home["theme"]["calls"], 1)
                              for row in home_rows)
     assert rc["title"].startswith("theme_settings runs") and "already had" in rc["title"]
+    # ... and not linked to the query findings: no call of it is made for their statements.
+    # On the same capture, the escaping helper db_escape (not flagged) is: twice per l10n
+    # lookup (LCStoreDB::get: db-static-cache) and once per setting() (repeated-query), each
+    # of those senders found by its counts (related.py)
+    assert "for_statements" not in rc["details"]
+    ctx = build_context(open_bundle(out / "bundle"), load_thresholds())
+    senders = statement_senders(ctx)
+    assert senders["LCStoreDB::get"] == ("shape", l10n["details"]["fingerprint"])
+    assert senders["setting"] == ("shape", "select value from settings where name = ?")
+    queries = [Finding.from_json(f) for f in data["findings"] if f["id"] in REMOVED_BY_FIX]
+    pct, _, by_sender = for_statements(ctx, "db_escape", sorted(ctx.xhprof), queries, senders)
+    assert pct >= 90 and set(by_sender) == {"LCStoreDB::get", "setting"}, (pct, by_sender)
     # every defect has a checked patch; write-ups on disk; a summary on the terminal
     for f in data["findings"]:
         if f["severity"] != "info":
