@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from contexts import context, request
 from lockdown.analyzers.detectors import opcache, stat_storm
 from lockdown.analyzers.engine_state import ini_bytes, summarize
@@ -147,3 +149,25 @@ def test_engine_lines_say_what_is_full():
     assert "341.0 script lookups per request (include/require), 117.0 compiled" in text
     assert "keys 223 of 223 (FULL)" in text and "realpath cache: 16.0 KB of 16.0 KB" in text
     assert engine_lines(None) == []
+
+
+def test_files_written_while_served_wait_out_the_protection(tmp_path):
+    """opcache_settle: which files the app wrote since it was first served, and how long OPcache
+    keeps them uncached (file_update_protection after the newest)."""
+    import os
+    import time
+    from lockdown.harness import opcache_settle as settle
+    old, new = tmp_path / "app" / "index.php", tmp_path / "app" / "cache" / "l10n_en.php"
+    new.parent.mkdir(parents=True)
+    old.write_text("<?php")
+    new.write_text("<?php return [];")
+    now = time.time()
+    os.utime(old, (now - 60, now - 60))
+    os.utime(new, (now - 0.5, now - 0.5))
+    found = settle.written_since([tmp_path / "app"], now - 10)
+    assert [p for _, p in found] == [new]
+    assert settle.wait_needed(found, 2.0, now=now) == pytest.approx(1.7)
+    assert settle.wait_needed(found, 0.0, now=now) == 0 and settle.wait_needed([], 2.0) == 0
+    assert settle.wait_needed(found, 2.0, now=now + 5) == 0
+    assert settle.protection_seconds({}) == 2.0 and settle.protection_seconds(
+        {"opcache.file_update_protection": "0"}) == 0.0

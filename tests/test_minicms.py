@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 import pytest
 
 from conftest import REPO, SHARED_PREPARED, lockdown_argv
+from lockdown.analyzers.engine_state import summarize
 from lockdown.bundle.store import open_bundle
 from lockdown.harness.prepare import cache_key
 from lockdown.targets.config import load_target
@@ -206,3 +207,8 @@ def test_minicms_clean_bundle_shows_none(clean):
         assert len([s for s in sqls if "authors" in s]) == 1      # the one join
     text = stacks(bundle)
     assert "file_scan_directory" not in text and "LCStoreDB" not in text
+    # the messages file the first request builds (cache/l10n_en.php) is cached before the
+    # capture: OPcache leaves a file younger than file_update_protection (2 s) uncached, and
+    # the whole capture of this fast app fits in that window (2 scripts compiled per request)
+    state = summarize(bundle.requests(), bundle.manifest["php"]["ini"])
+    assert state.opcache.requests > 10 and state.opcache.requests_with_misses == 0, state.opcache

@@ -20,6 +20,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from ..collectors.server_settings import SlowLogCapture
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
 from ..progress import as_reporter
 from ..targets.config import Target
-from . import cpu
+from . import cpu, opcache_settle
 from .bench import DEFAULT_WORKERS, capacity, first_line, run_hook, sanity_check, versions
 from .driver import DriveResult, drive, instrumented_paths
 from .host_speed import SpeedProbe
@@ -82,6 +83,29 @@ def shown_drive(say, label: str, *args, probe: SpeedProbe | None = None, **kwarg
                 return drive(*args, **kwargs)
         with report.counted(label, kwargs.get("requests")) as done:
             return drive(*args, progress=done, **kwargs)
+
+
+def settle_opcache(stack, say, paths: list[str], since: float, xhprof: bool) -> None:
+    """Files the app wrote since it was first served are not in OPcache until they are older
+    than opcache.file_update_protection (opcache_settle.py): wait that out, then serve each URL
+    once more on each pool, so the capture does not compile them on every request."""
+    if str(stack.php.overrides.get("opcache.enable", "1")).strip().lower() in ("0", "off", "false", "no", ""):
+        return
+    written = opcache_settle.written_since([stack.app_dir], since)
+    if not written:
+        return
+    wait = opcache_settle.wait_needed(written, opcache_settle.protection_seconds(stack.php.overrides))
+    time.sleep(wait)
+    distinct = list(dict.fromkeys(paths))
+    again = shown_drive(say, "warmup after OPcache's file_update_protection", stack.base_url, distinct, 1,
+                        requests=len(distinct))
+    if xhprof:
+        shown_drive(say, "warmup of the xhprof pool, again", stack.base_url, distinct, 1,
+                    requests=len(distinct), xhprof=True)
+    newest = written[0][1].relative_to(stack.app_dir) if written[0][1].is_relative_to(stack.app_dir) else written[0][1]
+    say(f"[warmup] the app wrote {len(written)} file(s) while served (newest {newest}), which OPcache "
+        f"caches only once they are older than opcache.file_update_protection: waited {wait:.1f} s, then "
+        f"served each URL once more: {again.status_counts()}")
 
 
 def _split(size: dict, k: int) -> list[dict]:
@@ -182,6 +206,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                       "socket": db.socket or "", "user": db.user, "password": db.password,
                       "resolve_ports": opts.concurrency > 1, "app_db": stack.db_name}
         request_log.write_config(cap, settings, db_cfg)
+        served_from = time.time()       # files the app writes from its first request on
         sanity_check(stack)
         say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
         hook_env = {"LOCKDOWN_CAPTURE_DIR": str(cap.out)}
@@ -206,6 +231,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             warm_x = shown_drive(say, "warmup of the xhprof pool", stack.base_url, distinct, 1,
                                  requests=2 * len(distinct), xhprof=True)
             say(f"[warmup] xhprof pool: {len(warm_x.requests)} requests: {warm_x.status_counts()}")
+        settle_opcache(stack, say, paths, served_from,
+                       xhprof=bool(stack_opts.instrumented_extension and settings.xhprof_every > 0))
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say, **hook_env)
         every = settings.xhprof_every if "xhprof" in settings.collect else 0
         instrumented = instrumented_paths(paths, size["requests"], every) if "requests" in size else []
