@@ -83,6 +83,28 @@ def test_slow_log_parse():
     assert (b.thread_id, b.rows_affected, b.query_time_us, b.sql) == (8, 1, 10177, "UPDATE t SET n = n + 1")
 
 
+def test_slow_log_plan_flags():
+    """log_slow_verbosity=query_plan (the capture sets it): the server's own plan flags, the Yes
+    ones kept; an entry without plan lines has no plan (None, not "no flags")."""
+    plan = ("# User@Host: wp[wp] @ localhost [127.0.0.1]\n# Thread_id: 9  Schema: wordpress  QC_hit: No\n"
+            "# Query_time: 0.000489  Lock_time: 0.000056  Rows_sent: 32  Rows_examined: 858\n"
+            "# Rows_affected: 0  Bytes_sent: 492\n"
+            "# Tmp_tables: 1  Tmp_disk_tables: 0  Tmp_table_sizes: 1081280\n"
+            "# Full_scan: Yes  Full_join: No  Tmp_table: Yes  Tmp_table_on_disk: No\n"
+            "# Filesort: Yes  Filesort_on_disk: No  Merge_passes: 2  Priority_queue: No\n"
+            "SET timestamp=1795380681;\nSELECT DISTINCT t.term_id FROM wp_terms t ORDER BY t.name;\n"
+            "# User@Host: wp[wp] @ localhost [127.0.0.1]\n# Thread_id: 9  Schema: wordpress  QC_hit: No\n"
+            "# Query_time: 0.000100  Lock_time: 0.000000  Rows_sent: 1  Rows_examined: 1\n"
+            "# Full_scan: No  Full_join: No  Tmp_table: No  Tmp_table_on_disk: No\n"
+            "# Filesort: No  Filesort_on_disk: No  Merge_passes: 0  Priority_queue: No\n"
+            "SELECT 1;\n")
+    a, b, c, d = slowlog.parse((SLOW + plan).splitlines(True))
+    assert a.plan is None and b.plan is None
+    assert c.plan == ["full_scan", "tmp_table", "filesort", "merge_passes"]
+    assert c.sql == "SELECT DISTINCT t.term_id FROM wp_terms t ORDER BY t.name"
+    assert d.plan == []
+
+
 def test_slow_log_entries_around_a_restart():
     # the server reopening the file (its banner) ends the entry before it; an entry without
     # Rows_affected has none; SQL without a closing ";" keeps its last character

@@ -29,6 +29,22 @@ def test_a_lookup_that_reads_the_whole_table_is_found_with_its_index_hint():
     assert "an index on `comments` (post_id, created_at)" in f.summary
 
 
+def test_the_servers_own_plan_flags_are_evidence():
+    """With the slow log's query_plan lines, the finding says how many executions the server
+    itself ran as a full scan (and what else it did); without them it says nothing of it."""
+    from dataclasses import replace
+    reqs, stmts = post_requests()
+    scans = [s for s in stmts if s.rows_examined == 40_000]
+    flags = [["full_scan", "filesort"], ["full_scan", "filesort"], ["full_scan", "filesort"], ["filesort"]]
+    planned = [s for s in stmts if s not in scans] + [replace(s, plan=f) for s, f in zip(scans, flags)]
+    [f] = unindexed_query.detect(context(reqs, planned))
+    row = next(e for e in f.evidence if e.what == "executions the server ran as a full table scan")
+    assert row.value == "3 of 4; also filesort 100%"
+    assert f.details["plan"] == {"full_scan": 3, "filesort": 4} and f.details["plan_known"] == 4
+    [f] = unindexed_query.detect(context(reqs, stmts))
+    assert not any(e.what.startswith("executions the server ran") for e in f.evidence)
+
+
 def test_small_tables_full_reads_writes_and_occasional_scans_are_not_flagged():
     reqs, stmts = post_requests(examined=900)              # under min_rows_examined
     assert unindexed_query.detect(context(reqs, stmts)) == []

@@ -223,6 +223,19 @@ def test_digest_example_is_latest_of_slowest_and_no_requests():
     assert (alone.requests, alone.max_per_request, alone.count_per_request) == (0, 0, 0.25)
 
 
+def test_digest_counts_the_servers_plan_flags():
+    """pt-query-digest's "Full scan" / "Tmp table" percentages, from the plan flags each
+    statement carries; executions logged without plan lines are not counted either way."""
+    from dataclasses import replace
+    from lockdown.analyzers.query_digest import plan_text
+    ss = [replace(_st(i, "r1", f"SELECT * FROM t WHERE a = {i}", 10), plan=plan) for i, plan in
+          enumerate([["full_scan", "filesort"], ["full_scan"], [], None])]
+    (c,) = digest(ss, REQUESTS)
+    assert c.plan == {"full_scan": 2, "filesort": 1} and c.plan_known == 3
+    assert plan_text(c.plan, c.plan_known) == "full scan 67%, filesort 33%"
+    assert plan_text({}, 3) == "" and plan_text({}, 0) == "-"
+
+
 def test_by_request_log_order():
     groups = by_request(STATEMENTS)
     assert list(groups) == ["r1", "r2", "r3", "r4"]

@@ -44,7 +44,8 @@ import hashlib
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..bundle.model import RequestRecord, Statement
@@ -163,6 +164,12 @@ class QueryClass:
     requests: int                     # distinct requests it ran in
     urls: int                         # distinct RequestRecord.url of those requests
     example: str                      # SQL of the slowest execution (the latest, on ties)
+    # the server's plan (slow log, log_slow_verbosity=query_plan): executions with each flag
+    # (full_scan, full_join, tmp_table, tmp_table_on_disk, filesort, filesort_on_disk,
+    # merge_passes), over plan_known executions that had plan lines; pt-query-digest prints
+    # the same as "Full scan", "Tmp table on disk", ... percentages
+    plan: dict = field(default_factory=dict)
+    plan_known: int = 0
 
 
 def pct95(sorted_values: list[int]) -> int:
@@ -214,6 +221,22 @@ def digest(statements: Iterable[Statement], requests: Iterable[RequestRecord]) -
             rows_affected_total=sum(s.rows_affected or 0 for s in ss),
             requests=len(per_req),
             urls=len({url_of[r] for r in per_req if url_of.get(r) is not None}),
-            example=worst.sql))
+            example=worst.sql, plan=plan_counts(ss), plan_known=sum(1 for s in ss if s.plan is not None)))
     out.sort(key=lambda c: (-c.time_total, c.fingerprint))
     return out
+
+
+def plan_counts(statements: Iterable[Statement]) -> dict[str, int]:
+    """Executions with each plan flag, in the server's order (flags never seen left out)."""
+    counts = Counter(f for s in statements for f in (s.plan or ()))
+    order = ("full_scan", "full_join", "tmp_table", "tmp_table_on_disk", "filesort", "filesort_on_disk",
+             "merge_passes")
+    return {f: counts[f] for f in order if counts[f]}
+
+
+def plan_text(plan: dict, known: int) -> str:
+    """A class's plan flags in words, each with the share of its executions: "full scan 100%,
+    filesort 50%"; "-" when no execution had plan lines, "" when none was flagged."""
+    if not known:
+        return "-"
+    return ", ".join(f"{f.replace('_', ' ')} {100 * n / known:.0f}%" for f, n in plan.items())

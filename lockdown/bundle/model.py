@@ -189,6 +189,7 @@ class Statement(_Record):
     rows_affected: int | None
     timestamp: int | None
     candidates: list[str] = field(default_factory=list)
+    plan: list[str] | None = None   # the server's plan flags (slow log query_plan): full_scan, tmp_table, ...
 
     def problem(self) -> str | None:
         if self.attribution not in ATTRIBUTIONS:

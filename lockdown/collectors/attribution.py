@@ -126,5 +126,5 @@ def attribute_statements(entries: list[SlowLogEntry], requests: list[RequestReco
         request, how, candidates = placed[i]
         out.append(Statement(len(out), request if request in by_id else None, how, e.thread_id,
                              e.schema, e.sql, e.query_time_us, e.lock_time_us, e.rows_sent,
-                             e.rows_examined, e.rows_affected, e.timestamp, candidates))
+                             e.rows_examined, e.rows_affected, e.timestamp, candidates, e.plan))
     return out

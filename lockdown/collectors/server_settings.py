@@ -27,14 +27,14 @@ from .attribution import ADMIN_TAG
 # Read before, compared after; general_log is watched, not changed.
 WATCHED = ("slow_query_log", "long_query_time", "log_output", "general_log", "slow_query_log_file",
            "log_slow_rate_limit", "log_slow_filter", "min_examined_row_limit",
-           "log_slow_disabled_statements")
+           "log_slow_disabled_statements", "log_slow_verbosity")
 
 # What a capture sets (in this order, slow_query_log last); variables a server lacks are skipped.
 CAPTURE = (("slow_query_log", "OFF"), ("long_query_time", "0"), ("log_output", "FILE"),
            ("log_slow_rate_limit", "1"), ("min_examined_row_limit", "0"),
            ("log_slow_filter", "admin,filesort,filesort_on_disk,filesort_priority_queue,full_join,"
                                "full_scan,query_cache,query_cache_miss,tmp_table,tmp_table_on_disk"),
-           ("log_slow_disabled_statements", "sp"))
+           ("log_slow_disabled_statements", "sp"), ("log_slow_verbosity", "query_plan"))
 
 
 def records_dir() -> Path:

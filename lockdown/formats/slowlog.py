@@ -10,6 +10,10 @@ With `long_query_time=0` every statement is logged, after it completes, as
     SET timestamp=1795281511;
     select 1;
 The server writes a three-line banner when it (re)opens the file. Statements may span lines.
+With `log_slow_verbosity=query_plan` (what the capture sets) a statement that ran a plan also has
+    # Full_scan: Yes  Full_join: No  Tmp_table: Yes  Tmp_table_on_disk: No
+    # Filesort: Yes  Filesort_on_disk: No  Merge_passes: 0  Priority_queue: No
+whose Yes flags become `plan` (None when the entry has no such line).
 """
 from __future__ import annotations
 
@@ -39,6 +43,22 @@ class SlowLogEntry:
     rows_affected: int | None
     timestamp: int | None     # statement start, whole seconds (Unix time)
     sql: str
+    plan: list[str] | None = None   # the server's plan flags that were Yes (PLAN_FLAGS), lower case
+
+
+# log_slow_verbosity=query_plan's flags, in the order the server prints them
+PLAN_FLAGS = ("Full_scan", "Full_join", "Tmp_table", "Tmp_table_on_disk", "Filesort", "Filesort_on_disk")
+
+
+def plan_of(fields: dict) -> list[str] | None:
+    """The Yes flags of an entry's query-plan lines; None without them (verbosity off, or a
+    statement with no plan, such as SET NAMES)."""
+    if not any(f in fields for f in PLAN_FLAGS):
+        return None
+    flags = [f.lower() for f in PLAN_FLAGS if fields.get(f) == "Yes"]
+    if fields.get("Merge_passes", "0") not in ("0", ""):
+        flags.append("merge_passes")
+    return flags
 
 
 def _us(value: str) -> int:
@@ -76,7 +96,7 @@ def parse(lines: Iterable[str], source: str = "slow log") -> Iterator[SlowLogEnt
                                 _us(fields["Query_time"]), _us(fields.get("Lock_time", "0")),
                                 int(fields["Rows_sent"]), int(fields["Rows_examined"]),
                                 int(fields["Rows_affected"]) if "Rows_affected" in fields else None,
-                                timestamp, sql)
+                                timestamp, sql, plan_of(fields))
         except ValueError:
             raise SlowLogError(f"{source} line {start}: a number field is not a number: {fields}")
 

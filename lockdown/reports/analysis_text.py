@@ -1,6 +1,7 @@
 """The analysis of a bundle as terminal text: subsystems, time budget, PHP functions, queries."""
 from __future__ import annotations
 
+from ..analyzers.query_digest import plan_text
 from . import numbers
 
 
@@ -72,6 +73,9 @@ def format_analysis(a: dict, top: int = 15) -> str:
             lines.append(f"  {c['id']:32s} {c['count']:6d} {per} {c['time_total'] / 1000:9.1f} "
                          f"{c['time_avg']:8.0f} {c['time_p95']:8d} {c['rows_examined_total']:8d}  "
                          f"{c['fingerprint'][:70]}")
+            plan = plan_text(c.get("plan") or {}, c["plan_known"]) if "plan_known" in c else ""
+            if plan and plan != "-":
+                lines.append(f"  {'':32s} server plan: {plan}")
         if "in_order" in q:
             lines += ["", f"statements of {a['selection']['request']} in order: us, rows sent/examined, sql"]
             for st in q["in_order"]:

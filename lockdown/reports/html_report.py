@@ -27,7 +27,7 @@ import jinja2
 from markupsafe import Markup
 
 from ..analyzers.findings import SEVERITIES, split_steps
-from ..analyzers.query_digest import by_request
+from ..analyzers.query_digest import by_request, plan_text
 from ..analyzers.stacks import stacks
 from ..bundle.store import Bundle, BundleError, open_bundle
 from ..errors import LockdownError
@@ -334,7 +334,14 @@ def _queries(a: dict) -> dict | None:
         return None
     return {"statements": q.get("statements"), "class_count": q.get("class_count"),
             "attribution": q.get("attribution") or {},
-            "classes": [_pick(c, QUERY_CLASS) for c in q.get("classes") or []]}
+            "classes": [dict(_pick(c, QUERY_CLASS), plan_text=_plan(c)) for c in q.get("classes") or []]}
+
+
+def _plan(c) -> str | None:
+    """A class's server plan flags in words; None for analyses from before they were recorded."""
+    if not isinstance(c, dict) or "plan_known" not in c:
+        return None
+    return plan_text(c.get("plan") or {}, c["plan_known"])
 
 
 def _anchor_map(a: dict) -> dict:

@@ -23,7 +23,7 @@ import statistics
 from collections import defaultdict
 
 from ..findings import Evidence, Finding, severity_for
-from ..query_digest import fingerprint, query_id
+from ..query_digest import fingerprint, plan_counts, plan_text, query_id
 from .context import Context
 from .statement_time import statement_time
 
@@ -61,6 +61,19 @@ def index_hint(sql: str) -> tuple[str | None, list[str]]:
 
 def scans(s, min_rows: int, min_ratio: float) -> bool:
     return s.rows_examined >= min_rows and s.rows_examined >= min_ratio * max(s.rows_sent, 1)
+
+
+def plan_evidence(sent: list) -> list[Evidence]:
+    """What the server itself says of its plan for these executions (slow log query_plan flags):
+    a full scan confirms the missing index; an index used badly shows none."""
+    known = [s for s in sent if s.plan is not None]
+    if not known:
+        return []
+    others = {f: n for f, n in plan_counts(known).items() if f != "full_scan"}
+    return [Evidence("executions the server ran as a full table scan",
+                     f"{sum('full_scan' in s.plan for s in known)} of {len(known)}"
+                     + (f"; also {plan_text(others, len(known))}" if others else ""),
+                     "slow log Full_scan (log_slow_verbosity=query_plan)")]
 
 
 def detect(ctx: Context) -> list:
@@ -106,9 +119,11 @@ def detect(ctx: Context) -> list:
                       Evidence("executions per request (median)", per_request, "statements.jsonl"),
                       Evidence("requests with the scan", f"{len(rids)} of {reads}", "statements.jsonl"),
                       *time_evidence,
+                      *plan_evidence(sent),
                       Evidence("index to try (WHERE columns, then ORDER BY)", hint, "the example's text; check with EXPLAIN"),
                       Evidence("example", example, "statements.jsonl")],
             urls=urls, requests=rids[:5],
             details={"fingerprint": fp, "query_id": query_id(fp), "table": table, "columns": cols,
-                     "rows_examined": examined, "rows_sent": returned, "example": example}))
+                     "rows_examined": examined, "rows_sent": returned, "example": example,
+                     "plan": plan_counts(sent), "plan_known": sum(1 for s in sent if s.plan is not None)}))
     return findings
