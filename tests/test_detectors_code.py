@@ -178,6 +178,13 @@ def test_repeated_call_boundaries():
     # sends a query on every call: left to the query detectors
     assert repeated_call.detect(memo_context(memo_profile(callees=(("db_get", 1),),
         extra={"db_get==>mysqli::query": {"ct": 60, "wt": 900}}))) == []
+    # ... by any builtin that sends a statement (one list with the round trip's), or a prepare
+    for sender in ("mysqli_execute_query", "mysqli::multi_query", "mysqli_stmt::prepare", "PDOStatement::execute"):
+        assert repeated_call.detect(memo_context(memo_profile(callees=(("db_get", 1),),
+            extra={f"db_get==>{sender}": {"ct": 60, "wt": 900}}))) == [], sender
+    # a builtin that sends nothing does not make it a query pattern
+    assert repeated_call.detect(memo_context(memo_profile(callees=(("db_get", 1),),
+        extra={"db_get==>mysqli_escape_string": {"ct": 60, "wt": 900}})))
     # cheap: under min_us_per_call
     assert repeated_call.detect(memo_context(memo_profile(per_call=5, calls=1000))) == []
     # recursive (xhprof saw it re-entered): a walk, not a repeat

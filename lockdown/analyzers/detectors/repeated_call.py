@@ -29,12 +29,12 @@ the request's wall time (what memoization would save), median over the profiled 
 """
 from __future__ import annotations
 
-import re
 import statistics
 from collections import defaultdict
 
 from ..builtins import base_name
 from ..findings import Evidence, Finding, severity_for
+from ..round_trip import is_client_call
 from .context import Context
 from .related import unlink_nested
 
@@ -57,8 +57,14 @@ def recursive_functions(profile: dict) -> set[str]:
     return out
 
 
-DB_CALLS = re.compile(r"^(mysqli_query|mysqli_real_query|mysqli_prepare|mysqli_stmt_execute|mysqli::(query|real_query|prepare)"
-                      r"|mysqli_stmt::execute|PDO::(query|exec|prepare)|PDOStatement::execute|pg_query)$", re.I)
+# Builtins that send SQL: the round trip's statement senders (one list, so that
+# mysqli_execute_query, multi_query and the rest are not missed here), prepares, and pgsql's
+PREPARES_AND_OTHERS = frozenset(("mysqli_prepare", "mysqli::prepare", "mysqli_stmt_prepare", "mysqli_stmt::prepare",
+                                 "pdo::prepare", "pg_query", "pg_query_params", "pg_execute", "pg_send_query"))
+
+
+def sends_sql(name: str) -> bool:
+    return is_client_call(name) or name.lower() in PREPARES_AND_OTHERS
 
 
 def dispatchers(edges: dict) -> set[str]:
@@ -80,7 +86,7 @@ def sends_sql_each_call(edges: dict, fn: str, calls: int) -> bool:
         f = todo.pop()
         for (p, c), v in edges.items():
             if p == f and v["ct"] >= calls and c not in seen:
-                if DB_CALLS.match(c):
+                if sends_sql(c):
                     return True
                 seen.add(c)
                 todo.append(c)
