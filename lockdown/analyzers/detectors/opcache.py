@@ -99,6 +99,8 @@ def detect(ctx: Context) -> list:
     enable = ini_flag(ctx, "opcache.enable")
     enabled = loaded and enable is not False
     state = ctx.engine_state.opcache if ctx.engine_state else None
+    if state is not None and state.requests == 0:
+        state = None            # every request's counters were reset by a restart: nothing to count
     if state is not None and enabled and not state.enabled:
         enabled = False         # the workers say so (a pool's php_admin_value the CLI does not see)
     misses = state.misses_per_request if state is not None and state.requests else None
@@ -195,9 +197,11 @@ def detect(ctx: Context) -> list:
                    + (f", and {cost}" if cpu is not None else "") + ": those scripts were compiled again. "
                    + (f"The cause, by opcache_get_status() in the workers: {'; '.join(causes)}."
                       if causes else
-                      "The workers' counters show no full cache and no restart: the usual remaining causes are "
-                      "files excluded (opcache.max_file_size, a blacklist) or files rewritten during requests "
-                      "(their timestamps change).")
+                      "The workers' counters show no full cache"
+                      + (f" (restarts during the capture: {', '.join(f'{k} {v}' for k, v in sorted(state.restarts.items()))})"
+                         if state.restarts else "")
+                      + ": the usual remaining causes are files excluded (opcache.max_file_size, a blacklist) "
+                      "or files rewritten during requests (their timestamps change).")
                    + (f" Settings below the usual minimum: {', '.join(suspects)}." if suspects else ""))
         checked = ("compiling seen in the workers' own OPcache counters (opcache_get_status() at each timed "
                    "request's start and end)"
