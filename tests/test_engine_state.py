@@ -171,3 +171,19 @@ def test_files_written_while_served_wait_out_the_protection(tmp_path):
     assert settle.wait_needed(found, 2.0, now=now + 5) == 0
     assert settle.protection_seconds({}) == 2.0 and settle.protection_seconds(
         {"opcache.file_update_protection": "0"}) == 0.0
+
+
+def test_cycle_collector_runs_are_each_requests_own():
+    """gc_status() at each timed request's start and end: its runs and the values they freed."""
+    gc = [{"gc_runs_at_start": 0, "gc_runs": 2, "gc_collected_at_start": 0, "gc_collected": 20_000,
+           "gc_threshold": 10_001, "gc_roots": 9_999},
+          {"gc_runs_at_start": 0, "gc_runs": 0, "gc_collected_at_start": 0, "gc_collected": 0,
+           "gc_threshold": 20_001, "gc_roots": 3_085}]
+    state = summarize(requests_with([dict(engine(), **g) for g in gc]), {})
+    g = state.gc
+    assert (g.requests, g.runs_per_request, g.collected_per_request, g.requests_with_runs) == (2, 1.0, 10_000.0, 1)
+    assert (g.threshold, g.roots_max) == (20_001, 9_999)
+    text = "\n".join(engine_lines(state.to_json()))
+    assert "cycle collector: 1.00 runs per request (in 1 of 2), 10,000 values freed per request" in text
+    # bundles from before gc_status() was recorded
+    assert summarize(requests_with(full_keys(2)), {}).gc is None

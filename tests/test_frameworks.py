@@ -200,6 +200,9 @@ def test_wordpress_with_too_few_opcache_keys_compiles_a_third_of_its_scripts(loc
     assert o["lookups_per_request"] > 250 and 50 < o["misses_per_request"] < o["lookups_per_request"], o
     assert o["requests_with_misses"] == o["requests"] > 10, o
     assert state["realpath"]["full"] and state["realpath"]["limit_bytes"] == 16384, state["realpath"]
+    # the cycle collector, from gc_status(): WordPress leaves thousands of possible roots a page
+    assert state["gc"]["requests"] == o["requests"] and state["gc"]["threshold"] >= 10001, state["gc"]
+    assert state["gc"]["roots_max"] > 100, state["gc"]
     [f] = by_id["opcache"]
     assert f["details"]["full"] == ["keys"] and f["details"]["case"] == "compiling"
     assert [r["content"] for r in f["remediations"]] == ["opcache.max_accelerated_files=20000"]

@@ -80,18 +80,33 @@ class RealpathState:
 
 
 @dataclass
+class GcState:
+    """PHP's cycle collector during the timed requests (gc_status()): each run scans the
+    possible roots (threshold: 10,001 at first, raised by PHP when a run frees little)."""
+    requests: int                       # timed requests whose counters are known
+    runs_per_request: float
+    collected_per_request: float        # values freed by the runs
+    requests_with_runs: int
+    threshold: int                      # the last request's
+    roots_max: int                      # most possible roots left in the buffer at a request's end
+
+
+@dataclass
 class EngineState:
     requests: int                       # timed requests with an engine record
     realpath: RealpathState
     opcache: OpcacheState | None = None  # None: OPcache not loaded, or its API restricted
     notes: list[str] = field(default_factory=list)
+    gc: GcState | None = None           # None: a bundle from before it was recorded
 
     def to_json(self) -> dict:
         out = {"requests": self.requests,
                "realpath": {"bytes_max": self.realpath.bytes_max, "limit_bytes": self.realpath.limit_bytes,
                             "used_pct": _round(self.realpath.used_pct), "full": self.realpath.full,
                             "workers": self.realpath.workers},
-               "opcache": None, "notes": self.notes}
+               "opcache": None, "notes": self.notes,
+               "gc": None if self.gc is None else {k: (round(v, 2) if isinstance(v, float) else v)
+                                                   for k, v in vars(self.gc).items()}}
         o = self.opcache
         if o is not None:
             out["opcache"] = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in vars(o).items()}
@@ -124,8 +139,9 @@ def summarize(requests: list[RequestRecord], ini: dict | None) -> EngineState | 
     realpath = RealpathState(bytes_max=max(r.engine.get("realpath_cache_bytes", 0) for r in timed),
                              limit_bytes=ini_bytes(ini.get("realpath_cache_size")),
                              workers=len({r.pid for r in timed}))
+    state_gc = _gc([r for r in timed if "gc_runs_at_start" in r.engine])
     with_opcache = [r for r in timed if "opcache_hits" in r.engine]
-    state = EngineState(requests=len(timed), realpath=realpath)
+    state = EngineState(requests=len(timed), realpath=realpath, gc=state_gc)
     if with_opcache:
         state.opcache = _opcache(with_opcache)
         if state.opcache.requests < len(with_opcache):
@@ -172,3 +188,14 @@ def _opcache(timed: list[RequestRecord]) -> OpcacheState:
         interned_free=last.get("opcache_interned_free", 0),
         blacklist_misses_per_request=mean(blacklisted),
         jit_buffer_size=last.get("opcache_jit_buffer_size"), jit_buffer_free=last.get("opcache_jit_buffer_free"))
+
+
+def _gc(timed: list[RequestRecord]) -> GcState | None:
+    if not timed:
+        return None
+    runs = [max(0, r.engine["gc_runs"] - r.engine["gc_runs_at_start"]) for r in timed]
+    freed = [max(0, r.engine.get("gc_collected", 0) - r.engine.get("gc_collected_at_start", 0)) for r in timed]
+    return GcState(requests=len(timed), runs_per_request=sum(runs) / len(runs),
+                   collected_per_request=sum(freed) / len(freed), requests_with_runs=sum(1 for n in runs if n),
+                   threshold=timed[-1].engine.get("gc_threshold", 0),
+                   roots_max=max(r.engine.get("gc_roots", 0) for r in timed))

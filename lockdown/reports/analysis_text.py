@@ -103,6 +103,11 @@ def engine_lines(e: dict | None) -> list[str]:
                 f"{numbers.size(o['used_memory'])} used, {numbers.size(o['free_memory'])} free, "
                 f"{numbers.size(o['wasted_memory'])} wasted{_full(o['memory_full'])}; interned strings "
                 f"{numbers.size(o['interned_used'])} of {numbers.size(o['interned_size'])}{_full(o['interned_full'])}"]
+    g = e.get("gc")
+    if g:
+        out.append(f"  cycle collector: {g['runs_per_request']:.2f} runs per request (in {g['requests_with_runs']} of "
+                   f"{g['requests']}), {g['collected_per_request']:,.0f} values freed per request; threshold "
+                   f"{g['threshold']:,} roots, at most {g['roots_max']:,} left at a request's end")
     r = e["realpath"]
     limit = numbers.size(r["limit_bytes"], "unknown")
     out.append(f"  realpath cache: {numbers.size(r['bytes_max'])} of {limit} in the fullest of {r['workers']} "

@@ -310,6 +310,8 @@ def _engine(a: dict) -> dict | None:
                                         sorted((opcache["restarts"] or {}).items())) or "none"
         opcache["misses_by_url"] = sorted((opcache["misses_by_url"] or {}).items(), key=lambda kv: -kv[1])
     return {"requests": e.get("requests"), "opcache": opcache,
+            "gc": _pick(e["gc"], "requests runs_per_request collected_per_request requests_with_runs threshold roots_max")
+            if isinstance(e.get("gc"), dict) else None,
             "realpath": _pick(e.get("realpath"), "bytes_max limit_bytes used_pct full workers")}
 
 

@@ -35,6 +35,7 @@ final class Capture
         self::$rusage = \getrusage();
         self::$engineStart = self::opcacheCounters();
         unset(self::$engineStart['status']);
+        self::$engineStart['gc'] = \gc_status();
         $id = (string) ($_SERVER['HTTP_X_LOCKDOWN_REQUEST'] ?? '');
         if (!\preg_match('/^[A-Za-z0-9._-]{1,64}$/', $id)) {
             $id = \getmypid() . '-' . $startNs;
@@ -163,13 +164,22 @@ final class Capture
 
     /**
      * The engine's caches as this request leaves them, flat integers (docs/bundle-format.md):
-     * the worker's realpath cache in bytes, and OPcache's shared memory, keys, interned
-     * strings, restarts and JIT buffer, with the lookups of this request (counters at its start
-     * kept as *_at_start). What the settings alone cannot say: whether a cache is full.
+     * the worker's realpath cache in bytes, the cycle collector's runs (gc_status()), and
+     * OPcache's shared memory, keys, interned strings, restarts and JIT buffer, with the
+     * lookups of this request (counters at its start kept as *_at_start). What the settings
+     * alone cannot say: whether a cache is full.
      */
     private static function engineState(): array
     {
         $out = ['realpath_cache_bytes' => \realpath_cache_size()];
+        $gc = \gc_status();
+        $out += ['gc_runs' => (int) ($gc['runs'] ?? 0), 'gc_collected' => (int) ($gc['collected'] ?? 0),
+                 'gc_threshold' => (int) ($gc['threshold'] ?? 0), 'gc_roots' => (int) ($gc['roots'] ?? 0)];
+        $gcStart = self::$engineStart['gc'] ?? null;
+        if (\is_array($gcStart)) {
+            $out['gc_runs_at_start'] = (int) ($gcStart['runs'] ?? 0);
+            $out['gc_collected_at_start'] = (int) ($gcStart['collected'] ?? 0);
+        }
         $now = self::opcacheCounters();
         if (!$now) {
             return $out;
@@ -207,7 +217,7 @@ final class Capture
             $out['opcache_jit_buffer_free'] = $int($jit['buffer_free'] ?? 0);
         }
         $start = self::$engineStart;
-        if ($start) {
+        if (isset($start['hits'])) {
             $out['opcache_hits_at_start'] = $start['hits'];
             $out['opcache_misses_at_start'] = $start['misses'];
             $out['opcache_restarts_at_start'] = $start['restarts'];
