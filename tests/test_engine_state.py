@@ -9,7 +9,7 @@ import pytest
 
 from contexts import context, request
 from lockdown.analyzers.detectors import opcache, stat_storm
-from lockdown.analyzers.engine_state import ini_bytes, summarize
+from lockdown.analyzers.engine_state import size_bytes, summarize
 from lockdown.reports.analysis_text import engine_lines
 from test_detectors_engine import mix, php, stat_profile, xh_request
 
@@ -73,9 +73,9 @@ def test_restarts_and_instrumented_requests_are_left_out_of_the_lookups():
     assert summarize([request("r000001")], {}) is None
 
 
-def test_ini_bytes():
-    assert [ini_bytes(v) for v in ("4096K", "16M", "65536", "1g", "", None, "4096KB")] == [
-        4 << 20, 16 << 20, 65536, 1 << 30, None, None, None]
+def test_size_bytes():
+    assert [size_bytes(v) for v in ("4096K", "16M", "65536", "1g", "", None, "4096KB", "16X")] == [
+        4 << 20, 16 << 20, 65536, 1 << 30, None, None, 4 << 20, None]
 
 
 def test_opcache_names_the_limit_the_workers_hit():

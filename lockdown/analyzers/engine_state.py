@@ -105,11 +105,10 @@ class EngineState:
                             "used_pct": _round(self.realpath.used_pct), "full": self.realpath.full,
                             "workers": self.realpath.workers},
                "opcache": None, "notes": self.notes,
-               "gc": None if self.gc is None else {k: (round(v, 2) if isinstance(v, float) else v)
-                                                   for k, v in vars(self.gc).items()}}
+               "gc": None if self.gc is None else _rounded(self.gc)}
         o = self.opcache
         if o is not None:
-            out["opcache"] = {k: (round(v, 2) if isinstance(v, float) else v) for k, v in vars(o).items()}
+            out["opcache"] = _rounded(o)
             out["opcache"].update(keys_full=o.keys_full, memory_full=o.memory_full, interned_full=o.interned_full)
         return out
 
@@ -118,13 +117,18 @@ def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 1)
 
 
-_SIZE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)\s*$")
+def _rounded(record) -> dict:
+    """A state's fields as JSON, floats to two places."""
+    return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in vars(record).items()}
 
 
-def ini_bytes(value: str | None) -> int | None:
-    """A php.ini size ("4096K", "16M", "65536") in bytes; None when unreadable."""
-    m = _SIZE.match(value or "")
-    if not m:
+_SIZE = re.compile(r"^\s*(-?\d+)\s*([kmg]?)b?\s*$", re.I)
+
+
+def size_bytes(value: str | None) -> int | None:
+    """A php.ini size ("4096K", "16M", "1G", "65536") in bytes; None when unreadable."""
+    m = _SIZE.match(value) if value is not None else None
+    if m is None:
         return None
     return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
 
@@ -137,7 +141,7 @@ def summarize(requests: list[RequestRecord], ini: dict | None) -> EngineState | 
         return None
     ini = ini or {}
     realpath = RealpathState(bytes_max=max(r.engine.get("realpath_cache_bytes", 0) for r in timed),
-                             limit_bytes=ini_bytes(ini.get("realpath_cache_size")),
+                             limit_bytes=size_bytes(ini.get("realpath_cache_size")),
                              workers=len({r.pid for r in timed}))
     state_gc = _gc([r for r in timed if "gc_runs_at_start" in r.engine])
     with_opcache = [r for r in timed if "opcache_hits" in r.engine]

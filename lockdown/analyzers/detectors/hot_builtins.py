@@ -45,6 +45,7 @@ import re
 from collections import Counter
 
 from ..builtins import base_name, compiled_to_opcode
+from ..engine_state import size_bytes
 from ..findings import Evidence, Finding
 from ..subsystems import breakdown, categorise, dso_name, passes_through
 from .context import Context
@@ -53,7 +54,6 @@ ID = "hot-builtins"
 
 # -- ini values (manifest php.ini: ini_get_all(null, false), strings or null) -------------------
 _OFF = {"", "0", "off", "false", "no", "none"}
-_SIZE = re.compile(r"^\s*(-?\d+)\s*([kmg]?)b?\s*$", re.I)
 
 
 def ini_value(ctx: Context, name: str) -> str | None:
@@ -80,11 +80,7 @@ def ini_int(ctx: Context, name: str) -> int | None:
 
 def ini_bytes(ctx: Context, name: str) -> int | None:
     """A size setting ("4096K", "16M", "1G", "4096") in bytes, as PHP parses it."""
-    v = ini_value(ctx, name)
-    m = _SIZE.match(v) if v is not None else None
-    if m is None:
-        return None
-    return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    return size_bytes(ini_value(ctx, name))
 
 
 def php_version(ctx: Context) -> str:
