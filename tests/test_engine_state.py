@@ -3,6 +3,7 @@ stat-storm detectors make of them. Synthetic records shaped as prepend.php write
 capture is tested in test_frameworks.py (WordPress with too few OPcache keys)."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
@@ -96,10 +97,19 @@ def test_opcache_names_the_limit_the_workers_hit():
     mem = [engine(hits=(i * 400, i * 400 + 300), misses=(i * 50, i * 50 + 40), free=0) for i in range(10)]
     ctx = context(requests_with(mem), native_samples=mix(rids, compile=15, vm=85), php=php())
     assert opcache.detect(ctx)[0].remediations[0].content.splitlines() == ["opcache.memory_consumption=256"]
-    # misses with nothing full: files rewritten or excluded; every size doubled on suspicion
-    odd = [engine(hits=(i * 400, i * 400 + 300), misses=(i * 50, i * 50 + 40)) for i in range(10)]
-    [f] = opcache.detect(context(requests_with(odd), native_samples=mix(rids, compile=15, vm=85), php=php()))
-    assert len(f.remediations[0].content.splitlines()) == 3 and "no full cache" in f.summary
+    # misses with nothing full: a file rewritten on every request. No size would help: no patch,
+    # and the file is named (the prepend lists the included files OPcache does not hold)
+    odd = [replace(r, uncached_scripts=["/run/app/cache/settings.php"]) for r in requests_with(
+        [engine(hits=(i * 400, i * 400 + 300), misses=(i * 50, i * 50 + 40)) for i in range(10)])]
+    ctx = context(odd, native_samples=mix(rids, compile=15, vm=85), php=php())
+    ctx.manifest["run_dir"] = "/run"
+    [f] = opcache.detect(ctx)
+    assert f.remediations == [] and "no full cache" in f.summary
+    assert "the scripts left uncached: cache/settings.php (10 of 10 requests)" in f.summary
+    assert f.details["no_patch"].startswith("nothing in OPcache is full, so no setting would cache these scripts")
+    # ... unless a setting excludes files: then that setting is the fix
+    ctx = context(odd, native_samples=mix(rids, compile=15, vm=85), php=php({"opcache.max_file_size": "4096"}))
+    assert opcache.detect(ctx)[0].remediations[0].content == "opcache.max_file_size=0"
 
 
 def test_opcache_counters_find_compiling_that_samples_miss():
@@ -187,3 +197,54 @@ def test_cycle_collector_runs_are_each_requests_own():
     assert "cycle collector: 1.00 runs per request (in 1 of 2), 10,000 values freed per request" in text
     # bundles from before gc_status() was recorded
     assert summarize(requests_with(full_keys(2)), {}).gc is None
+
+
+REWRITE_TOML = """name = "rewrite"
+description = "Writes a PHP cache file on every request, then includes it"
+docroot = "."
+front_controller = "index.php"
+
+[app]
+files = "app"
+
+[[urls]]
+path = "/"
+weight = 1
+
+[sanity]
+url = "/"
+expect = "cached ok"
+"""
+REWRITE_PHP = """<?php
+$data = [];
+for ($i = 0; $i < 200; $i++) { $data["k$i"] = str_repeat('x', $i); }
+$file = __DIR__ . '/cache/settings.php';
+@mkdir(__DIR__ . '/cache');
+file_put_contents($file, '<?php return ' . var_export($data, true) . ';');
+$settings = include $file;
+echo 'cached ok ', count($settings);
+"""
+
+
+def test_a_php_file_rewritten_on_every_request_is_named_and_gets_no_ini_fix(lockdown, tmp_path):
+    """The real stack: an app that writes its cache file on every request and includes it.
+    OPcache cannot keep a file whose timestamp changes, and no size would help: the workers'
+    counters show one miss a request with nothing full, the prepend names the file, and the
+    finding proposes no php.ini change. (Also checks the warmup's wait for files written while
+    served, which this app triggers: it does not hide a file rewritten every time.)"""
+    from conftest import processes_mentioning
+    target = tmp_path / "rewrite"
+    (target / "app").mkdir(parents=True)
+    (target / "target.toml").write_text(REWRITE_TOML)
+    (target / "app" / "index.php").write_text(REWRITE_PHP)
+    out = tmp_path / "out"
+    r = lockdown("run", target, "--no-bench", "--no-probe", "--requests", "20", "-o", out)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "the app wrote 1 file(s) while served (newest cache/settings.php)" in r.stdout
+    o = json.loads((out / "analysis.json").read_text())["engine_state"]["opcache"]
+    assert o["misses_per_request"] == 1.0 and o["requests_with_misses"] == o["requests"] > 5, o
+    assert o["uncached"] == {"cache/settings.php": o["requests"]} and not o["keys_full"], o
+    [f] = [f for f in json.loads((out / "findings.json").read_text())["findings"] if f["id"] == "opcache"]
+    assert f["remediations"] == [] and "cache/settings.php" in f["details"]["no_patch"]
+    assert "no patch proposed: nothing in OPcache is full" in r.stdout
+    assert processes_mentioning(str(out)) == []

@@ -78,7 +78,7 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]],
                                 "sample_count": count}
     php = bundle.manifest.get("php", {})
-    state = engine_state.summarize(requests, php.get("ini"))
+    state = engine_state.summarize(requests, php.get("ini"), engine_state.app_tree(bundle.manifest))
     if state is not None:
         out["engine_state"] = state.to_json()
     xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..bundle.model import RequestRecord
+from ..paths import run_copies
 
 REALPATH_FULL_PCT = 90.0       # of realpath_cache_size in use: full (PHP stops adding entries)
 NEARLY_EMPTY_PCT = 1.0         # free shared memory / interned strings below this %: exhausted
@@ -44,6 +46,9 @@ class OpcacheState:
     blacklist_misses_per_request: float
     jit_buffer_size: int | None = None
     jit_buffer_free: int | None = None
+    # included files OPcache did not hold after a request that missed -> in how many timed
+    # requests (at most UNCACHED_SHOWN, most frequent first); paths relative to the app tree
+    uncached: dict[str, int] = field(default_factory=dict)
 
     @property
     def keys_full(self) -> bool:
@@ -133,9 +138,13 @@ def size_bytes(value: str | None) -> int | None:
     return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
 
 
-def summarize(requests: list[RequestRecord], ini: dict | None) -> EngineState | None:
+UNCACHED_SHOWN = 10
+
+
+def summarize(requests: list[RequestRecord], ini: dict | None, app_root: str | None = None) -> EngineState | None:
     """The engine state of the timed requests, in capture order; None when none has one
-    (a bundle written before lockdown recorded it)."""
+    (a bundle written before lockdown recorded it). `app_root`: the served app tree, which
+    script paths are shown relative to."""
     timed = sorted((r for r in requests if not r.instrumented and r.engine), key=lambda r: (r.seq is None, r.seq or 0))
     if not timed:
         return None
@@ -148,6 +157,7 @@ def summarize(requests: list[RequestRecord], ini: dict | None) -> EngineState | 
     state = EngineState(requests=len(timed), realpath=realpath, gc=state_gc)
     if with_opcache:
         state.opcache = _opcache(with_opcache)
+        state.opcache.uncached = uncached_scripts(with_opcache, app_root)
         if state.opcache.requests < len(with_opcache):
             state.notes.append(f"{len(with_opcache) - state.opcache.requests} request(s) left out of the lookup "
                                "counts: OPcache restarted during them, or they lack the start counters")
@@ -203,3 +213,21 @@ def _gc(timed: list[RequestRecord]) -> GcState | None:
                    collected_per_request=sum(freed) / len(freed), requests_with_runs=sum(1 for n in runs if n),
                    threshold=timed[-1].engine.get("gc_threshold", 0),
                    roots_max=max(r.engine.get("gc_roots", 0) for r in timed))
+
+
+def uncached_scripts(timed: list[RequestRecord], app_root: str | None) -> dict[str, int]:
+    """Script -> timed requests that left it uncached (the prepend lists them after a miss)."""
+    counts: dict[str, int] = {}
+    prefix = app_root.rstrip("/") + "/" if app_root else None
+    for r in timed:
+        for path in set(r.uncached_scripts or ()):
+            shown = path[len(prefix):] if prefix and path.startswith(prefix) else path
+            counts[shown] = counts.get(shown, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:UNCACHED_SHOWN]
+    return dict(top)
+
+
+def app_tree(manifest: dict) -> str | None:
+    """The app tree the capture served (RUN/app, paths.run_copies), from the manifest."""
+    run_dir = manifest.get("run_dir")
+    return str(run_copies(Path(run_dir))[0]) if run_dir else None

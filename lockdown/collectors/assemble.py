@@ -35,7 +35,8 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
             instrumented=bool(d.get("xhprof")), seq=s.seq, url=s.url,
             client_start_ns=s.client_start_ns, client_end_ns=s.client_end_ns,
             client_status=s.status, db_threads=d.get("db_threads"), capture_us=d.get("capture_us"),
-            capture_blocking_us=d.get("capture_blocking_us"), engine=_engine(d.get("engine"))))
+            capture_blocking_us=d.get("capture_blocking_us"), engine=_engine(d.get("engine")),
+            uncached_scripts=_strings(d.get("uncached_scripts"))))
     records.sort(key=lambda r: r.seq)
     writer.write_jsonl("requests.jsonl", records)
     lost = [s.id for s in sent if s.id not in seen]
@@ -44,6 +45,11 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
                      "lost_ids": lost[:20], "client_errors": len(failed),
                      "instrumented": sum(r.instrumented for r in records),
                      "status_counts": dict(Counter(str(r.status) for r in records))}
+
+
+def _strings(raw) -> list | None:
+    """A list of strings as the prepend writes it, else None."""
+    return raw if isinstance(raw, list) and all(type(v) is str for v in raw) else None
 
 
 def _engine(raw) -> dict | None:

@@ -103,6 +103,9 @@ def engine_lines(e: dict | None) -> list[str]:
                 f"{numbers.size(o['used_memory'])} used, {numbers.size(o['free_memory'])} free, "
                 f"{numbers.size(o['wasted_memory'])} wasted{_full(o['memory_full'])}; interned strings "
                 f"{numbers.size(o['interned_used'])} of {numbers.size(o['interned_size'])}{_full(o['interned_full'])}"]
+        if o.get("uncached"):
+            out.append("    not cached after a miss (timed requests): "
+                       + ", ".join(f"{path} {n}" for path, n in list(o["uncached"].items())[:5]))
     g = e.get("gc")
     if g:
         out.append(f"  cycle collector: {g['runs_per_request']:.2f} runs per request (in {g['requests_with_runs']} of "

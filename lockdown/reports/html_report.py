@@ -309,6 +309,7 @@ def _engine(a: dict) -> dict | None:
         opcache["restarts"] = ", ".join(f"{k} {numbers.count(v)}" for k, v in
                                         sorted((opcache["restarts"] or {}).items())) or "none"
         opcache["misses_by_url"] = sorted((opcache["misses_by_url"] or {}).items(), key=lambda kv: -kv[1])
+        opcache["uncached"] = list((o.get("uncached") or {}).items())
     return {"requests": e.get("requests"), "opcache": opcache,
             "gc": _pick(e["gc"], "requests runs_per_request collected_per_request requests_with_runs threshold roots_max")
             if isinstance(e.get("gc"), dict) else None,

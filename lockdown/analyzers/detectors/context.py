@@ -16,7 +16,7 @@ from functools import cached_property
 from ...bundle.model import PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
 from ..builtins import entries, function_totals
-from ..engine_state import EngineState, summarize
+from ..engine_state import EngineState, app_tree, summarize
 from ..query_digest import by_request
 from ..round_trip import RoundTrip, measure
 from ..sql_caller import caller_of
@@ -176,7 +176,7 @@ class Context:
     def engine_state(self) -> EngineState | None:
         """OPcache and the realpath cache as the timed requests left them (engine_state.py);
         None for bundles that did not record them."""
-        return summarize(self.requests, self.ini)
+        return summarize(self.requests, self.ini, app_tree(self.manifest))
 
     @cached_property
     def internal_functions(self) -> set[str]:

@@ -39,8 +39,11 @@ None without native samples.
 Remediation (`ini`): `opcache.enable=1` (case 2), `zend_extension=opcache.so` too (case 1),
 and larger `opcache.memory_consumption` / `opcache.interned_strings_buffer` /
 `opcache.max_accelerated_files` when below the thresholds (cases 1-2); in case 3 only the limits
-the counters show full, doubled (all three, doubled, when no counters name one: a bundle from
-before they were recorded, or misses with nothing full -- files rewritten or excluded).
+the counters show full, doubled (all three, doubled, in a bundle from before the counters were
+recorded). Misses with nothing full are files rewritten during requests (named: the prepend
+lists the included files OPcache does not hold after a request that missed) or excluded: only
+`opcache.max_file_size=0` / an empty blacklist are proposed when they are set, else no patch
+(`no_patch`: the fix is the application's).
 
 Not flagged: `opcache.validate_timestamps=1` with `opcache.revalidate_freq=0` (a stat per
 include, not a compile: owned by stat-storm); `opcache.enable_cli` (lockdown serves through
@@ -152,8 +155,16 @@ def detect(ctx: Context) -> list:
         larger = {"memory": f"opcache.memory_consumption={max(256, 2 * (mem or 128))}",
                   "interned": f"opcache.interned_strings_buffer={max(16, 2 * (strings or 8))}",
                   "keys": f"opcache.max_accelerated_files={max(20000, 2 * (files or 10000))}"}
-        confirmed = full_caches(state) if state is not None else []
-        lines += [larger[c] for c in confirmed] or list(larger.values())
+        if state is None:
+            lines += list(larger.values())          # nothing to tell the limits apart: all, on suspicion
+        elif full_caches(state):
+            lines += [larger[c] for c in full_caches(state)]
+        else:
+            # nothing full: a bigger cache changes nothing; only settings that exclude files do
+            if (ini_int(ctx, "opcache.max_file_size") or 0) > 0:
+                lines.append("opcache.max_file_size=0")
+            if (ini_value(ctx, "opcache.blacklist_filename") or "").strip():
+                lines.append("opcache.blacklist_filename=")
     if case == "compiling" and not (cpu is not None and cpu >= min_share):
         # compiling by the workers' own counters, too little of it (or no perf) to measure well
         severity = "low" if cpu is not None else "medium"
@@ -201,12 +212,13 @@ def detect(ctx: Context) -> list:
                       + (f" (restarts during the capture: {', '.join(f'{k} {v}' for k, v in sorted(state.restarts.items()))})"
                          if state.restarts else "")
                       + ": the usual remaining causes are files excluded (opcache.max_file_size, a blacklist) "
-                      "or files rewritten during requests (their timestamps change).")
+                      "or files rewritten during requests (their timestamps change)"
+                      + (f"; the scripts left uncached: {uncached_text(state)}" if state.uncached else "") + ".")
                    + (f" Settings below the usual minimum: {', '.join(suspects)}." if suspects else ""))
         checked = ("compiling seen in the workers' own OPcache counters (opcache_get_status() at each timed "
                    "request's start and end)"
                    + (f"; the cause confirmed by the same counters ({', '.join(full_caches(state))} full)"
-                      if causes else "; no full cache, so every size is doubled on suspicion")
+                      if causes else "; no full cache: only the settings that exclude files are changed")
                    + "; the new sizes were not tried (lockdown verify measures them)")
     elif case == "compiling":
         title = "PHP files are compiled on requests although OPcache is on"
@@ -232,13 +244,19 @@ def detect(ctx: Context) -> list:
     content = "\n".join(lines)
     steps = ([f"phpenmod -v {version} -s fpm opcache   # Debian/Ubuntu, instead of the zend_extension line"]
              if case == "not-loaded" else []) + [f"systemctl restart php{version}-fpm"]
+    no_patch = None
+    if not lines:
+        no_patch = ("nothing in OPcache is full, so no setting would cache these scripts: they are rewritten "
+                    "during requests (their timestamps change)"
+                    + (f", as {uncached_text(state, 3)} were" if state.uncached else "")
+                    + "; the fix is in the application (write such a file only when its content changes)")
     return [Finding(
         id=ID, title=title, severity=severity, share_pct=share, summary=summary, evidence=evidence,
         remediations=[Remediation(
             kind="ini", content=content, checked=checked, steps=steps,
             description=("php.ini (or the FPM conf.d) lines; restart php-fpm so the shared memory is sized again. "
                          "opcache.max_accelerated_files is rounded up by PHP to the next prime of its table "
-                         "(20000 -> 32531)."))],
+                         "(20000 -> 32531)."))] if lines else [],
         urls=sorted(ctx.by_url), requests=example_requests(ctx, is_file),
         details={"case": case, "settings": settings, "compile_share_pct": None if cpu is None else round(cpu, 2),
                  "eval_share_pct": None if eval_cpu is None else round(eval_cpu, 2),
@@ -246,7 +264,8 @@ def detect(ctx: Context) -> list:
                  "compile_share_by_url": share_by_url(ctx, is_file) if ctx.native else {},
                  "file_cache_only": file_only, "suspects": suspects,
                  "misses_per_request": None if misses is None else round(misses, 2),
-                 "full": full_caches(state) if state is not None else None})]
+                 "full": full_caches(state) if state is not None else None,
+                 **({"no_patch": no_patch} if no_patch else {})})]
 
 
 CAUSES = {"keys": "every key is taken (opcache.max_accelerated_files): scripts beyond them are never cached",
@@ -276,9 +295,20 @@ def state_evidence(state: OpcacheState, requests: int) -> list[Evidence]:
             Evidence("interned strings used of the buffer",
                      f"{mb(state.interned_used)} of {mb(state.interned_size)}" + (", full" if state.interned_full else ""),
                      src)]
+    if state.uncached:
+        rows.append(Evidence("scripts OPcache did not hold after a request that missed (in how many requests)",
+                             uncached_text(state), "get_included_files() and opcache_is_script_cached() in the "
+                             "workers, after each timed request that missed"))
     if state.restarts:
         rows.append(Evidence("OPcache restarts during the capture",
                              ", ".join(f"{k} {v}" for k, v in sorted(state.restarts.items())), src))
     if state.blacklist_misses_per_request:
         rows.append(Evidence("blacklisted scripts compiled per request", f"{state.blacklist_misses_per_request:.1f}", src))
     return rows
+
+
+def uncached_text(state: OpcacheState, shown: int = 5) -> str:
+    """The most often uncached scripts: "cache/tpl.php (40 of 40 requests), ..."."""
+    items = list(state.uncached.items())
+    text = ", ".join(f"{path} ({n} of {state.requests} requests)" for path, n in items[:shown])
+    return text + (f" and {len(items) - shown} more" if len(items) > shown else "")

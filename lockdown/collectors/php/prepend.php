@@ -21,6 +21,7 @@ final class Capture
     private static $xhprof = false;
     private static $marker;
     private static $engineStart;
+    private const UNCACHED_MAX = 50;
 
     public static function begin(): void
     {
@@ -109,6 +110,10 @@ final class Capture
                 $record += self::dbThreads($cfg['db']);
             }
             $record['engine'] = self::engineState();
+            $e = $record['engine'];
+            if (($e['opcache_misses'] ?? 0) > ($e['opcache_misses_at_start'] ?? \PHP_INT_MAX)) {
+                $record['uncached_scripts'] = self::uncachedScripts();
+            }
             $record['capture_blocking_us'] = \intdiv(\hrtime(true) - $endNs, 1000);
             if (\function_exists('fastcgi_finish_request')) {
                 @\fastcgi_finish_request();
@@ -160,6 +165,28 @@ final class Capture
                 'blacklist' => (int) ($st['blacklist_misses'] ?? 0),
                 'restarts' => (int) ($st['oom_restarts'] ?? 0) + (int) ($st['hash_restarts'] ?? 0)
                     + (int) ($st['manual_restarts'] ?? 0)];
+    }
+
+    /**
+     * The files this request included that OPcache does not hold, when it missed during the
+     * request (never otherwise: a hash lookup per included file). Names what the counters
+     * only count: the file rewritten on every request, or the scripts beyond the last key.
+     */
+    private static function uncachedScripts(): array
+    {
+        if (!\function_exists('opcache_is_script_cached')) {
+            return [];
+        }
+        $out = [];
+        foreach (\get_included_files() as $file) {
+            if (!@\opcache_is_script_cached($file)) {
+                $out[] = $file;
+                if (\count($out) >= self::UNCACHED_MAX) {
+                    break;
+                }
+            }
+        }
+        return $out;
     }
 
     /**
