@@ -383,6 +383,18 @@ def test_stat_storm_small_realpath_cache_and_many_stat_calls():
     assert stat_storm.detect(ctx)[0].remediations[0].content.splitlines() == ["realpath_cache_size=4096K"]
 
 
+def test_calls_from_top_level_code_count():
+    """tideways records a call made by a file's top-level code without a caller (key
+    "file_exists", not "main()==>file_exists"): such calls are main()'s, and count."""
+    prof = {"main()": {"ct": 1, "wt": 100_000}, "file_exists": {"ct": 1200, "wt": 6_000},
+            "realpath": {"ct": 100, "wt": 500}, "main()==>render": {"ct": 1, "wt": 90_000}}
+    ctx = context([xh_request("r000001")], xhprof={"r000001": prof}, php=php({"realpath_cache_size": "16K"}))
+    assert ctx.xhprof_edges["r000001"] == {("main()", "file_exists"): {"ct": 1200, "wt": 6_000},
+                                           ("main()", "realpath"): {"ct": 100, "wt": 500},
+                                           ("main()", "render"): {"ct": 1, "wt": 90_000}}
+    assert stat_storm.request_counts(ctx, "r000001")["stat_calls"] == 1300
+
+
 def test_stat_storm_needs_a_configuration_problem():
     ctx = context([xh_request("r000001")], xhprof={"r000001": stat_profile(file_exists=5000)}, php=php())
     assert stat_storm.detect(ctx) == []

@@ -24,6 +24,9 @@ from ..symbolize import jit_name, symbolize, tables_for
 
 
 
+ROOT = "main()"      # xhprof's name for code outside any function
+
+
 @dataclass
 class Context:
     requests: list[RequestRecord]
@@ -98,15 +101,19 @@ class Context:
     @cached_property
     def xhprof_edges(self) -> dict[str, dict[tuple[str, str], dict]]:
         """Request id -> (caller, callee) -> {ct, wt}, recursion markers removed (and
-        tideways' doubled internal self-calls, as in `builtins.entries`)."""
+        tideways' doubled internal self-calls, as in `builtins.entries`). A call made by a
+        file's top-level code has no caller in tideways' array (WordPress: 90 keys such
+        as `define` or `do_action` from wp-settings.php); its caller is `main()`, xhprof's name
+        for that code, so that such calls count like any other."""
         out = {}
         for rid, p in self.xhprof_profiles.items():
             edges: dict[tuple[str, str], dict] = {}
             for parent, child, v in entries(p, self.is_internal):
-                if parent is not None:
-                    e = edges.setdefault((parent, child), {"ct": 0, "wt": 0})
-                    e["ct"] += v.get("ct", 0)
-                    e["wt"] += v.get("wt", 0)
+                if child == ROOT:
+                    continue                # the root's own entry, not a call
+                e = edges.setdefault((parent or ROOT, child), {"ct": 0, "wt": 0})
+                e["ct"] += v.get("ct", 0)
+                e["wt"] += v.get("wt", 0)
             out[rid] = edges
         return out
 
