@@ -49,6 +49,14 @@ class OpcacheState:
     # included files OPcache did not hold after a request that missed -> in how many timed
     # requests (at most UNCACHED_SHOWN, most frequent first); paths relative to the app tree
     uncached: dict[str, int] = field(default_factory=dict)
+    # of those, the ones modified within opcache.file_update_protection before the request:
+    # OPcache will not cache them (rewritten on every request)
+    uncached_young: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def uncached_old(self) -> list[str]:
+        """Uncached scripts that were not new: they did not fit, or are excluded."""
+        return [path for path in self.uncached if path not in self.uncached_young]
 
     @property
     def keys_full(self) -> bool:
@@ -158,6 +166,7 @@ def summarize(requests: list[RequestRecord], ini: dict | None, app_root: str | N
     if with_opcache:
         state.opcache = _opcache(with_opcache)
         state.opcache.uncached = uncached_scripts(with_opcache, app_root)
+        state.opcache.uncached_young = uncached_scripts(with_opcache, app_root, young=True)
         if state.opcache.requests < len(with_opcache):
             state.notes.append(f"{len(with_opcache) - state.opcache.requests} request(s) left out of the lookup "
                                "counts: OPcache restarted during them, or they lack the start counters")
@@ -215,12 +224,13 @@ def _gc(timed: list[RequestRecord]) -> GcState | None:
                    roots_max=max(r.engine.get("gc_roots", 0) for r in timed))
 
 
-def uncached_scripts(timed: list[RequestRecord], app_root: str | None) -> dict[str, int]:
-    """Script -> timed requests that left it uncached (the prepend lists them after a miss)."""
+def uncached_scripts(timed: list[RequestRecord], app_root: str | None, young: bool = False) -> dict[str, int]:
+    """Script -> timed requests that left it uncached (the prepend lists them after a miss);
+    `young`: only those modified within opcache.file_update_protection before the request."""
     counts: dict[str, int] = {}
     prefix = app_root.rstrip("/") + "/" if app_root else None
     for r in timed:
-        for path in set(r.uncached_scripts or ()):
+        for path in set((r.uncached_young if young else r.uncached_scripts) or ()):
             shown = path[len(prefix):] if prefix and path.startswith(prefix) else path
             counts[shown] = counts.get(shown, 0) + 1
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:UNCACHED_SHOWN]

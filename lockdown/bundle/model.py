@@ -162,6 +162,7 @@ class RequestRecord(_Record):
     capture_blocking_us: int | None = None  # the part of it before the response was released
     engine: dict[str, int] | None = None    # the engine's caches as the request left them (prepend.php)
     uncached_scripts: list[str] | None = None   # included files OPcache did not hold, when it missed
+    uncached_young: list[str] | None = None     # of those, modified within file_update_protection
 
     def problem(self) -> str | None:
         if not 0 <= self.start_unix < LAST_UNIX:          # exports format it as a date

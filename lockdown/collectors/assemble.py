@@ -36,7 +36,7 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
             client_start_ns=s.client_start_ns, client_end_ns=s.client_end_ns,
             client_status=s.status, db_threads=d.get("db_threads"), capture_us=d.get("capture_us"),
             capture_blocking_us=d.get("capture_blocking_us"), engine=_engine(d.get("engine")),
-            uncached_scripts=_strings(d.get("uncached_scripts"))))
+            uncached_scripts=_strings(d.get("uncached_scripts")), uncached_young=_strings(d.get("uncached_young"))))
     records.sort(key=lambda r: r.seq)
     writer.write_jsonl("requests.jsonl", records)
     lost = [s.id for s in sent if s.id not in seen]

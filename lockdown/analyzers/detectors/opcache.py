@@ -17,10 +17,13 @@ Signature, three cases (the manifest's php facts; native samples for the cost):
    opcache_get_status() at each timed request's start and end) show at least
    `min_misses_per_request` scripts compiled per timed request. Settings below
    `min_memory_consumption_mb`, `min_interned_strings_buffer_mb`, `min_max_accelerated_files`,
-   a non-zero `opcache.max_file_size` or a blacklist are named as suspects. The counters also
-   name the cause: every key taken, shared memory or the interned strings buffer full (or an
-   out-of-memory restart during the capture). When the workers report OPcache disabled although
-   the configuration enables it (a pool's php_admin_value), that is case 2.
+   a non-zero `opcache.max_file_size` or a blacklist are named as suspects. The counters and
+   the scripts the workers did not hold after a miss name the cause (`miss_causes`): every key
+   taken; shared memory full (or an out-of-memory restart, or old scripts left out with keys to
+   spare: no free block large enough); scripts rewritten on every request (changed within
+   opcache.file_update_protection). A full interned strings buffer is shown, not a cause. When
+   the workers report OPcache disabled although the configuration enables it (a pool's
+   php_admin_value), that is case 2.
 "In the compiler" means a compiler frame anywhere on the sample's stack (compile_file,
 zendparse, lex_scan, zend_compile_*, the optimizer), not only the leaf: the compiler's own
 allocations and hash inserts count too (the `compile` subsystem of subsystems.toml, which
@@ -31,8 +34,9 @@ eval, so they are not this finding (they are in the details).
 Severity: cases 1-2: high when the compiling share of request time is >= 10%, else medium;
 low when the compiling share of on-CPU samples is below `min_compile_share_pct` (an app too
 small for it to matter); medium without native samples to measure. Case 3: high >= 10%,
-medium >= 3%, else low (share of request time); found by the counters alone: low when the
-samples put it under `min_compile_share_pct`, medium without native samples. share_pct: the compiling share of on-CPU
+medium >= 3%, else low (share of request time); found by the counters alone: low when at
+least 10 x `min_compile_samples` samples put it under `min_compile_share_pct`, else medium with
+no share (too few samples to measure: 2 compile samples of 10 are not 20%). share_pct: the compiling share of on-CPU
 samples x the CPU/wall ratio of the timed requests (what the cache would remove, at most),
 None without native samples.
 
@@ -121,6 +125,7 @@ def detect(ctx: Context) -> list:
              "opcache.blacklist_filename", "opcache.file_update_protection", "opcache.validate_timestamps",
              "opcache.revalidate_freq")
     settings = {k: ini_value(ctx, k) for k in names if ini_value(ctx, k) is not None}
+    sampled = False
     if enabled:
         sampled = cpu is not None and cpu >= min_share and cpu * len(ctx.native) / 100 >= min_samples
         if not sampled and (misses is None or misses < min_misses):
@@ -155,19 +160,25 @@ def detect(ctx: Context) -> list:
         larger = {"memory": f"opcache.memory_consumption={max(256, 2 * (mem or 128))}",
                   "interned": f"opcache.interned_strings_buffer={max(16, 2 * (strings or 8))}",
                   "keys": f"opcache.max_accelerated_files={max(20000, 2 * (files or 10000))}"}
-        if state is None:
+        excluding = []
+        if (ini_int(ctx, "opcache.max_file_size") or 0) > 0:
+            excluding.append("opcache.max_file_size=0")
+        if (ini_value(ctx, "opcache.blacklist_filename") or "").strip():
+            excluding.append("opcache.blacklist_filename=")
+        causes = miss_causes(state, bool(excluding)) if state is not None else None
+        if not causes and not (state is not None and state.uncached):
             lines += list(larger.values())          # nothing to tell the limits apart: all, on suspicion
-        elif full_caches(state):
-            lines += [larger[c] for c in full_caches(state)]
         else:
-            # nothing full: a bigger cache changes nothing; only settings that exclude files do
-            if (ini_int(ctx, "opcache.max_file_size") or 0) > 0:
-                lines.append("opcache.max_file_size=0")
-            if (ini_value(ctx, "opcache.blacklist_filename") or "").strip():
-                lines.append("opcache.blacklist_filename=")
-    if case == "compiling" and not (cpu is not None and cpu >= min_share):
-        # compiling by the workers' own counters, too little of it (or no perf) to measure well
-        severity = "low" if cpu is not None else "medium"
+            lines += [larger[c] for c in causes if c in larger]
+            if state.uncached_old and not {"keys", "memory"} & set(causes):
+                lines += excluding                  # old scripts left out, nothing full: excluded
+    if case == "compiling" and not sampled:
+        # compiling by the workers' own counters: measured small (low), or too few samples to
+        # measure at all (medium, no share: 2 compile samples of 10 are not 20% of anything)
+        measured_small = cpu is not None and cpu < min_share and len(ctx.native) >= 10 * min_samples
+        severity = "low" if measured_small else "medium"
+        if not measured_small:
+            share = None
     elif case == "compiling":
         severity = severity_for(share, high=10, medium=3)
     elif cpu is None:
@@ -177,6 +188,8 @@ def detect(ctx: Context) -> list:
     else:
         severity = severity_for(share, high=10, medium=3)
         severity = "medium" if severity == "low" else severity
+    no_samples = ("perf caught no sample of the timed requests" if "perf" in (ctx.manifest.get("capture") or {}).get("collect", ())
+                  else "the bundle has no native samples")
     evidence = [Evidence("OPcache", {"not-loaded": "not loaded", "disabled": "loaded, opcache.enable off",
                                      "compiling": "loaded and enabled"}[case],
                          "manifest php.zend_extensions and php.ini")]
@@ -191,34 +204,33 @@ def detect(ctx: Context) -> list:
             evidence.append(Evidence("on-CPU samples compiling eval()'d code (not cacheable; not counted)",
                                      f"{eval_cpu:.2f}%", "perf samples"))
     else:
-        evidence.append(Evidence("compile cost", "not measured", "the bundle has no native samples"))
+        evidence.append(Evidence("compile cost", "not measured", no_samples))
     if state is not None and case == "compiling":
         evidence += state_evidence(state, ctx.engine_state.requests)
     for s in suspects:
         evidence.append(Evidence("possible cause", s, "manifest php.ini"))
     version = php_version(ctx)
     cost = (f"{cpu:.1f}% of the on-CPU samples of the timed requests were compiling PHP files"
-            if cpu is not None else "the bundle has no native samples to measure the compile cost")
+            if cpu is not None else f"{no_samples} to measure the compile cost")
     if case == "compiling" and state is not None:
         title = "PHP files are compiled on requests although OPcache is on"
-        causes = [CAUSES[c] for c in full_caches(state)]
+        named = [cause_text(c, state) for c in causes or ()]
         counted = (f"the workers' OPcache missed {state.misses_per_request:.1f} of the "
                    f"{state.lookups_per_request:.1f} script lookups (include/require) of each timed request")
         summary = (f"OPcache is enabled, yet {counted}"
                    + (f", and {cost}" if cpu is not None else "") + ": those scripts were compiled again. "
-                   + (f"The cause, by opcache_get_status() in the workers: {'; '.join(causes)}."
-                      if causes else
+                   + (f"The cause, by the workers' counters and the scripts they did not hold: {'; '.join(named)}."
+                      if named else
                       "The workers' counters show no full cache"
                       + (f" (restarts during the capture: {', '.join(f'{k} {v}' for k, v in sorted(state.restarts.items()))})"
                          if state.restarts else "")
-                      + ": the usual remaining causes are files excluded (opcache.max_file_size, a blacklist) "
-                      "or files rewritten during requests (their timestamps change)"
+                      + ": the scripts are excluded from caching (opcache.max_file_size, a blacklist)"
                       + (f"; the scripts left uncached: {uncached_text(state)}" if state.uncached else "") + ".")
                    + (f" Settings below the usual minimum: {', '.join(suspects)}." if suspects else ""))
         checked = ("compiling seen in the workers' own OPcache counters (opcache_get_status() at each timed "
                    "request's start and end)"
-                   + (f"; the cause confirmed by the same counters ({', '.join(full_caches(state))} full)"
-                      if causes else "; no full cache: only the settings that exclude files are changed")
+                   + (f"; the cause from the same counters: {', '.join(causes)}" if causes
+                      else "; no full cache: only the settings that exclude files are changed")
                    + "; the new sizes were not tried (lockdown verify measures them)")
     elif case == "compiling":
         title = "PHP files are compiled on requests although OPcache is on"
@@ -246,17 +258,19 @@ def detect(ctx: Context) -> list:
              if case == "not-loaded" else []) + [f"systemctl restart php{version}-fpm"]
     no_patch = None
     if not lines:
-        no_patch = ("nothing in OPcache is full, so no setting would cache these scripts: they are rewritten "
-                    "during requests (their timestamps change)"
-                    + (f", as {uncached_text(state, 3)} were" if state.uncached else "")
-                    + "; the fix is in the application (write such a file only when its content changes)")
+        no_patch = ("no setting would cache these scripts: OPcache does not cache a file modified less than "
+                    "opcache.file_update_protection seconds before the request, and "
+                    + (uncached_text(state, 3, young=True) if state.uncached_young else "these")
+                    + " are rewritten on every request; the fix is in the application (write such a file only "
+                    "when its content changes)")
     return [Finding(
         id=ID, title=title, severity=severity, share_pct=share, summary=summary, evidence=evidence,
         remediations=[Remediation(
             kind="ini", content=content, checked=checked, steps=steps,
-            description=("php.ini (or the FPM conf.d) lines; restart php-fpm so the shared memory is sized again. "
-                         "opcache.max_accelerated_files is rounded up by PHP to the next prime of its table "
-                         "(20000 -> 32531)."))] if lines else [],
+            description=("php.ini (or the FPM conf.d) lines; restart php-fpm so the shared memory is sized again."
+                         + (" opcache.max_accelerated_files is rounded up by PHP to the next prime of its table "
+                            "(20000 -> 32531)." if "opcache.max_accelerated_files=" in content else "")))]
+        if lines else [],
         urls=sorted(ctx.by_url), requests=example_requests(ctx, is_file),
         details={"case": case, "settings": settings, "compile_share_pct": None if cpu is None else round(cpu, 2),
                  "eval_share_pct": None if eval_cpu is None else round(eval_cpu, 2),
@@ -265,18 +279,45 @@ def detect(ctx: Context) -> list:
                  "file_cache_only": file_only, "suspects": suspects,
                  "misses_per_request": None if misses is None else round(misses, 2),
                  "full": full_caches(state) if state is not None else None,
+                 "causes": causes if case == "compiling" else None,
                  **({"no_patch": no_patch} if no_patch else {})})]
-
-
-CAUSES = {"keys": "every key is taken (opcache.max_accelerated_files): scripts beyond them are never cached",
-          "memory": "the shared memory is full or ran out (opcache.memory_consumption)",
-          "interned": "the interned strings buffer is full (opcache.interned_strings_buffer)"}
 
 
 def full_caches(state: OpcacheState) -> list[str]:
     """Which of OPcache's limits the workers hit: "memory", "interned", "keys"."""
     return [name for name, full in (("memory", state.memory_full), ("interned", state.interned_full),
                                     ("keys", state.keys_full)) if full]
+
+
+def miss_causes(state: OpcacheState, excluding: bool) -> list[str]:
+    """Why the workers' OPcache missed, from its counters and the scripts it did not hold after
+    a miss: "keys" (every key taken), "memory" (shared memory full, an out-of-memory restart,
+    or scripts that are not new left uncached with keys to spare and nothing excluding them: no
+    free block was large enough -- PHP calls the cache full only below 64 KB free), "rewritten"
+    (scripts modified within opcache.file_update_protection before the request, which OPcache
+    does not cache). A full interned strings buffer is no cause of misses: PHP then keeps a
+    script's strings with the script."""
+    out = []
+    if state.keys_full:
+        out.append("keys")
+    if state.memory_full or (state.uncached_old and not state.keys_full and not excluding):
+        out.append("memory")
+    if state.uncached_young:
+        out.append("rewritten")
+    return out
+
+
+def cause_text(cause: str, state: OpcacheState) -> str:
+    if cause == "keys":
+        return "every key is taken (opcache.max_accelerated_files): scripts beyond them are never cached"
+    if cause == "memory" and state.memory_full:
+        return "the shared memory is full or ran out (opcache.memory_consumption)"
+    if cause == "memory":
+        return (f"scripts that are not new stay uncached with keys to spare ({uncached_text(state, 3, old=True)}): "
+                f"the shared memory has no free block large enough for them ({state.free_memory / (1 << 20):.1f} MB "
+                "free in all; opcache.memory_consumption)")
+    return (f"{uncached_text(state, 3, young=True)} changed less than opcache.file_update_protection seconds before "
+            "the request, which OPcache does not cache: rewritten on every request")
 
 
 def state_evidence(state: OpcacheState, requests: int) -> list[Evidence]:
@@ -307,8 +348,10 @@ def state_evidence(state: OpcacheState, requests: int) -> list[Evidence]:
     return rows
 
 
-def uncached_text(state: OpcacheState, shown: int = 5) -> str:
-    """The most often uncached scripts: "cache/tpl.php (40 of 40 requests), ..."."""
-    items = list(state.uncached.items())
+def uncached_text(state: OpcacheState, shown: int = 5, young: bool = False, old: bool = False) -> str:
+    """The most often uncached scripts: "cache/tpl.php (40 of 40 requests), ..."; `young`: only
+    those modified within the protection before the request, `old`: only the others."""
+    items = [(p, n) for p, n in state.uncached.items()
+             if (not young or p in state.uncached_young) and (not old or p not in state.uncached_young)]
     text = ", ".join(f"{path} ({n} of {state.requests} requests)" for path, n in items[:shown])
     return text + (f" and {len(items) - shown} more" if len(items) > shown else "")

@@ -112,7 +112,7 @@ final class Capture
             $record['engine'] = self::engineState();
             $e = $record['engine'];
             if (($e['opcache_misses'] ?? 0) > ($e['opcache_misses_at_start'] ?? \PHP_INT_MAX)) {
-                $record['uncached_scripts'] = self::uncachedScripts();
+                [$record['uncached_scripts'], $record['uncached_young']] = self::uncachedScripts();
             }
             $record['capture_blocking_us'] = \intdiv(\hrtime(true) - $endNs, 1000);
             if (\function_exists('fastcgi_finish_request')) {
@@ -169,24 +169,32 @@ final class Capture
 
     /**
      * The files this request included that OPcache does not hold, when it missed during the
-     * request (never otherwise: a hash lookup per included file). Names what the counters
-     * only count: the file rewritten on every request, or the scripts beyond the last key.
+     * request (never otherwise: a hash lookup per included file), and those of them modified
+     * less than opcache.file_update_protection seconds before the request, which OPcache
+     * refuses to cache (a file rewritten on every request). Names what the counters only
+     * count; a file that is old and still not held did not fit (keys, memory) or is excluded.
      */
     private static function uncachedScripts(): array
     {
         if (!\function_exists('opcache_is_script_cached')) {
-            return [];
+            return [[], []];
         }
-        $out = [];
+        $since = (int) ($_SERVER['REQUEST_TIME'] ?? self::$startUnix) - (int) \ini_get('opcache.file_update_protection');
+        $all = [];
+        $young = [];
         foreach (\get_included_files() as $file) {
             if (!@\opcache_is_script_cached($file)) {
-                $out[] = $file;
-                if (\count($out) >= self::UNCACHED_MAX) {
+                $all[] = $file;
+                $mtime = @\filemtime($file);
+                if ($mtime !== false && $mtime > $since) {
+                    $young[] = $file;
+                }
+                if (\count($all) >= self::UNCACHED_MAX) {
                     break;
                 }
             }
         }
-        return $out;
+        return [$all, $young];
     }
 
     /**
