@@ -156,7 +156,7 @@ def with_realpath(reqs, used):
 
 def test_stat_storm_uses_the_workers_realpath_fill():
     reqs = [xh_request("r000001"), xh_request("r000002", "/b")]
-    xh = {"r000001": stat_profile(), "r000002": stat_profile(file_exists=500)}
+    xh = {"r000001": stat_profile(realpath=250), "r000002": stat_profile(file_exists=500, realpath=300)}
     # a timed request whose worker filled the 16K cache: flagged, and said so
     full = reqs + with_realpath([request("r000003")], 16_300)
     [f] = stat_storm.detect(context(full, xhprof=xh, php=php({"realpath_cache_size": "16K"})))

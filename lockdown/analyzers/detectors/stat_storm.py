@@ -22,16 +22,21 @@ it, `engine_state.py`):
   the workers' caches never filled it (then it costs nothing: not flagged) -- or any size the
   workers filled (>= 90%: PHP adds no entry to a full cache; the fix doubles it), and/or
 - OPcache enabled with `opcache.validate_timestamps=1` and `opcache.revalidate_freq=0`.
-Cost (either):
-- calls: at least `min_stat_calls_per_request` stat-family builtins in one profiled request
-  (xhprof: file_exists, is_file, is_dir, is_link, is_readable, is_writable/is_writeable,
+Cost (either), of the work these settings act on:
+- calls: at least `min_stat_calls_per_request` realpath() calls in one profiled request (each
+  goes through the realpath cache), or, with `open_basedir` set, stat-family builtins
+  (file_exists, is_file, is_dir, is_link, is_readable, is_writable/is_writeable,
   is_executable, file*time, filesize, fileperms, fileinode, fileowner, filegroup, filetype,
-  stat, lstat, realpath), excluding calls made by directory walkers (below);
+  stat, lstat, realpath: each resolves its path to check it), excluding calls made by
+  directory walkers (below). Without open_basedir, file_exists() and the like stat the file
+  whatever the settings: they are listed in the evidence as the application's, not counted;
 - native: at least `min_stat_share_pct` % of the on-CPU samples in path resolution or stat
   system calls (php_stat, tsrm_realpath, virtual_file_ex, realpath_cache_*, zend_resolve_path,
   php_resolve_path, expand_filepath, php_check_open_basedir, the kernel's stat/access/readlink
   entry points) -- samples inside a directory read (opendir/readdir/getdents/glob/scandir) left
-  out. (subsystems.toml's fs-io also holds socket reads of mysqlnd, so it is not used.)
+  out, and samples inside a stat-family builtin (php_stat, zif_file_exists...) that resolve no
+  path (no open_basedir): helper-24's false positive, 1,200 file_exists() a request and a full
+  16K cache, was 'high, ~99.6%' from 7 such samples. (subsystems.toml's fs-io also holds socket reads of mysqlnd, so it is not used.)
 
 Boundary with fs-scan (directory WALKS repeated on every request are fs-scan's): a function
 that calls opendir/readdir/closedir/rewinddir/scandir/glob/dir() or a directory iterator
@@ -80,10 +85,24 @@ _WALK_FRAME = re.compile(r"^(_?php_stream_opendir|_?php_stream_readdir|_?php_str
                          r"__x64_sys_getdents|php_glob|glob(64)?$|spl_filesystem_dir)")
 
 
+# Path resolution through the realpath cache (include/require, realpath(), open_basedir checks)
+_RESOLVE_FRAME = re.compile(r"^(tsrm_realpath|virtual_file_ex|realpath_cache_|zend_resolve_path|php_resolve_path|"
+                            r"expand_filepath|php_check_open_basedir)")
+# A stat-family builtin's own work (file_exists, is_file, filemtime...: php_stat, or the handler
+# named from PHP's function tables, symbols.py): it reaches the kernel whatever the settings
+_APP_STAT_FRAME = re.compile(r"^(php_stat$|zif_(" + "|".join(sorted(STAT_CALLS - {"realpath"})) + r")$)")
+
+
 def stat_sample(frames: list) -> bool:
-    """A native sample in path resolution or a stat-family system call, not in a directory read."""
+    """A native sample in path resolution or a stat-family system call that the engine's caches
+    could absorb: not in a directory read (fs-scan's), and not inside a stat-family builtin
+    unless that builtin resolves its path (open_basedir): file_exists() and the like stat the
+    file every time whatever the realpath cache holds (PHP's stat cache keeps one path), so
+    their samples are the application's calls, not evidence for these settings."""
     names = [f[1] for f in frames]
-    return any(_STAT_FRAME.match(n) for n in names) and not any(_WALK_FRAME.match(n) for n in names)
+    if not any(_STAT_FRAME.match(n) for n in names) or any(_WALK_FRAME.match(n) for n in names):
+        return False
+    return not (any(_APP_STAT_FRAME.match(n) for n in names) and not any(_RESOLVE_FRAME.match(n) for n in names))
 
 
 def request_counts(ctx: Context, rid: str) -> dict:
@@ -107,13 +126,17 @@ def request_counts(ctx: Context, rid: str) -> dict:
             else:
                 stats[c.lower()] += e["ct"]
     totals = ctx.xhprof.get(rid, {})
+    resolving_us = 0.0
     for f, n in every.items():
         # the exclusive time of the non-walker calls, in proportion to their count
         mine = sum(e["ct"] for (p, c), e in edges.items() if c == f and p != c and p not in walkers)
         if n and f in totals:
             excl_us += totals[f]["exclusive_us"] * mine / n
+            if f.lower() == "realpath":
+                resolving_us += totals[f]["exclusive_us"] * mine / n
     return {"stats": stats, "stat_calls": sum(stats.values()), "by_walkers": by_walkers, "walk_calls": walk,
-            "walkers": sorted(walkers), "stat_exclusive_us": excl_us}
+            "walkers": sorted(walkers), "stat_exclusive_us": excl_us, "resolving_calls": stats["realpath"],
+            "resolving_exclusive_us": resolving_us}
 
 
 def detect(ctx: Context) -> list:
@@ -158,7 +181,11 @@ def detect(ctx: Context) -> list:
     # -- cost
     rids = profiled(ctx)
     counts = {rid: request_counts(ctx, rid) for rid in rids}
-    storming = [rid for rid in rids if counts[rid]["stat_calls"] >= min_calls]
+    # the calls these settings act on: realpath() (through the realpath cache), and, with
+    # open_basedir, every stat-family call (each resolves its path to check it)
+    basedir = bool((ini_value(ctx, "open_basedir") or "").strip())
+    resolving = {rid: counts[rid]["stat_calls"] if basedir else counts[rid]["resolving_calls"] for rid in rids}
+    storming = [rid for rid in rids if resolving[rid] >= min_calls]
     walking = [rid for rid in rids if counts[rid]["walk_calls"] >= max_walk]
     cpu = sample_share(ctx, lambda s: stat_sample(s.frames))
     native_ok = cpu is not None and cpu >= min_native and not walking
@@ -169,8 +196,10 @@ def detect(ctx: Context) -> list:
         share_source = "native samples in path resolution/stat system calls x CPU/wall of the timed requests"
     else:
         wall = sum(ctx.wall_us(r) for r in rids)
-        share = round(100.0 * sum(counts[r]["stat_exclusive_us"] for r in rids) / wall, 2) if wall else None
-        share_source = "stat builtins' exclusive xhprof time over the instrumented requests' wall time"
+        key = "stat_exclusive_us" if basedir else "resolving_exclusive_us"
+        share = round(100.0 * sum(counts[r][key] for r in rids) / wall, 2) if wall else None
+        share_source = (("stat builtins'" if basedir else "realpath()'s")
+                        + " exclusive xhprof time over the instrumented requests' wall time")
     severity = severity_for(share, high=10, medium=3)
     per_request = [counts[r]["stat_calls"] for r in rids]
     evidence = [Evidence("configuration", "; ".join(problems), "manifest php.ini (effective values)")]
@@ -229,9 +258,10 @@ def detect(ctx: Context) -> list:
                         if used is not None and used.full else "")
                      + "; the number of stat system calls they save was not measured"),
             steps=[f"systemctl restart php{version}-fpm"],
-            description=("In php.ini or the FPM conf.d, then restart php-fpm. revalidate_freq=60: "
-                         "changed files are seen within a minute. validate_timestamps=0: never re-checked, so "
-                         "every deploy must reload php-fpm or call opcache_reset()."))],
+            description=("In php.ini or the FPM conf.d, then restart php-fpm."
+                         + (" revalidate_freq=60: changed files are seen within a minute. validate_timestamps=0: "
+                            "never re-checked, so every deploy must reload php-fpm or call opcache_reset()."
+                            if revalidate else "")))],
         urls=sorted({ctx.url_of.get(r, "?") for r in storming}) or sorted(ctx.by_url),
         requests=storming[:5] or example_requests(ctx, lambda s: stat_sample(s.frames)),
         details={"problems": problems,
