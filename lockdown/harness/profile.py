@@ -86,15 +86,18 @@ def shown_drive(say, label: str, *args, probe: SpeedProbe | None = None, **kwarg
 
 
 def settle_opcache(stack, say, paths: list[str], since: float, xhprof: bool) -> None:
-    """Files the app wrote since it was first served are not in OPcache until they are older
-    than opcache.file_update_protection (opcache_settle.py): wait that out, then serve each URL
-    once more on each pool, so the capture does not compile them on every request."""
+    """Files of the app tree changed shortly before it was served or since (a cache the app
+    writes on its first request, or files edited just before the command) are not in OPcache
+    until they are older than opcache.file_update_protection (opcache_settle.py): wait that out,
+    then serve each URL once more on each pool, so the capture does not compile them on every
+    request."""
     if str(stack.php.overrides.get("opcache.enable", "1")).strip().lower() in ("0", "off", "false", "no", ""):
         return
-    written = opcache_settle.written_since([stack.app_dir], since)
+    protection = opcache_settle.protection_seconds(stack.php.overrides)
+    written = opcache_settle.written_since([stack.app_dir], since - protection - opcache_settle.MARGIN_S)
     if not written:
         return
-    wait = opcache_settle.wait_needed(written, opcache_settle.protection_seconds(stack.php.overrides))
+    wait = opcache_settle.wait_needed(written, protection)
     time.sleep(wait)
     distinct = list(dict.fromkeys(paths))
     again = shown_drive(say, "warmup after OPcache's file_update_protection", stack.base_url, distinct, 1,
@@ -103,9 +106,10 @@ def settle_opcache(stack, say, paths: list[str], since: float, xhprof: bool) -> 
         shown_drive(say, "warmup of the xhprof pool, again", stack.base_url, distinct, 1,
                     requests=len(distinct), xhprof=True)
     newest = written[0][1].relative_to(stack.app_dir) if written[0][1].is_relative_to(stack.app_dir) else written[0][1]
-    say(f"[warmup] the app wrote {len(written)} file(s) while served (newest {newest}), which OPcache "
-        f"caches only once they are older than opcache.file_update_protection: waited {wait:.1f} s, then "
-        f"served each URL once more: {again.status_counts()}")
+    say(f"[warmup] {len(written)} file(s) of the app tree changed just before it was served or since "
+        f"(newest {newest}), which OPcache caches only once they are older than "
+        f"opcache.file_update_protection: waited {wait:.1f} s, then served each URL once more: "
+        f"{again.status_counts()}")
 
 
 def _split(size: dict, k: int) -> list[dict]:
