@@ -85,7 +85,7 @@ def shown_drive(say, label: str, *args, probe: SpeedProbe | None = None, **kwarg
             return drive(*args, progress=done, **kwargs)
 
 
-def settle_opcache(stack, say, paths: list[str], since: float, xhprof: bool) -> None:
+def settle_opcache(stack, say, paths: list[str], since: float, warmed_from: float, xhprof: bool) -> None:
     """Files of the app tree changed shortly before it was served or since (a cache the app
     writes on its first request, or files edited just before the command) are not in OPcache
     until they are older than opcache.file_update_protection (opcache_settle.py): wait that out,
@@ -95,8 +95,8 @@ def settle_opcache(stack, say, paths: list[str], since: float, xhprof: bool) -> 
         return
     protection = opcache_settle.protection_seconds(stack.php.overrides)
     written = opcache_settle.written_since([stack.app_dir], since - protection - opcache_settle.MARGIN_S)
-    if not written:
-        return
+    if not written or written[0][0] + protection + opcache_settle.MARGIN_S <= warmed_from:
+        return          # none, or all old enough when the warmup began: its first requests cached them
     wait = opcache_settle.wait_needed(written, protection)
     time.sleep(wait)
     distinct = list(dict.fromkeys(paths))
@@ -215,6 +215,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
         hook_env = {"LOCKDOWN_CAPTURE_DIR": str(cap.out)}
         run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say, **hook_env)
+        warmed_from = time.time()
         warm = shown_drive(say, "warmup, one at a time", stack.base_url, paths, 1,
                            requests=opts.warmup_requests)
         say(f"[warmup] {opts.warmup_requests} requests, one at a time: {warm.status_counts()}")
@@ -235,7 +236,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             warm_x = shown_drive(say, "warmup of the xhprof pool", stack.base_url, distinct, 1,
                                  requests=2 * len(distinct), xhprof=True)
             say(f"[warmup] xhprof pool: {len(warm_x.requests)} requests: {warm_x.status_counts()}")
-        settle_opcache(stack, say, paths, served_from,
+        settle_opcache(stack, say, paths, served_from, warmed_from,
                        xhprof=bool(stack_opts.instrumented_extension and settings.xhprof_every > 0))
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say, **hook_env)
         every = settings.xhprof_every if "xhprof" in settings.collect else 0
