@@ -234,6 +234,7 @@ def test_digest_counts_the_servers_plan_flags():
     assert c.plan == {"full_scan": 2, "filesort": 1} and c.plan_known == 3
     assert plan_text(c.plan, c.plan_known) == "full scan 67%, filesort 33%"
     assert plan_text({}, 3) == "" and plan_text({}, 0) == "-"
+    assert plan_text({"filesort": 2, "merge_passes": 1}, 2) == "filesort 100%, sort merged from temporary files 50%"
 
 
 def test_by_request_log_order():
