@@ -212,6 +212,8 @@ def test_wordpress_with_too_few_opcache_keys_compiles_a_third_of_its_scripts(loc
     assert '<section id="engine">' in page and "opcache.max_accelerated_files, rounded up to a prime" in page
     # a full cache is the bad news (red), room the good
     assert '<span class="nope">full</span>' in page and '<span class="yes">full</span>' not in page
+    # the plan flags under their class; none printed for a class logged without plan lines
+    assert "tmp table 100%" in page and "server plan (slow log): -" not in page
     assert processes_mentioning(str(out)) == []
 
 

@@ -342,9 +342,9 @@ def _queries(a: dict) -> dict | None:
 
 def _plan(c) -> str | None:
     """A class's server plan flags in words; None for analyses from before they were recorded."""
-    if not isinstance(c, dict) or "plan_known" not in c:
-        return None
-    return plan_text(c.get("plan") or {}, c["plan_known"])
+    if not isinstance(c, dict) or not c.get("plan_known"):
+        return None                 # older analyses, or no execution logged with plan lines
+    return plan_text(c.get("plan") or {}, c["plan_known"]) or None
 
 
 def _anchor_map(a: dict) -> dict:
