@@ -100,6 +100,8 @@ def test_slow_log_plan_flags():
             "SELECT 1;\n")
     a, b, c, d = slowlog.parse((SLOW + plan).splitlines(True))
     assert a.plan is None and b.plan is None
+    # the server prints plan lines only when a flag is set: with query_plan on, none is none
+    assert [e.plan for e in slowlog.parse(SLOW.splitlines(True), plans=True)] == [[], []]
     assert c.plan == ["full_scan", "tmp_table", "filesort", "merge_passes"]
     assert c.sql == "SELECT DISTINCT t.term_id FROM wp_terms t ORDER BY t.name"
     assert d.plan == []

@@ -102,10 +102,11 @@ def xhprof(raw_dir: Path, records: list[RequestRecord], writer: BundleWriter) ->
 
 
 def statements(slow_log: Path, records: list[RequestRecord], concurrency: int,
-               writer: BundleWriter) -> dict:
+               writer: BundleWriter, plans: bool = False) -> dict:
+    """`plans`: the capture turned log_slow_verbosity=query_plan on (slowlog.parse)."""
     try:
         with open(slow_log, errors="replace") as f:
-            entries = list(slowlog.parse(f, str(slow_log)))
+            entries = list(slowlog.parse(f, str(slow_log), plans=plans))
     except FileNotFoundError:
         raise LockdownError(f"{slow_log}: the server wrote no slow log; statement capture failed")
     except slowlog.SlowLogError as e:
@@ -113,5 +114,5 @@ def statements(slow_log: Path, records: list[RequestRecord], concurrency: int,
     shutil.copyfile(slow_log, writer.path("slow.log"))
     stmts = attribute_statements(entries, records, concurrency)
     writer.write_jsonl("statements.jsonl", stmts)
-    return {"statements": len(stmts), "attribution": dict(Counter(s.attribution for s in stmts)),
+    return {"statements": len(stmts), "attribution": dict(Counter(s.attribution for s in stmts)), "plans": plans,
             "requests_with_statements": len({s.request for s in stmts if s.request})}

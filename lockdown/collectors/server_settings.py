@@ -102,6 +102,8 @@ class SlowLogCapture:
             shutil.rmtree(self.tmp, ignore_errors=True)
             raise
         wanted = {k: v for k, v in CAPTURE if k in self.original}
+        # with query_plan on, an entry without plan lines is a statement with no flag set
+        self.plans = "log_slow_verbosity" in wanted
         wanted["slow_query_log_file"] = str(self.log_file)
         wanted["slow_query_log"] = "ON"
         try:

@@ -13,7 +13,9 @@ The server writes a three-line banner when it (re)opens the file. Statements may
 With `log_slow_verbosity=query_plan` (what the capture sets) a statement that ran a plan also has
     # Full_scan: Yes  Full_join: No  Tmp_table: Yes  Tmp_table_on_disk: No
     # Filesort: Yes  Filesort_on_disk: No  Merge_passes: 0  Priority_queue: No
-whose Yes flags become `plan` (None when the entry has no such line).
+whose Yes flags become `plan`. The server prints those lines only when a flag is set, so
+with `plans=True` (the capture turned query_plan on) an entry without them has no flag (`[]`);
+otherwise it is unknown (None).
 """
 from __future__ import annotations
 
@@ -50,11 +52,11 @@ class SlowLogEntry:
 PLAN_FLAGS = ("Full_scan", "Full_join", "Tmp_table", "Tmp_table_on_disk", "Filesort", "Filesort_on_disk")
 
 
-def plan_of(fields: dict) -> list[str] | None:
-    """The Yes flags of an entry's query-plan lines; None without them (verbosity off, or a
-    statement with no plan, such as SET NAMES)."""
+def plan_of(fields: dict, plans: bool = False) -> list[str] | None:
+    """The Yes flags of an entry's query-plan lines; without them, [] when the log has plan
+    lines for every flagged statement (`plans`), else None (unknown)."""
     if not any(f in fields for f in PLAN_FLAGS):
-        return None
+        return [] if plans else None
     flags = [f.lower() for f in PLAN_FLAGS if fields.get(f) == "Yes"]
     if fields.get("Merge_passes", "0") not in ("0", ""):
         flags.append("merge_passes")
@@ -65,7 +67,7 @@ def _us(value: str) -> int:
     return round(float(value) * 1_000_000)
 
 
-def parse(lines: Iterable[str], source: str = "slow log") -> Iterator[SlowLogEntry]:
+def parse(lines: Iterable[str], source: str = "slow log", plans: bool = False) -> Iterator[SlowLogEntry]:
     fields: dict = {}
     start = 0
     body: list[str] = []
@@ -96,7 +98,7 @@ def parse(lines: Iterable[str], source: str = "slow log") -> Iterator[SlowLogEnt
                                 _us(fields["Query_time"]), _us(fields.get("Lock_time", "0")),
                                 int(fields["Rows_sent"]), int(fields["Rows_examined"]),
                                 int(fields["Rows_affected"]) if "Rows_affected" in fields else None,
-                                timestamp, sql, plan_of(fields))
+                                timestamp, sql, plan_of(fields, plans))
         except ValueError:
             raise SlowLogError(f"{source} line {start}: a number field is not a number: {fields}")
 

@@ -322,6 +322,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         if profiled is not None:
             manifest["driver"]["instrumented"] = {**_drive_summary(profiled),
                                                   "note": "sent after the timed pass; not in its rps"}
+        slow_plans = slow is not None and slow.plans
         if slow is not None:
             say("[capture] MariaDB settings restored")
         if opts.overhead_check:
@@ -363,7 +364,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         collected["xhprof"] = assemble.xhprof(cap.out / "xhprof", records, writer)
     if "queries" in settings.collect:
         collected["queries"] = assemble.statements(run_dir / "capture" / "slow.log", records,
-                                                   opts.concurrency, writer)
+                                                   opts.concurrency, writer, plans=slow_plans)
     manifest["collected"] = collected
     if manifest["requests"]["lost"]:
         say(f"[assemble] warning: {manifest['requests']['lost']} of {manifest['requests']['sent']} "
