@@ -232,6 +232,7 @@ def detect(ctx: Context) -> list:
                                  f"realpath_cache_size() in {used.workers} workers after each timed request"))
     evidence.append(Evidence("share of request time, %", share, share_source))
     mean_calls = round(sum(per_request) / len(per_request)) if per_request else None
+    mean_resolving = round(sum(resolving.values()) / len(resolving)) if resolving else 0
     version = php_version(ctx)
     return [Finding(
         id=ID, title=("Stat storm: " + ", ".join(labels)
@@ -239,16 +240,21 @@ def detect(ctx: Context) -> list:
         severity=severity, share_pct=share,
         summary=("Every request resolves paths and stat()s files that the engine's caches should remember: "
                  + "; ".join(problems) + ". "
-                 + (f"Profiled requests made {mean_calls} stat-family calls each" if mean_calls is not None else "")
-                 + (f"{'; ' if mean_calls is not None else ''}{cpu:.1f}% of the on-CPU samples were in path "
-                    "resolution or stat system calls" if cpu is not None and not walking else "")
+                 + (f"Profiled requests made {mean_resolving} {'stat-family' if basedir else 'realpath()'} calls each, "
+                    f"each resolving its path{' (open_basedir)' if basedir else ''}" if mean_resolving else "")
+                 + (f"{'; ' if mean_resolving else ''}{cpu:.1f}% of the on-CPU samples were resolving paths or in "
+                    "OPcache's timestamp checks (file_exists()-style calls left out)" if cpu is not None and not walking
+                    else "")
                  + "."
                  + (" A larger realpath cache serves include/require, realpath() and open_basedir lookups from "
                     "memory; PHP adds no entry to a full one, so every path it cannot hold is resolved "
                     "again, component by component." if labels[0].startswith("realpath") else "")
                  + (" A non-zero opcache.revalidate_freq lets OPcache skip the per-include stat." if revalidate else "")
-                 + " Calls such as file_exists() still reach the kernel every time and are the application's "
-                   "to memoize."),
+                 + (f" Their other {mean_calls - mean_resolving} stat-family calls (file_exists() and the like) reach "
+                    "the kernel every time whatever these settings: the application's to memoize."
+                    if mean_calls and not basedir and mean_calls > mean_resolving
+                    else " Calls such as file_exists() still reach the kernel every time and are the application's "
+                         "to memoize." if not basedir else "")),
         evidence=evidence,
         remediations=[Remediation(
             kind="ini", content="\n".join(lines),
