@@ -1,0 +1,233 @@
+"""disk-spill: a SELECT that, on most views of a page, makes MariaDB write to disk -- its internal
+temporary table (an on-disk Aria table) or its sort (temporary files merged in passes).
+
+Mechanism: GROUP BY, DISTINCT, UNION, derived tables and an ORDER BY other than the GROUP BY
+need an internal temporary table; MariaDB keeps it in memory with the MEMORY engine, which
+cannot hold TEXT or BLOB columns. A temporary table with such a column in it is an Aria table
+on disk from the start; one without grows in memory up to min(tmp_table_size,
+max_heap_table_size) (16M each by default) and is then converted to disk. A sort (filesort)
+holds its keys in sort_buffer_size (2M by default); one that does not fit writes sorted runs to
+temporary files and merges them (Merge_passes; MariaDB may log Filesort_on_disk: No beside it).
+Sorting by a TEXT or BLOB column puts max_sort_length bytes (1024 by default) of it in every
+key, so a few thousand rows are enough. In both cases the page pays for file creation and I/O
+on every view, and the cost grows with the table.
+
+Signature, from the server's own plan flags (slow log with log_slow_verbosity=query_plan,
+`Statement.plan`): executions of one SELECT shape (fingerprint) flagged `tmp_table_on_disk`,
+`filesort_on_disk` or `merge_passes`, on at least `min_request_share` of a URL's requests, and
+at least `min_execution_share` of the shape's executions on those URLs' requests that have plan
+lines (a shape that spills only for a rare large argument is not the shape's problem).
+
+Not flagged: in-memory temporary tables and sorts (`tmp_table`, `filesort` alone: WordPress and
+MediaWiki have them on every page, and they are cheap); writes; lockdown's own statements;
+bundles without plan lines. The share is statement_time's (server time plus one round trip
+each) over the spilling executions: an upper bound of what keeping them in memory saves.
+
+The likely cause is read from the statement's text (which clause needs the temporary table or
+the sort, which columns it groups, sorts and selects); the slow log does not know the column
+types, so the finding names the columns to look for TEXT/BLOB with SHOW CREATE TABLE, and what
+EXPLAIN shows. No patch (`details.no_patch`): the capture does not know the schema."""
+from __future__ import annotations
+
+import re
+import statistics
+from collections import defaultdict
+
+from ..findings import Evidence, Finding, severity_for
+from ..query_digest import fingerprint, plan_counts, plan_text, query_id
+from .context import Context
+from .statement_time import statement_time
+from .unindexed_query import _FROM, _SELECT, _STRINGS
+
+ID = "disk-spill"
+TABLE_FLAGS = ("tmp_table_on_disk",)
+SORT_FLAGS = ("filesort_on_disk", "merge_passes")
+NO_PATCH = ("the capture does not know the schema (column types, indexes) or the server's memory "
+            "settings: the change is a query or schema change to check with EXPLAIN and SHOW CREATE TABLE")
+
+_KEYWORDS = {"select", "from", "where", "and", "or", "not", "null", "asc", "desc", "as", "distinct", "by"}
+_MODIFIERS = re.compile(r"^(?:(?:ALL|DISTINCT|DISTINCTROW|HIGH_PRIORITY|STRAIGHT_JOIN|SQL_\w+)\s+)*", re.I)
+_GROUP = re.compile(r"\bGROUP\s+BY\b(.*?)(?:\bHAVING\b|\bORDER\s+BY\b|\bLIMIT\b|\bWINDOW\b|$)", re.I | re.S)
+_ORDER = re.compile(r"\bORDER\s+BY\b(.*?)(?:\bLIMIT\b|$)", re.I | re.S)
+_ALIAS = re.compile(r"\bAS\s+`?(\w+)`?", re.I)
+_COLUMN = re.compile(r"^(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?(?:\s+(?:AS\s+)?`?\w+`?)?(?:\s+(?:ASC|DESC))?$", re.I)
+_STAR = re.compile(r"^(?:`?\w+`?\.)?\*$")
+
+
+def spills(s) -> bool:
+    return bool(s.plan) and any(f in s.plan for f in TABLE_FLAGS + SORT_FLAGS)
+
+
+def is_select(sql: str) -> bool:
+    return _SELECT.match(sql) is not None and "lockdown-capture" not in sql
+
+
+def _split(part: str) -> list[str]:
+    """Top-level comma-separated items of a clause (commas inside parentheses kept)."""
+    items, depth, cur = [], 0, []
+    for ch in part:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+        if ch == "," and depth == 0:
+            items.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        items.append("".join(cur).strip())
+    return items
+
+
+def _columns(items: list[str], aliases: set[str]) -> list[str]:
+    """Plain column references among `items` (expressions and the select list's aliases left out)."""
+    out = []
+    for item in items:
+        m = _COLUMN.match(item)
+        if m and m.group(1).lower() not in aliases and m.group(1).lower() not in _KEYWORDS:
+            out.append(m.group(1))
+    return out
+
+
+def shape(sql: str) -> dict:
+    """What the statement's text says of the work that may spill: its first table, whether it
+    has GROUP BY, DISTINCT, UNION, ORDER BY and LIMIT, and the plain columns it selects,
+    groups and sorts by (`*` when it selects every column). A reading of the text, not of the plan."""
+    text = _STRINGS.sub("''", sql)
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    m = _FROM.search(text)
+    table = (m.group(2) or m.group(1)) if m else None
+    sel = re.search(r"\bSELECT\s+(.*?)\bFROM\b", text, re.I | re.S)
+    select_part = sel.group(1) if sel else ""
+    distinct = re.match(r"\s*(?:\w+\s+)*?DISTINCT(?:ROW)?\b", select_part, re.I) is not None
+    select_items = _split(_MODIFIERS.sub("", select_part.strip()))
+    aliases = {a.lower() for a in _ALIAS.findall(select_part)}
+    group = _GROUP.search(text)
+    order = _ORDER.search(text)
+    return {
+        "table": table,
+        "distinct": distinct,
+        "union": re.search(r"\bUNION\b", text, re.I) is not None,
+        "limit": re.search(r"\bLIMIT\b", text, re.I) is not None,
+        "star": any(_STAR.match(i) for i in select_items),
+        "selected": _columns(select_items, aliases),
+        "grouped": _columns(_split(group.group(1)), aliases) if group else [],
+        "group_by": group is not None,
+        "ordered": _columns(_split(order.group(1)), aliases) if order else [],
+        "order_by": order is not None,
+    }
+
+
+def _unique(*lists: list[str]) -> list[str]:
+    out: list[str] = []
+    for cols in lists:
+        out.extend(c for c in cols if c not in out)
+    return out
+
+
+def causes(sql: str, table_spill: bool, sort_spill: bool, rows_examined: float) -> tuple[list[str], list[str]]:
+    """(sentences naming the likely cause and what to check, the columns to look up) from the text."""
+    sh = shape(sql)
+    table = f"`{sh['table']}`" if sh["table"] else "the tables it reads"
+    out: list[str] = []
+    check: list[str] = []
+    if table_spill:
+        needs = [w for w, on in (("GROUP BY", sh["group_by"]), ("DISTINCT", sh["distinct"]),
+                                 ("UNION", sh["union"])) if on] or ["its plan"]
+        cols = _unique(sh["grouped"], sh["selected"])
+        check = _unique(check, cols)
+        what = (("any column (it selects `*`" + (f", and {', '.join(cols)})" if cols else ")")) if sh["star"]
+                else cols[0] if len(cols) == 1 else f"any of {', '.join(cols)}" if cols
+                else "any column it groups or selects")
+        out.append(
+            f"The internal temporary table that {' and '.join(needs)} needs was written to disk (an Aria "
+            f"table). MariaDB's in-memory engine cannot hold TEXT or BLOB columns, so a temporary table with "
+            f"one is on disk from the start: check with SHOW CREATE TABLE {table} whether {what} is "
+            f"TEXT or BLOB. If one is, group or deduplicate on short columns (the key, or a hash such as "
+            f"MD5() of the text) and read the TEXT afterwards by key. If none is, the table outgrew "
+            f"min(tmp_table_size, max_heap_table_size) (16M by default; {rows_examined:.0f} rows examined "
+            f"per execution): read fewer rows.")
+    if sort_spill:
+        cols = sh["ordered"] or sh["grouped"]
+        check = _unique(check, cols)
+        on = (", ".join(cols) if cols else "its ORDER BY/GROUP BY expressions")
+        out.append(
+            f"The sort (by {on}) did not fit sort_buffer_size (2M by default) and went through temporary "
+            f"files merged in passes. A TEXT or BLOB sort column puts max_sort_length bytes (1024 by default) "
+            f"of it in every row's key: check with SHOW CREATE TABLE {table}. Sort by a short or indexed "
+            f"column, "
+            + ("" if sh["limit"] else "add a LIMIT (a small one sorts in memory, keeping only the top rows), ")
+            + f"or read fewer rows ({rows_examined:.0f} examined per execution).")
+    shows = [w for w, on in (("`Using temporary`", table_spill), ("`Using filesort`", sort_spill)) if on]
+    out.append(f"EXPLAIN shows the plan ({' and '.join(shows)} in Extra).")
+    return out, check
+
+
+def detect(ctx: Context) -> list:
+    min_request_share = ctx.threshold(ID, "min_request_share")
+    min_execution_share = ctx.threshold(ID, "min_execution_share")
+    seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+    for r in ctx.requests:
+        for s in ctx.statements_of[r.id]:
+            if spills(s) and is_select(s.sql):
+                seen[fingerprint(s.sql)][ctx.url_of[r.id]].add(r.id)
+    findings = []
+    for fp, per_url in sorted(seen.items()):
+        urls = sorted(u for u, rids in per_url.items() if len(rids) >= min_request_share * len(ctx.by_url[u]))
+        if not urls:
+            continue
+        on_urls = [r.id for u in urls for r in ctx.by_url[u]]
+        executions = [s for rid in on_urls for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp]
+        known = [s for s in executions if s.plan is not None]
+        spilled = [s for s in known if spills(s)]
+        if len(spilled) < min_execution_share * len(known):
+            continue
+        rids = sorted({s.request for s in spilled})
+        plan = plan_counts(known)
+        table_spill = any(f in plan for f in TABLE_FLAGS)
+        sort_spill = any(f in plan for f in SORT_FLAGS)
+        per_request = statistics.median(sum(1 for s in executions if s.request == rid) for rid in rids)
+        server_us = statistics.median(s.duration_us for s in spilled)
+        examined = statistics.median(s.rows_examined for s in spilled)
+        returned = statistics.median(s.rows_sent for s in spilled)
+        share, time_evidence, _sender = statement_time(ctx, spilled, "time in the spilling executions")
+        example = max(spilled, key=lambda s: s.duration_us).sql
+        why, check = causes(example, table_spill, sort_spill, examined)
+        star = table_spill and shape(example)["star"]
+        what = ("writes its temporary table and its sort to disk" if table_spill and sort_spill else
+                "writes its temporary table to disk" if table_spill else "sorts through temporary files on disk")
+        where = f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}"
+        flags = plan_text(plan, len(known))
+        findings.append(Finding(
+            id=ID, title=f"A query {what} on {len(urls)} URL(s), {server_us / 1000:.1f} ms each",
+            severity=severity_for(share), share_pct=round(share, 2),
+            summary=(f"`{fp}` {what} on {len(rids)} of {len(on_urls)} requests to {where} "
+                     f"({len(spilled)} of {len(known)} executions; server plan flags: {flags}), "
+                     f"{server_us / 1000:.1f} ms in the server each (median). " + " ".join(why)),
+            evidence=[Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
+                      Evidence("executions per request (median)", per_request, "statements.jsonl"),
+                      Evidence("requests with a spilling execution", f"{len(rids)} of {len(on_urls)}",
+                               "statements.jsonl"),
+                      Evidence("executions the server flagged as spilling to disk", f"{len(spilled)} of {len(known)}",
+                               "slow log Tmp_table_on_disk, Filesort_on_disk, Merge_passes "
+                               "(log_slow_verbosity=query_plan)"),
+                      Evidence("the server's plan flags, % of executions", flags,
+                               "slow log query_plan lines"),
+                      Evidence("server time per spilling execution (median, us)", round(server_us),
+                               "slow log Query_time"),
+                      Evidence("rows examined / returned per spilling execution (median)",
+                               f"{examined:.0f} / {returned:.0f}", "slow log Rows_examined, Rows_sent"),
+                      *time_evidence,
+                      Evidence("columns to check for TEXT/BLOB (SHOW CREATE TABLE)",
+                               ", ".join(check + (["every column (SELECT *)"] if star else [])) or "-",
+                               "the example's text"),
+                      Evidence("example", example, "statements.jsonl")],
+            urls=urls, requests=rids[:5],
+            details={"fingerprint": fp, "query_id": query_id(fp), "table": shape(example)["table"],
+                     "temporary_table_on_disk": table_spill, "sort_on_disk": sort_spill,
+                     "executions": len(executions), "spilled": len(spilled), "plan": plan,
+                     "plan_known": len(known), "executions_per_request": per_request,
+                     "server_us": server_us, "rows_examined": examined, "rows_sent": returned,
+                     "check_columns": check, "causes": why, "example": example, "no_patch": NO_PATCH}))
+    return findings
