@@ -64,7 +64,13 @@ def test_a_temporary_table_on_disk_is_found_with_its_cause():
     assert ev["example"] == DUPES.format(0)
     assert "The internal temporary table that GROUP BY needs was written to disk" in f.summary
     assert "check with SHOW CREATE TABLE `notes` whether body is TEXT or BLOB" in f.summary
-    assert "(16M by default; 4510 rows examined per execution)" in f.summary
+    assert "(16M each by default; 4510 rows examined per execution)" in f.summary
+    # the server's own sizes, when the capture read them (manifest database.variables)
+    ctx = context(reqs, stmts)
+    ctx.manifest["database"] = {"variables": {"tmp_table_size": "16777216", "max_heap_table_size": "33554432",
+                                              "sort_buffer_size": "2097152", "max_sort_length": "1024"}}
+    [g] = disk_spill.detect(ctx)
+    assert "(16.0 MB and 32.0 MB on the captured server; 4510 rows examined per execution)" in g.summary
     assert "EXPLAIN shows the plan (`Using temporary` in Extra)." in f.summary
     assert "sort_buffer_size" not in f.summary
 

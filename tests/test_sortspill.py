@@ -31,6 +31,10 @@ def test_disk_spill_found_on_the_spilling_pages_and_not_on_the_control(lockdown,
     assert ordered["fingerprint"] == "select id, title, body from notes order by body"
     assert ordered["spilled"] == ordered["plan_known"] == ordered["plan"]["merge_passes"] >= 5
     assert ordered["check_columns"] == ["body"] and ordered["rows_sent"] == 3000
+    # the server's own sizes, read by the capture (manifest database.variables), quoted
+    variables = json.loads((out / "bundle" / "manifest.json").read_text())["database"]["variables"]
+    assert set(variables) == {"tmp_table_size", "max_heap_table_size", "sort_buffer_size", "max_sort_length"}
+    assert "on the captured server" in spills[("/?p=sorted",)]["summary"]
     for f in spills.values():
         assert f["remediations"] == [] and "does not know the schema" in f["details"]["no_patch"]
         assert f["severity"] in ("medium", "high") and f["share_pct"] > 3

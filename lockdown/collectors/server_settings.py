@@ -47,8 +47,13 @@ def _literal(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def read_settings(db: DatabaseServer) -> dict:
-    names = ", ".join(f"'{n}'" for n in WATCHED)
+# Read, never changed: the memory the server gives a statement's temporary tables and sorts,
+# which the disk-spill detector quotes (manifest database.variables)
+STATEMENT_MEMORY = ("tmp_table_size", "max_heap_table_size", "sort_buffer_size", "max_sort_length")
+
+
+def read_settings(db: DatabaseServer, watched: tuple = WATCHED) -> dict:
+    names = ", ".join(f"'{n}'" for n in watched)
     out = db.sql(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({names}) {ADMIN_TAG};")
     values = {}
     for line in out.splitlines():

@@ -28,7 +28,7 @@ from .. import __version__
 from ..bundle.store import BundleWriter
 from ..collectors import assemble, request_log
 from ..collectors.perf import PerfRecorder, build_ids, script
-from ..collectors.server_settings import SlowLogCapture
+from ..collectors.server_settings import STATEMENT_MEMORY, SlowLogCapture, read_settings
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
 from ..progress import as_reporter
 from ..targets.config import Target
@@ -344,7 +344,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         manifest["host"] = {"node": platform.node(), "cpus": os.cpu_count(),
                             "kernel": platform.release(), "machine": platform.machine()}
         manifest["database"] = ({"where": stack.db.where(), "name": stack.db_name,
-                                 "private": not opts.mysql} if stack.db else None)
+                                 "private": not opts.mysql,
+                                 "variables": read_settings(stack.db, STATEMENT_MEMORY)} if stack.db else None)
     say("[stop] everything stopped; assembling the bundle")
     if "baseline" in manifest and manifest["baseline"]["rps"] > 0:
         manifest["overhead"] = _overhead(chunks, baseline, speeds, cpus)

@@ -126,7 +126,24 @@ def _unique(*lists: list[str]) -> list[str]:
     return out
 
 
-def causes(sql: str, table_spill: bool, sort_spill: bool, rows_examined: float) -> tuple[list[str], list[str]]:
+def _size(v) -> str | None:
+    if not (isinstance(v, str) and v.isdigit()):
+        return None
+    n = int(v)
+    return f"{n / (1 << 20):.1f} MB" if n >= 1 << 20 else f"{n / 1024:.0f} KB" if n >= 1024 else f"{n} bytes"
+
+
+def setting(variables: dict | None, names: tuple, default: str) -> str:
+    """Server variables as the capture read them ("16.0 MB and 16.0 MB on the captured server"),
+    else MariaDB's documented default ("16M each by default") for bundles without them."""
+    sizes = [_size((variables or {}).get(n)) for n in names]
+    if all(sizes):
+        return " and ".join(sizes) + " on the captured server"
+    return default
+
+
+def causes(sql: str, table_spill: bool, sort_spill: bool, rows_examined: float,
+           variables: dict | None = None) -> tuple[list[str], list[str]]:
     """(sentences naming the likely cause and what to check, the columns to look up) from the text."""
     sh = shape(sql)
     table = f"`{sh['table']}`" if sh["table"] else "the tables it reads"
@@ -146,15 +163,17 @@ def causes(sql: str, table_spill: bool, sort_spill: bool, rows_examined: float) 
             f"one is on disk from the start: check with SHOW CREATE TABLE {table} whether {what} is "
             f"TEXT or BLOB. If one is, group or deduplicate on short columns (the key, or a hash such as "
             f"MD5() of the text) and read the TEXT afterwards by key. If none is, the table outgrew "
-            f"min(tmp_table_size, max_heap_table_size) (16M by default; {rows_examined:.0f} rows examined "
+            f"min(tmp_table_size, max_heap_table_size) ({setting(variables, ('tmp_table_size', 'max_heap_table_size'), '16M each by default')}; "
+            f"{rows_examined:.0f} rows examined "
             f"per execution): read fewer rows.")
     if sort_spill:
         cols = sh["ordered"] or sh["grouped"]
         check = _unique(check, cols)
         on = (", ".join(cols) if cols else "its ORDER BY/GROUP BY expressions")
         out.append(
-            f"The sort (by {on}) did not fit sort_buffer_size (2M by default) and went through temporary "
-            f"files merged in passes. A TEXT or BLOB sort column puts max_sort_length bytes (1024 by default) "
+            f"The sort (by {on}) did not fit sort_buffer_size ({setting(variables, ('sort_buffer_size',), '2M by default')}) "
+            f"and went through temporary files merged in passes. A TEXT or BLOB sort column puts max_sort_length "
+            f"bytes ({(variables or {}).get('max_sort_length') or '1024 by default'}) "
             f"of it in every row's key: check with SHOW CREATE TABLE {table}. Sort by a short or indexed "
             f"column, "
             + ("" if sh["limit"] else "add a LIMIT (a small one sorts in memory, keeping only the top rows), ")
@@ -193,7 +212,8 @@ def detect(ctx: Context) -> list:
         returned = statistics.median(s.rows_sent for s in spilled)
         share, time_evidence, _sender = statement_time(ctx, spilled, "time in the spilling executions")
         example = max(spilled, key=lambda s: s.duration_us).sql
-        why, check = causes(example, table_spill, sort_spill, examined)
+        why, check = causes(example, table_spill, sort_spill, examined,
+                            (ctx.manifest.get("database") or {}).get("variables"))
         star = table_spill and shape(example)["star"]
         what = ("writes its temporary table and its sort to disk" if table_spill and sort_spill else
                 "writes its temporary table to disk" if table_spill else "sorts through temporary files on disk")
