@@ -35,9 +35,9 @@ from collections import defaultdict
 
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import fingerprint, plan_counts, plan_text, query_id
+from ..sql_text import FROM, ORDER_BY, is_select, without_strings
 from .context import Context
 from .statement_time import statement_time
-from .unindexed_query import _FROM, _SELECT, _STRINGS
 
 ID = "disk-spill"
 TABLE_FLAGS = ("tmp_table_on_disk",)
@@ -48,7 +48,6 @@ NO_PATCH = ("the capture does not know the schema (column types, indexes) or the
 _KEYWORDS = {"select", "from", "where", "and", "or", "not", "null", "asc", "desc", "as", "distinct", "by"}
 _MODIFIERS = re.compile(r"^(?:(?:ALL|DISTINCT|DISTINCTROW|HIGH_PRIORITY|STRAIGHT_JOIN|SQL_\w+)\s+)*", re.I)
 _GROUP = re.compile(r"\bGROUP\s+BY\b(.*?)(?:\bHAVING\b|\bORDER\s+BY\b|\bLIMIT\b|\bWINDOW\b|$)", re.I | re.S)
-_ORDER = re.compile(r"\bORDER\s+BY\b(.*?)(?:\bLIMIT\b|$)", re.I | re.S)
 _ALIAS = re.compile(r"\bAS\s+`?(\w+)`?", re.I)
 _COLUMN = re.compile(r"^(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?(?:\s+(?:AS\s+)?`?\w+`?)?(?:\s+(?:ASC|DESC))?$", re.I)
 _STAR = re.compile(r"^(?:`?\w+`?\.)?\*$")
@@ -56,10 +55,6 @@ _STAR = re.compile(r"^(?:`?\w+`?\.)?\*$")
 
 def spills(s) -> bool:
     return bool(s.plan) and any(f in s.plan for f in TABLE_FLAGS + SORT_FLAGS)
-
-
-def is_select(sql: str) -> bool:
-    return _SELECT.match(sql) is not None and "lockdown-capture" not in sql
 
 
 def _split(part: str) -> list[str]:
@@ -94,9 +89,9 @@ def shape(sql: str) -> dict:
     """What the statement's text says of the work that may spill: its first table, whether it
     has GROUP BY, DISTINCT, UNION, ORDER BY and LIMIT, and the plain columns it selects,
     groups and sorts by (`*` when it selects every column). A reading of the text, not of the plan."""
-    text = _STRINGS.sub("''", sql)
+    text = without_strings(sql)
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
-    m = _FROM.search(text)
+    m = FROM.search(text)
     table = (m.group(2) or m.group(1)) if m else None
     sel = re.search(r"\bSELECT\s+(.*?)\bFROM\b", text, re.I | re.S)
     select_part = sel.group(1) if sel else ""
@@ -104,7 +99,7 @@ def shape(sql: str) -> dict:
     select_items = _split(_MODIFIERS.sub("", select_part.strip()))
     aliases = {a.lower() for a in _ALIAS.findall(select_part)}
     group = _GROUP.search(text)
-    order = _ORDER.search(text)
+    order = ORDER_BY.search(text)
     return {
         "table": table,
         "distinct": distinct,

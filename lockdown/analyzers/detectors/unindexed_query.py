@@ -24,34 +24,30 @@ from collections import defaultdict
 
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import fingerprint, plan_counts, plan_text, query_id
+from ..sql_text import FROM, ORDER_BY, is_select, without_strings
 from .context import Context
 from .statement_time import statement_time
 
 ID = "unindexed-query"
-_SELECT = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(?:\(\s*)?SELECT\b", re.I | re.S)
-_FROM = re.compile(r"\bFROM\s+`?(\w+)`?(?:\.`?(\w+)`?)?", re.I)
 _WHERE = re.compile(r"\bWHERE\b(.*?)(?:\bGROUP\s+BY\b|\bORDER\s+BY\b|\bLIMIT\b|\bHAVING\b|$)", re.I | re.S)
-_ORDER = re.compile(r"\bORDER\s+BY\b(.*?)(?:\bLIMIT\b|$)", re.I | re.S)
 _COND_COL = re.compile(r"(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?\s*(?:=|<=?|>=?|<>|!=|\bIN\b|\bLIKE\b|\bBETWEEN\b|\bIS\b)", re.I)
 _ORDER_COL = re.compile(r"(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?\s*(?:ASC|DESC)?\s*(?:,|$)", re.I)
-_STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 
 
 def is_filtered_select(sql: str) -> bool:
     """A SELECT with a WHERE clause (outside string literals), not one of lockdown's markers."""
-    return (_SELECT.match(sql) is not None and "lockdown-capture" not in sql
-            and _WHERE.search(_STRINGS.sub("''", sql)) is not None)
+    return is_select(sql) and _WHERE.search(without_strings(sql)) is not None
 
 
 def index_hint(sql: str) -> tuple[str | None, list[str]]:
     """(table, columns) an index could serve: the first FROM table, the columns the WHERE
     clause compares, then the ORDER BY columns; a hint for EXPLAIN, not a checked fix."""
-    text = _STRINGS.sub("''", sql)
-    m = _FROM.search(text)
+    text = without_strings(sql)
+    m = FROM.search(text)
     table = (m.group(2) or m.group(1)) if m else None
     cols: list[str] = []
     where = _WHERE.search(text)
-    order = _ORDER.search(text)
+    order = ORDER_BY.search(text)
     for part, pattern in ((where.group(1) if where else "", _COND_COL), (order.group(1) if order else "", _ORDER_COL)):
         for c in pattern.findall(part.strip()):
             if c.upper() not in {"AND", "OR", "NOT", "NULL"} and c not in cols:
