@@ -8,7 +8,7 @@ capture saw it. Shares of request time are estimated from Excimer (wall-clock sa
 default) and from statement durations."""
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,7 +17,7 @@ from ...bundle.model import PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
 from ..builtins import entries, function_totals
 from ..engine_state import EngineState, app_tree, summarize
-from ..query_digest import by_request
+from ..query_digest import by_request, fingerprint
 from ..round_trip import RoundTrip, measure
 from ..sql_caller import caller_of
 from ..symbolize import jit_name, symbolize, tables_for
@@ -73,6 +73,22 @@ class Context:
         """The mean client-side time a statement costs beyond its server time, measured on
         the instrumented requests (`round_trip.measure`); None without client calls in xhprof."""
         return measure(self.xhprof_profiles, self.statements_of)
+
+    def shapes_on_urls(self, matches: Callable[[Statement], bool], min_share: float) -> list[tuple[str, list[str], dict]]:
+        """Statements that `matches`, by fingerprint: (fingerprint, the URLs on at least
+        `min_share` of whose requests one ran, {URL: request ids}), fingerprints in order; those
+        on no such URL left out. What a query detector calls 'on most views of a page'."""
+        seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
+        for r in self.requests:
+            for s in self.statements_of[r.id]:
+                if matches(s):
+                    seen[fingerprint(s.sql)][self.url_of[r.id]].add(r.id)
+        out = []
+        for fp, per_url in sorted(seen.items()):
+            urls = sorted(u for u, rids in per_url.items() if len(rids) >= min_share * len(self.by_url[u]))
+            if urls:
+                out.append((fp, urls, per_url))
+        return out
 
     def server_share_of(self, statements: Iterable[Statement]) -> float:
         """Server-side duration of these statements of timed requests, as % of their wall time."""

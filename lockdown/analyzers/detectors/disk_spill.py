@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import defaultdict
 
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import fingerprint, plan_counts, plan_text, query_id
@@ -181,16 +180,8 @@ def causes(sql: str, table_spill: bool, sort_spill: bool, rows_examined: float,
 def detect(ctx: Context) -> list:
     min_request_share = ctx.threshold(ID, "min_request_share")
     min_execution_share = ctx.threshold(ID, "min_execution_share")
-    seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
-    for r in ctx.requests:
-        for s in ctx.statements_of[r.id]:
-            if spills(s) and is_select(s.sql):
-                seen[fingerprint(s.sql)][ctx.url_of[r.id]].add(r.id)
     findings = []
-    for fp, per_url in sorted(seen.items()):
-        urls = sorted(u for u, rids in per_url.items() if len(rids) >= min_request_share * len(ctx.by_url[u]))
-        if not urls:
-            continue
+    for fp, urls, _ in ctx.shapes_on_urls(lambda s: spills(s) and is_select(s.sql), min_request_share):
         on_urls = [r.id for u in urls for r in ctx.by_url[u]]
         executions = [s for rid in on_urls for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp]
         known = [s for s in executions if s.plan is not None]

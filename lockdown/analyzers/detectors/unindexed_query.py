@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections import defaultdict
 
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import fingerprint, plan_counts, plan_text, query_id
@@ -76,16 +75,9 @@ def detect(ctx: Context) -> list:
     min_rows = ctx.threshold(ID, "min_rows_examined")
     min_ratio = ctx.threshold(ID, "min_examined_per_row")
     min_share = ctx.threshold(ID, "min_request_share")
-    seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
-    for r in ctx.requests:
-        for s in ctx.statements_of[r.id]:
-            if scans(s, min_rows, min_ratio) and is_filtered_select(s.sql):
-                seen[fingerprint(s.sql)][ctx.url_of[r.id]].add(r.id)
     findings = []
-    for fp, per_url in sorted(seen.items()):
-        urls = sorted(u for u, rids in per_url.items() if len(rids) >= min_share * len(ctx.by_url[u]))
-        if not urls:
-            continue
+    for fp, urls, per_url in ctx.shapes_on_urls(
+            lambda s: scans(s, min_rows, min_ratio) and is_filtered_select(s.sql), min_share):
         rids = sorted(set().union(*(per_url[u] for u in urls)))
         sent = [s for rid in rids for s in ctx.statements_of[rid]
                 if scans(s, min_rows, min_ratio) and fingerprint(s.sql) == fp]
