@@ -10,7 +10,8 @@ import pytest
 
 from contexts import context, request
 from lockdown.analyzers.detectors import opcache, stat_storm
-from lockdown.analyzers.engine_state import size_bytes, summarize
+from lockdown.analyzers.engine_state import summarize
+from lockdown.php_ini import size_bytes
 from lockdown.reports.analysis_text import engine_lines
 from test_detectors_engine import mix, php, stat_profile, xh_request
 

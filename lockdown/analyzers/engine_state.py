@@ -10,12 +10,12 @@ request's lookups are unknown and left out, and the restart is counted. xhprof-i
 requests run in a pool of their own, with an OPcache of its own: left out."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..bundle.model import RequestRecord
 from ..paths import run_copies
+from ..php_ini import size_bytes
 
 REALPATH_FULL_PCT = 90.0       # of realpath_cache_size in use: full (PHP stops adding entries)
 NEARLY_EMPTY_PCT = 1.0         # free shared memory / interned strings below this %: exhausted
@@ -133,17 +133,6 @@ def _round(v: float | None) -> float | None:
 def _rounded(record) -> dict:
     """A state's fields as JSON, floats to two places."""
     return {k: (round(v, 2) if isinstance(v, float) else v) for k, v in vars(record).items()}
-
-
-_SIZE = re.compile(r"^\s*(-?\d+)\s*([kmg]?)b?\s*$", re.I)
-
-
-def size_bytes(value: str | None) -> int | None:
-    """A php.ini size ("4096K", "16M", "1G", "65536") in bytes; None when unreadable."""
-    m = _SIZE.match(value) if value is not None else None
-    if m is None:
-        return None
-    return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
 
 
 UNCACHED_SHOWN = 10

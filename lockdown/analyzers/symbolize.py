@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from ..bundle.model import PerfSample
+from ..php_ini import JIT_OFF, is_off
 from . import symbols
 from .symbols import SymbolTable
 
@@ -22,7 +23,6 @@ PCRE_JIT = "[PCRE JIT code]"
 # anonymous executable memory, where JIT compilers put their code (perf names it after the
 # /tmp/perf-PID.map it would read symbols from); subsystems.toml's JIT passthrough matches it too
 _JIT_DSO = re.compile(r"//anon$|\[anon|perf-\d+\.map$|memfd:")
-_OFF = {"", "0", "off", "false", "no", "disable"}
 
 
 def jit_name(manifest: dict) -> str | None:
@@ -34,8 +34,7 @@ def jit_name(manifest: dict) -> str | None:
     ini = (manifest.get("php") or {}).get("ini") or {}
     if not isinstance(ini, dict) or "opcache.jit_buffer_size" not in ini:
         return None
-    def off(key: str) -> bool:
-        return str(ini.get(key) or "").strip().lower() in _OFF
+    off = lambda key: is_off(ini.get(key), JIT_OFF)
     return PCRE_JIT if off("opcache.enable") or off("opcache.jit") or off("opcache.jit_buffer_size") else None
 
 

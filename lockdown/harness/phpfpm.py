@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import LockdownError, PhaseFailed
+from ..php_ini import JIT_OFF, is_off
 from . import ports
 from .logs import evidence
 from .processes import Child, ProcessGroup
@@ -107,16 +108,13 @@ def ini_problem(overrides: dict, stdout: str, stderr: str) -> str | None:
     return _jit_problem(overrides, stdout, warnings)
 
 
-_JIT_OFF = {"0", "off", "disable", "disabled", "no", "false"}
-
-
 def _jit_problem(overrides: dict, stdout: str, warnings: list[str]) -> str | None:
     """An override asking for OPcache's JIT that php-fpm does not turn on: with Debian's
     opcache.jit_buffer_size=0 `--php-ini opcache.jit=tracing` changes nothing, and a comparison
     measured two identical engines. Only while OPcache itself runs (a compare arm may disable
     it on purpose)."""
     value = str(overrides.get("opcache.jit", "off")).strip()
-    if value.lower() in _JIT_OFF or not re.search(r"^Opcode Caching => Up and Running$", stdout, re.M):
+    if is_off(value, JIT_OFF) or not re.search(r"^Opcode Caching => Up and Running$", stdout, re.M):
         return None
     if re.search(r"^JIT => On$", stdout, re.M):
         return None

@@ -30,6 +30,7 @@ from ..collectors import assemble, request_log
 from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import STATEMENT_MEMORY, SlowLogCapture, read_settings
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
+from ..php_ini import is_off
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu, opcache_settle
@@ -91,7 +92,7 @@ def settle_opcache(stack, say, paths: list[str], since: float, warmed_from: floa
     until they are older than opcache.file_update_protection (opcache_settle.py): wait that out,
     then serve each URL once more on each pool, so the capture does not compile them on every
     request."""
-    if str(stack.php.overrides.get("opcache.enable", "1")).strip().lower() in ("0", "off", "false", "no", ""):
+    if is_off(stack.php.overrides.get("opcache.enable", "1")):
         return
     protection = opcache_settle.protection_seconds(stack.php.overrides)
     written = opcache_settle.written_since([stack.app_dir], since - protection - opcache_settle.MARGIN_S)

@@ -45,7 +45,7 @@ import re
 from collections import Counter
 
 from ..builtins import base_name, compiled_to_opcode
-from ..engine_state import size_bytes
+from ...php_ini import is_off, size_bytes
 from ..findings import Evidence, Finding
 from ..subsystems import breakdown, categorise, dso_name, passes_through
 from .context import Context
@@ -53,7 +53,6 @@ from .context import Context
 ID = "hot-builtins"
 
 # -- ini values (manifest php.ini: ini_get_all(null, false), strings or null) -------------------
-_OFF = {"", "0", "off", "false", "no", "none"}
 
 
 def ini_value(ctx: Context, name: str) -> str | None:
@@ -67,7 +66,7 @@ def ini_value(ctx: Context, name: str) -> str | None:
 def ini_flag(ctx: Context, name: str) -> bool | None:
     """A boolean setting ("1", "On", "" ...); None when the engine does not know it."""
     v = ini_value(ctx, name)
-    return None if v is None else v.strip().lower() not in _OFF
+    return None if v is None else not is_off(v)
 
 
 def ini_int(ctx: Context, name: str) -> int | None:
