@@ -200,6 +200,11 @@ def test_files_written_while_served_wait_out_the_protection(tmp_path):
     assert settle.wait_needed(found, 2.0, now=now) == pytest.approx(1.7)
     assert settle.wait_needed(found, 0.0, now=now) == 0 and settle.wait_needed([], 2.0) == 0
     assert settle.wait_needed(found, 2.0, now=now + 5) == 0
+    # the profile's question: changed within the protection before it was served, or since;
+    # none when all were already old as the warmup began (its first requests cached them)
+    assert [p for _, p in settle.pending(tmp_path / "app", now - 1, now - 1, 2.0)] == [new]
+    assert settle.pending(tmp_path / "app", now - 1, now + 2, 2.0) == []
+    assert settle.pending(tmp_path / "app", now + 10, now + 10, 2.0) == []
     assert settle.protection_seconds({}) == 2.0 and settle.protection_seconds(
         {"opcache.file_update_protection": "0"}) == 0.0
 

@@ -53,6 +53,16 @@ def written_since(roots: list[Path], since: float, limit: int = 200_000) -> list
     return sorted(found, reverse=True)
 
 
+def pending(root: Path, served_from: float, warmed_from: float, protection: float) -> list[tuple[float, Path]]:
+    """The files of `root` that may not be in OPcache yet: changed within `protection` before
+    the app was first served (`served_from`) or since; none when all of them were already old
+    enough as the warmup began (`warmed_from`), whose first requests then cached them."""
+    written = written_since([root], served_from - protection - MARGIN_S)
+    if not written or written[0][0] + protection + MARGIN_S <= warmed_from:
+        return []
+    return written
+
+
 def wait_needed(files: list[tuple[float, Path]], protection: float, now: float | None = None) -> float:
     """Seconds to wait until the newest of `files` is older than the protection."""
     if not files or protection <= 0:

@@ -95,9 +95,9 @@ def settle_opcache(stack, say, paths: list[str], since: float, warmed_from: floa
     if is_off(stack.php.overrides.get("opcache.enable", "1")):
         return
     protection = opcache_settle.protection_seconds(stack.php.overrides)
-    written = opcache_settle.written_since([stack.app_dir], since - protection - opcache_settle.MARGIN_S)
-    if not written or written[0][0] + protection + opcache_settle.MARGIN_S <= warmed_from:
-        return          # none, or all old enough when the warmup began: its first requests cached them
+    written = opcache_settle.pending(stack.app_dir, since, warmed_from, protection)
+    if not written:
+        return
     wait = opcache_settle.wait_needed(written, protection)
     time.sleep(wait)
     distinct = list(dict.fromkeys(paths))
