@@ -85,11 +85,11 @@ from functools import cached_property, lru_cache
 from ...bundle.model import Statement
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import fingerprint, query_id
+from ..sql_text import MARKER
 from .context import Context
 from .statement_time import statement_time
 
 ID = "db-static-cache"
-MARKER = "lockdown-capture"
 
 # ---------------------------------------------------------------------------------------------
 # Shared SQL helpers (used by n_plus_one and repeated_query too)

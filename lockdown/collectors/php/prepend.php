@@ -223,33 +223,30 @@ final class Capture
         $mem = $s['memory_usage'] ?? [];
         $str = $s['interned_strings_usage'] ?? [];
         $st = $s['opcache_statistics'] ?? [];
-        $int = static function ($v): int {
-            return (int) $v;
-        };
         $out += [
-            'opcache_enabled' => $int(!empty($s['opcache_enabled'])),
-            'opcache_cache_full' => $int(!empty($s['cache_full'])),
-            'opcache_restart_pending' => $int(!empty($s['restart_pending']) || !empty($s['restart_in_progress'])),
-            'opcache_used_memory' => $int($mem['used_memory'] ?? 0),
-            'opcache_free_memory' => $int($mem['free_memory'] ?? 0),
-            'opcache_wasted_memory' => $int($mem['wasted_memory'] ?? 0),
-            'opcache_interned_size' => $int($str['buffer_size'] ?? 0),
-            'opcache_interned_used' => $int($str['used_memory'] ?? 0),
-            'opcache_interned_free' => $int($str['free_memory'] ?? 0),
-            'opcache_cached_scripts' => $int($st['num_cached_scripts'] ?? 0),
-            'opcache_cached_keys' => $int($st['num_cached_keys'] ?? 0),
-            'opcache_max_cached_keys' => $int($st['max_cached_keys'] ?? 0),
+            'opcache_enabled' => (int) (!empty($s['opcache_enabled'])),
+            'opcache_cache_full' => (int) (!empty($s['cache_full'])),
+            'opcache_restart_pending' => (int) (!empty($s['restart_pending']) || !empty($s['restart_in_progress'])),
+            'opcache_used_memory' => (int) ($mem['used_memory'] ?? 0),
+            'opcache_free_memory' => (int) ($mem['free_memory'] ?? 0),
+            'opcache_wasted_memory' => (int) ($mem['wasted_memory'] ?? 0),
+            'opcache_interned_size' => (int) ($str['buffer_size'] ?? 0),
+            'opcache_interned_used' => (int) ($str['used_memory'] ?? 0),
+            'opcache_interned_free' => (int) ($str['free_memory'] ?? 0),
+            'opcache_cached_scripts' => (int) ($st['num_cached_scripts'] ?? 0),
+            'opcache_cached_keys' => (int) ($st['num_cached_keys'] ?? 0),
+            'opcache_max_cached_keys' => (int) ($st['max_cached_keys'] ?? 0),
             'opcache_hits' => $now['hits'],
             'opcache_misses' => $now['misses'],
-            'opcache_blacklist_misses' => $int($st['blacklist_misses'] ?? 0),
-            'opcache_oom_restarts' => $int($st['oom_restarts'] ?? 0),
-            'opcache_hash_restarts' => $int($st['hash_restarts'] ?? 0),
-            'opcache_manual_restarts' => $int($st['manual_restarts'] ?? 0),
+            'opcache_blacklist_misses' => (int) ($st['blacklist_misses'] ?? 0),
+            'opcache_oom_restarts' => (int) ($st['oom_restarts'] ?? 0),
+            'opcache_hash_restarts' => (int) ($st['hash_restarts'] ?? 0),
+            'opcache_manual_restarts' => (int) ($st['manual_restarts'] ?? 0),
         ];
         $jit = $s['jit'] ?? [];
         if (!empty($jit['on'])) {
-            $out['opcache_jit_buffer_size'] = $int($jit['buffer_size'] ?? 0);
-            $out['opcache_jit_buffer_free'] = $int($jit['buffer_free'] ?? 0);
+            $out['opcache_jit_buffer_size'] = (int) ($jit['buffer_size'] ?? 0);
+            $out['opcache_jit_buffer_free'] = (int) ($jit['buffer_free'] ?? 0);
         }
         $start = self::$engineStart;
         if (isset($start['hits'])) {
