@@ -283,6 +283,10 @@ def detect(ctx: Context) -> list:
                  **({"no_patch": no_patch} if no_patch else {})})]
 
 
+def _mb(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MB"
+
+
 def full_caches(state: OpcacheState) -> list[str]:
     """Which of OPcache's limits the workers hit: "memory", "interned", "keys"."""
     return [name for name, full in (("memory", state.memory_full), ("interned", state.interned_full),
@@ -314,7 +318,7 @@ def cause_text(cause: str, state: OpcacheState) -> str:
         return "the shared memory is full or ran out (opcache.memory_consumption)"
     if cause == "memory":
         return (f"scripts that are not new stay uncached with keys to spare ({uncached_text(state, 3, old=True)}): "
-                f"the shared memory has no free block large enough for them ({state.free_memory / (1 << 20):.1f} MB "
+                f"the shared memory has no free block large enough for them ({_mb(state.free_memory)} "
                 "free in all; opcache.memory_consumption)")
     return (f"{uncached_text(state, 3, young=True)} changed less than opcache.file_update_protection seconds before "
             "the request, which OPcache does not cache: rewritten on every request")
@@ -323,7 +327,6 @@ def cause_text(cause: str, state: OpcacheState) -> str:
 def state_evidence(state: OpcacheState, requests: int) -> list[Evidence]:
     """The workers' OPcache counters that show the misses and what is full."""
     src = f"opcache_get_status() in the workers, at the start and end of {requests} timed requests"
-    mb = lambda b: f"{b / (1 << 20):.1f} MB"
     rows = [Evidence("script lookups (include/require) per timed request, compiled (missed)",
                      f"{state.lookups_per_request:.1f}, {state.misses_per_request:.1f}", src),
             Evidence("timed requests that compiled scripts", f"{state.requests_with_misses} of {state.requests}", src),
@@ -331,10 +334,10 @@ def state_evidence(state: OpcacheState, requests: int) -> list[Evidence]:
                      f"{state.cached_keys} of {state.max_cached_keys}" + (", full" if state.keys_full else ""),
                      src + "; cache_full " + ("true" if state.cache_full else "false")),
             Evidence("shared memory used, free, wasted",
-                     f"{mb(state.used_memory)}, {mb(state.free_memory)}, {mb(state.wasted_memory)}"
+                     f"{_mb(state.used_memory)}, {_mb(state.free_memory)}, {_mb(state.wasted_memory)}"
                      + (", full" if state.memory_full else ""), src),
             Evidence("interned strings used of the buffer",
-                     f"{mb(state.interned_used)} of {mb(state.interned_size)}" + (", full" if state.interned_full else ""),
+                     f"{_mb(state.interned_used)} of {_mb(state.interned_size)}" + (", full" if state.interned_full else ""),
                      src)]
     if state.uncached:
         rows.append(Evidence("scripts OPcache did not hold after a request that missed (in how many requests)",
