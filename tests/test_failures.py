@@ -24,6 +24,25 @@ def test_port_in_use(lockdown):
                                 f"in use: pass another --port, or leave --port out to use a free port")
 
 
+def test_servers_get_ports_outside_the_ephemeral_range(monkeypatch):
+    """A port from bind(0) is an ephemeral one, which an outgoing connection can take before
+    nginx or MariaDB binds it (CI lost a run to that): servers get free ports below the range,
+    taken ones skipped; bind(0) only when that range is too small."""
+    low, _ = ports.ephemeral_range()
+    picked = {ports.free_port() for _ in range(20)}
+    assert all(ports.SERVER_PORTS_FROM <= p < low for p in picked) and len(picked) > 1
+    taken = min(picked)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", taken))
+        busy.listen()
+        monkeypatch.setattr(ports, "SERVER_PORTS_FROM", taken)
+        monkeypatch.setattr(ports, "ephemeral_range", lambda: (taken + 1000, 60999))
+        assert taken not in {ports.free_port() for _ in range(200)}
+    # too few ports below the range: the kernel's choice, from the range itself
+    monkeypatch.setattr(ports, "ephemeral_range", lambda: (ports.SERVER_PORTS_FROM + 500, 60999))
+    assert ports.free_port() >= low
+
+
 def test_sanity_check_failure_shows_evidence(lockdown, tmp_path):
     target = tmp_path / "broken"
     shutil.copytree(HELLO, target)

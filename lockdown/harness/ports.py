@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import shutil
 import socket
 import time
@@ -10,7 +11,36 @@ from pathlib import Path
 from ..errors import LockdownError
 
 
+# Ports below the kernel's ephemeral range, where servers are picked from
+SERVER_PORTS_FROM = 20000
+_random = random.SystemRandom()
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux default 32768-60999)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
+    """A free loopback port for a server lockdown starts, below the ephemeral range. A port the
+    kernel hands out for bind(0) comes from that range, where any outgoing connection (a load
+    generator opens thousands, MariaDB clients more) may take it between the pick and the
+    server's own bind, seconds later: a clean-clone CI run failed with nginx's port 'already in
+    use'. Random, so that concurrent commands rarely try the same one; bind(0) when the range
+    below is too small."""
+    low = ephemeral_range()[0]
+    if low - SERVER_PORTS_FROM >= 1000:
+        for port in _random.sample(range(SERVER_PORTS_FROM, low), 50):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
