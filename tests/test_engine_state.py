@@ -274,3 +274,82 @@ def test_a_php_file_rewritten_on_every_request_is_named_and_gets_no_ini_fix(lock
     assert f["remediations"] == [] and "cache/settings.php" in f["details"]["no_patch"]
     assert "no patch proposed: no setting would cache these scripts" in r.stdout
     assert processes_mentioning(str(out)) == []
+
+
+BIG_TOML = """name = "bigscripts"
+description = "Includes 30 scripts of about 1 MB of OPcache memory each into 8 MB of it"
+docroot = "."
+front_controller = "index.php"
+php_ini = { "opcache.memory_consumption" = "8", "opcache.interned_strings_buffer" = "1" }
+
+[app]
+files = "app"
+
+[[urls]]
+path = "/"
+weight = 1
+
+[sanity]
+url = "/"
+expect = "big ok"
+"""
+BIG_PHP = """<?php
+$n = 0;
+for ($i = 0; $i < 30; $i++) {
+    $n += count(require sprintf('%s/lib/big%02d.php', __DIR__, $i));
+}
+echo 'big ok ', $n;
+"""
+
+
+def big_script(seed: int, entries: int = 23_000) -> str:
+    """A literal array of `entries` int => int pairs, sparse keys (a hash, not a packed list).
+    OPcache keeps it in the script's own memory, never in the interned strings buffer: 32 bytes
+    a bucket plus the hash slots, 998,808 bytes of opcache_get_status()'s memory_consumption on
+    PHP 8.2 (string literals would go to the interned strings buffer while it has room: the first
+    scripts would be smaller). 30 of them in 8 MB, 1 MB of it the interned strings buffer (PHP's
+    default of 8 MB does not fit in 8: php-fpm refuses to start): 6 fit, about 500 KB stays free."""
+    return "<?php\nreturn [" + ",".join(f"{i * 7 + seed}=>{i}" for i in range(entries)) + "];\n"
+
+
+def test_scripts_too_big_for_opcache_memory_are_named_and_get_a_memory_fix(lockdown, tmp_path):
+    """The real stack: an app that includes 30 scripts of about 1 MB each with
+    opcache.memory_consumption=8. The first few fill the shared memory; the rest are compiled on
+    every request, with keys to spare and about 500 KB still free, so PHP never sets cache_full
+    (only below 64 KB free) and the memory is not "full" by the counters either. The cause is
+    the old scripts OPcache does not hold after a request that missed: the finding names the
+    shared memory and raises opcache.memory_consumption only, not max_accelerated_files."""
+    import os
+    import time
+    from conftest import processes_mentioning
+    target = tmp_path / "bigscripts"
+    (target / "app" / "lib").mkdir(parents=True)
+    (target / "target.toml").write_text(BIG_TOML)
+    (target / "app" / "index.php").write_text(BIG_PHP)
+    hour_ago = time.time() - 3600        # old: past opcache.file_update_protection, not "rewritten"
+    for i in range(30):
+        script = target / "app" / "lib" / f"big{i:02d}.php"
+        script.write_text(big_script(i))
+        os.utime(script, (hour_ago, hour_ago))
+    out = tmp_path / "out"
+    r = lockdown("run", target, "--no-bench", "--no-probe", "--requests", "20", "-o", out)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    o = json.loads((out / "analysis.json").read_text())["engine_state"]["opcache"]
+    # every request includes index.php and the 30 scripts; 8 MB holds only a handful of them
+    assert o["lookups_per_request"] == 31 and o["misses_per_request"] >= 20, o
+    assert o["requests_with_misses"] == o["requests"] > 5 and o["cached_scripts"] <= 10, o
+    assert not o["keys_full"] and o["cached_keys"] < o["max_cached_keys"] and o["restarts"] == {}, o
+    # not full by PHP's flag nor by the free memory: the uncached scripts alone name the cause
+    assert not o["cache_full"] and not o["memory_full"] and o["free_memory"] > 64 << 10, o
+    assert o["uncached_young"] == {} and len(o["uncached"]) == 10, o
+    assert all(p.startswith("lib/big") and n == o["requests"] for p, n in o["uncached"].items()), o
+    [f] = [f for f in json.loads((out / "findings.json").read_text())["findings"] if f["id"] == "opcache"]
+    assert f["details"]["case"] == "compiling" and f["details"]["causes"] == ["memory"], f["details"]
+    assert f["details"]["full"] == [] and "no_patch" not in f["details"], f["details"]
+    assert "scripts that are not new stay uncached with keys to spare (lib/big" in f["summary"], f["summary"]
+    assert "the shared memory has no free block large enough for them" in f["summary"], f["summary"]
+    [fix] = f["remediations"]
+    assert fix["kind"] == "ini" and fix["content"].splitlines() == ["opcache.memory_consumption=256"], fix
+    assert "max_accelerated_files" not in fix["content"] + fix["description"], fix
+    assert "the cause from the same counters: memory" in fix["checked"], fix
+    assert processes_mentioning(str(out)) == []
