@@ -453,6 +453,30 @@ def test_report_budget_numbers_are_the_analysis_numbers(run):
     # the stacked chart's segments, in ms of the URL's mean budget
     assert "/: cpu 100.0 ms /: db wait 20.0 ms /: other wait 55.0 ms 175.0 ms" in text
     assert text.count("peak memory2.0 MiB") == 2               # 2 MiB in each request's drill-down
+    assert "waiting for a CPU" not in text and "Scheduler" not in text   # not recorded: not shown
+
+
+def test_report_splits_other_wait_where_the_run_queue_was_recorded(run):
+    """A capture with the scheduler's view: other wait's run-queue part is a column, a chart
+    segment and a drill-down clause, and the note says the timings include the queueing."""
+    path = run / "analysis.json"
+    a = json.loads(path.read_text())
+    for b in [*a["budget_by_url"].values(), a["budget_overall"], *a["by_request"]]:
+        b["cpu_queue_us"] = 35_000
+    a["scheduling"] = {"requests": 2, "voluntary_switches": 31.5, "involuntary_switches": 40.25,
+                       "cpu_queue_us": 35_000, "cpu_queue_pct": 20.0, "concurrency": 6, "workers": 4, "cpus": 2}
+    path.write_text(json.dumps(a))
+    text = text_of(report_html(run))
+    assert ("/: cpu 100.0 ms /: db wait 20.0 ms /: waiting for a CPU 35.0 ms /: other wait 20.0 ms 175.0 ms"
+            in text)
+    assert "of which waiting for a CPU ms" in text
+    assert text.count("other wait 55.0 (of which waiting for a CPU 35.0)") == 2
+    assert ("35.0 ms a request waiting for a CPU, 20.0% of the wall time; 31.5 voluntary context switches a "
+            "request (the worker blocked) and 40.2 involuntary (preempted), captured at concurrency 6 with 4 "
+            "workers on 2 CPUs. The timings include that queueing") in text
+    a["scheduling"]["cpu_queue_pct"] = 2.0
+    path.write_text(json.dumps(a))
+    assert "The timings include that queueing" not in text_of(report_html(run))
 
 
 def test_only_lockdown_flame_graphs_are_inlined_into_the_report(tmp_path):

@@ -66,9 +66,14 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     out["budget_by_url"] = {u: asdict(b) for u, b in sorted(budget.by_url(requests, budgets).items())}
     out["budget_overall"] = asdict(budget.mean_budget(
         [b for rid, b in budgets.items() if rid not in instrumented]))
+    sched = budget.scheduling(requests, budgets)
+    if sched is not None:
+        driver, host = bundle.manifest.get("driver") or {}, bundle.manifest.get("host") or {}
+        out["scheduling"] = {**sched, "concurrency": driver.get("concurrency"),
+                             "workers": driver.get("workers"), "cpus": host.get("cpus")}
     counts = Counter(s.request for s in statements if s.request)
     out["by_request"] = [{"id": r.id, "url": url_of[r.id], "status": r.status, "pid": r.pid,
-                          "instrumented": r.instrumented, "statements": counts[r.id],
+                          "instrumented": r.instrumented, "statements": counts[r.id], "sched": r.sched,
                           **asdict(budgets[r.id])} for r in requests]
     profiles = [p for p in bundle.excimer() if p.request in ids]
     if profiles:

@@ -8,6 +8,11 @@ proportions of the request's perf samples; `db_wait` is the sum of the request's
 durations (server-side Query_time); `other_wait` is what is left (network, locks, sleeps, the
 kernel scheduling another process) and is never negative; `residual` is negative when CPU and
 statement time together exceed the wall time (time counted twice, or the server's clock).
+
+`cpu_queue` is the part of `other_wait` the worker was runnable but waiting for a CPU (the
+kernel's run-queue delay, /proc/thread-self/schedstat, read by the prepend): a saturated host,
+not the application. It is capped at `other_wait` (while a statement runs the worker sleeps,
+so the two hardly overlap) and None when the bundle did not record it.
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ from dataclasses import dataclass, field
 
 from ..bundle.model import RequestRecord, Statement
 from .subsystems import categorise
+
+QUEUE_NOTE_PCT = 10.0   # run-queue share of the wall time from which the reports say the timings include it
 
 
 @dataclass
@@ -27,6 +34,7 @@ class Budget:
     residual_us: float
     cpu_by_subsystem_us: dict = field(default_factory=dict)
     requests: int = 1
+    cpu_queue_us: float | None = None
 
 
 def request_budgets(requests: list[RequestRecord], statements: list[Statement],
@@ -46,7 +54,9 @@ def request_budgets(requests: list[RequestRecord], statements: list[Statement],
         cats = per_request.get(r.id)
         total = sum(cats.values()) if cats else 0
         split = {k: cpu * v / total for k, v in cats.items()} if total else {}
-        out[r.id] = Budget(wall, cpu, d, other, wall - cpu - d - other, split)
+        delay = (r.sched or {}).get("run_delay_us")
+        queue = None if delay is None else min(float(max(delay, 0)), other)
+        out[r.id] = Budget(wall, cpu, d, other, wall - cpu - d - other, split, cpu_queue_us=queue)
     return out
 
 
@@ -57,9 +67,11 @@ def mean_budget(budgets: list[Budget]) -> Budget:
     cats: Counter = Counter()
     for b in budgets:
         cats.update(b.cpu_by_subsystem_us)
+    queues = [b.cpu_queue_us for b in budgets if b.cpu_queue_us is not None]
     return Budget(sum(b.wall_us for b in budgets) / n, sum(b.cpu_us for b in budgets) / n,
                   sum(b.db_wait_us for b in budgets) / n, sum(b.other_wait_us for b in budgets) / n,
-                  sum(b.residual_us for b in budgets) / n, {k: v / n for k, v in cats.items()}, n)
+                  sum(b.residual_us for b in budgets) / n, {k: v / n for k, v in cats.items()}, n,
+                  sum(queues) / n if len(queues) == n else None)
 
 
 def by_url(requests: list[RequestRecord], budgets: dict[str, Budget]) -> dict[str, Budget]:
@@ -69,3 +81,24 @@ def by_url(requests: list[RequestRecord], budgets: dict[str, Budget]) -> dict[st
         if not r.instrumented and r.id in budgets:
             groups[r.url or r.uri].append(budgets[r.id])
     return {url: mean_budget(bs) for url, bs in groups.items()}
+
+
+def scheduling(requests: list[RequestRecord], budgets: dict[str, Budget]) -> dict | None:
+    """What the scheduler did to the timed requests, means per request: the run-queue wait
+    (the budget's `cpu_queue`) with its share of the wall time, and the context switches,
+    voluntary (the worker blocked) and involuntary (preempted). None when the bundle did not
+    record them (captured before lockdown read /proc/thread-self/schedstat)."""
+    timed = [r for r in requests if not r.instrumented and r.sched and r.id in budgets]
+    if not timed:
+        return None
+    n = len(timed)
+    queues = [budgets[r.id].cpu_queue_us for r in timed if budgets[r.id].cpu_queue_us is not None]
+    wall = sum(budgets[r.id].wall_us for r in timed)
+    out = {"requests": n,
+           "voluntary_switches": sum(r.sched.get("voluntary_switches", 0) for r in timed) / n,
+           "involuntary_switches": sum(r.sched.get("involuntary_switches", 0) for r in timed) / n,
+           "cpu_queue_us": None, "cpu_queue_pct": None}
+    if len(queues) == n:
+        out["cpu_queue_us"] = sum(queues) / n
+        out["cpu_queue_pct"] = round(100.0 * sum(queues) / wall, 2) if wall else 0.0
+    return out

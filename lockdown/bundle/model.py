@@ -161,6 +161,7 @@ class RequestRecord(_Record):
     capture_us: int | None = None   # time the prepend spent after the request, writing the capture
     capture_blocking_us: int | None = None  # the part of it before the response was released
     engine: dict[str, int] | None = None    # the engine's caches as the request left them (prepend.php)
+    sched: dict[str, int] | None = None     # the scheduler's view: run-queue wait, context switches
     uncached_scripts: list[str] | None = None   # included files OPcache did not hold, when it missed
     uncached_young: list[str] | None = None     # of those, modified within file_update_protection
 

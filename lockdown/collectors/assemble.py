@@ -35,7 +35,8 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
             instrumented=bool(d.get("xhprof")), seq=s.seq, url=s.url,
             client_start_ns=s.client_start_ns, client_end_ns=s.client_end_ns,
             client_status=s.status, db_threads=d.get("db_threads"), capture_us=d.get("capture_us"),
-            capture_blocking_us=d.get("capture_blocking_us"), engine=_engine(d.get("engine")),
+            capture_blocking_us=d.get("capture_blocking_us"), engine=_int_map(d.get("engine")),
+            sched=_int_map(d.get("sched")),
             uncached_scripts=_strings(d.get("uncached_scripts")), uncached_young=_strings(d.get("uncached_young"))))
     records.sort(key=lambda r: r.seq)
     writer.write_jsonl("requests.jsonl", records)
@@ -52,8 +53,8 @@ def _strings(raw) -> list | None:
     return raw if isinstance(raw, list) and all(type(v) is str for v in raw) else None
 
 
-def _engine(raw) -> dict | None:
-    """The prepend's engine state, if it is the flat object of integers it writes."""
+def _int_map(raw) -> dict | None:
+    """The prepend's engine or scheduler state, if it is the flat object of integers it writes."""
     if isinstance(raw, dict) and raw and all(type(v) is int for v in raw.values()):
         return raw
     return None

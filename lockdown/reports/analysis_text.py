@@ -1,12 +1,35 @@
 """The analysis of a bundle as terminal text: subsystems, time budget, PHP functions, queries."""
 from __future__ import annotations
 
+from ..analyzers.budget import QUEUE_NOTE_PCT
 from ..analyzers.query_digest import plan_text
 from . import numbers
 
 
 def _ms(us: float) -> str:
     return f"{us / 1000:8.1f}"
+
+
+def _ms_or_dash(us: float | None) -> str:
+    return f"{'-':>8s}" if us is None else _ms(us)
+
+
+def scheduling_lines(s: dict | None) -> list[str]:
+    """The run queue and context switches under the budget table (analysis.json scheduling)."""
+    if not s:
+        return []
+    setting = ", ".join(p for p in (f"concurrency {s['concurrency']}" if s.get("concurrency") else "",
+                                    numbers.plural(s["workers"], "worker") if s.get("workers") else "",
+                                    numbers.plural(s["cpus"], "CPU") if s.get("cpus") else "") if p)
+    queue = ("" if s["cpu_queue_us"] is None else
+             f"{s['cpu_queue_us'] / 1000:.1f} ms a request waiting for a CPU ({s['cpu_queue_pct']:.1f}% of the "
+             "wall time); ")
+    out = [f"  scheduler: {queue}{s['voluntary_switches']:.1f} voluntary and {s['involuntary_switches']:.1f} "
+           f"involuntary context switches a request" + (f" (captured at {setting})" if setting else "")]
+    if s["cpu_queue_pct"] is not None and s["cpu_queue_pct"] >= QUEUE_NOTE_PCT:
+        out.append("  the timings include that queueing: more was runnable than there were CPUs (workers, "
+                   "the database, perf); the application's own cost is the rest")
+    return out
 
 
 def format_analysis(a: dict, top: int = 15) -> str:
@@ -26,12 +49,15 @@ def format_analysis(a: dict, top: int = 15) -> str:
                          f"{before:.1f}% before naming {ident['frames_named']} frames from symbol tables "
                          f"and .eh_frame)")
     lines += engine_lines(a.get("engine_state"))
-    lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual):",
-              f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'resid':>8s}"]
+    lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual; "
+                  "queue: the part of other wait spent waiting for a CPU):",
+              f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'queue':>8s} {'resid':>8s}"]
     rows = list(a["budget_by_url"].items()) + [("(all)", a["budget_overall"])]
     for url, b in rows:
         lines.append(f"  {url[:40]:40s} {b['requests']:4d} {_ms(b['wall_us'])} {_ms(b['cpu_us'])} "
-                     f"{_ms(b['db_wait_us'])} {_ms(b['other_wait_us'])} {_ms(b['residual_us'])}")
+                     f"{_ms(b['db_wait_us'])} {_ms(b['other_wait_us'])} {_ms_or_dash(b.get('cpu_queue_us'))} "
+                     f"{_ms(b['residual_us'])}")
+    lines += scheduling_lines(a.get("scheduling"))
     trip = a.get("db_round_trip")
     if trip:
         lines.append(f"  db is the server's time only; the statements' round trips add about "
@@ -40,10 +66,12 @@ def format_analysis(a: dict, top: int = 15) -> str:
     slow = sorted((r for r in a["by_request"] if not r["instrumented"]), key=lambda r: -r["wall_us"])
     if len(a["by_request"]) > 1 and slow:
         lines += ["", "slowest requests, ms (drill down with --request ID):",
-                  f"  {'id':9s} {'url':36s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'stmts':>6s}"]
+                  f"  {'id':9s} {'url':36s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'queue':>8s} "
+                  f"{'stmts':>6s}"]
         for r in slow[:min(top, 10)]:
             lines.append(f"  {r['id']:9s} {r['url'][:36]:36s} {_ms(r['wall_us'])} {_ms(r['cpu_us'])} "
-                         f"{_ms(r['db_wait_us'])} {_ms(r['other_wait_us'])} {r['statements']:6d}")
+                         f"{_ms(r['db_wait_us'])} {_ms(r['other_wait_us'])} {_ms_or_dash(r.get('cpu_queue_us'))} "
+                         f"{r['statements']:6d}")
     f = a.get("php_functions")
     if f and f["samples"]:
         base = numbers.excimer_weight(f["samples"], f.get("sample_count"))

@@ -22,7 +22,7 @@ COLORS = {
     "string": "#59a14f", "regex": "#edc948", "compile": "#b07aa1", "builtin": "#ff9da7",
     "fs-io": "#9c755f", "net-io": "#bab0ac", "kernel": "#d37295", "profiler-ext": "#8cd17d",
     "other": "#79706e",
-    "cpu": "#4e79a7", "db wait": "#f28e2b", "other wait": "#bab0ac",
+    "cpu": "#4e79a7", "db wait": "#f28e2b", "waiting for a CPU": "#e15759", "other wait": "#bab0ac",
     "before": "#9aa7b8", "after": "#4e79a7", "run": "#9aa7b8", "mean": "#4e79a7",
 }
 DEFAULT_COLOR = "#4e79a7"

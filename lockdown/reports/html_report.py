@@ -26,6 +26,7 @@ from pathlib import Path
 import jinja2
 from markupsafe import Markup
 
+from ..analyzers.budget import QUEUE_NOTE_PCT
 from ..analyzers.findings import SEVERITIES, split_steps
 from ..analyzers.query_digest import by_request, plan_text
 from ..analyzers.stacks import stacks
@@ -116,7 +117,9 @@ def _pick(d, keys: str) -> dict:
     return {k: d.get(k) for k in keys.split()}
 
 
-BUDGET = "wall_us cpu_us db_wait_us other_wait_us residual_us cpu_by_subsystem_us requests"
+BUDGET = "wall_us cpu_us db_wait_us other_wait_us residual_us cpu_by_subsystem_us requests cpu_queue_us"
+SCHEDULING = ("requests voluntary_switches involuntary_switches cpu_queue_us cpu_queue_pct concurrency "
+              "workers cpus")
 REQUEST = f"id url status pid instrumented statements {BUDGET}"
 BUILTIN = "name calls exclusive_us inclusive_us allocations calls_per_request compiled_to_opcode"
 QUERY_CLASS = ("id fingerprint count count_per_request max_per_request time_total time_min time_max time_avg "
@@ -281,8 +284,8 @@ def _budget(a: dict) -> dict:
         rows.append({"url": url, **b,
                      "top": sorted((b["cpu_by_subsystem_us"] or {}).items(), key=lambda kv: -kv[1])[:3]})
     overall = _pick(a.get("budget_overall"), BUDGET)
-    chart_rows = [StackedRow(r["url"], [Segment(name, (r[key] or 0) / 1000) for name, key in
-                                        (("cpu", "cpu_us"), ("db wait", "db_wait_us"), ("other wait", "other_wait_us"))],
+    queued = bool(rows) and all(r["cpu_queue_us"] is not None for r in rows)
+    chart_rows = [StackedRow(r["url"], [Segment(name, value / 1000) for name, value in _budget_parts(r, queued)],
                              text=f"{_ms(r['wall_us'])} ms") for r in rows]
     chart = charts.stacked_chart(chart_rows, "Mean time per request by URL", "ms") if chart_rows else None
     rt = a.get("db_round_trip") if isinstance(a.get("db_round_trip"), dict) else None
@@ -290,7 +293,20 @@ def _budget(a: dict) -> dict:
         "us": float(rt["us_per_request"]), "statements": float(rt["statements_per_request"]),
         "per_call": float(rt["per_call_us"]), "requests": int(rt["requests"]), "calls": int(rt["calls"]),
         "pct": 100 * float(rt["us_per_request"]) / overall["wall_us"] if overall.get("wall_us") else None}
-    return {"rows": rows, "overall": overall, "chart": chart, "round_trip": trip}
+    sched = _pick(a["scheduling"], SCHEDULING) if isinstance(a.get("scheduling"), dict) else None
+    note = sched is not None and (sched["cpu_queue_pct"] or 0) >= QUEUE_NOTE_PCT
+    return {"rows": rows, "overall": overall, "chart": chart, "round_trip": trip,
+            "queued": queued, "scheduling": sched, "queue_note": note}
+
+
+def _budget_parts(row: dict, queued: bool) -> list[tuple[str, float]]:
+    """A URL's bar: cpu, db wait and other wait, the last split into the run queue and the rest
+    when the capture recorded the run queue."""
+    other = row["other_wait_us"] or 0
+    parts = [("cpu", row["cpu_us"] or 0), ("db wait", row["db_wait_us"] or 0)]
+    if not queued:
+        return parts + [("other wait", other)]
+    return parts + [("waiting for a CPU", row["cpu_queue_us"]), ("other wait", other - row["cpu_queue_us"])]
 
 
 OPCACHE = ("enabled requests lookups_per_request misses_per_request requests_with_misses misses_by_url restarts "
@@ -371,6 +387,7 @@ def _requests(a: dict, records: dict, stmts: dict, anchors: dict, findings: list
             "started": _when(rec.start_unix) if rec else "\u2013",
             "client_status": rec.client_status if rec else None,
             "db_threads": rec.db_threads if rec else None,
+            "sched": rec.sched if rec else None,
             "statements_shown": [{"seq": s.seq, "us": s.duration_us, "sent": s.rows_sent,
                                   "examined": s.rows_examined, "attribution": s.attribution,
                                   "sql": s.sql[:MAX_SQL] + ("\u2026" if len(s.sql) > MAX_SQL else "")}

@@ -66,6 +66,11 @@ def count(v, none: str = NONE) -> str:
     return _fmt(v, ",.1f", none)
 
 
+def plural(n: int, word: str) -> str:
+    """"1 worker", "4 workers": a count with its noun (regular plurals only)."""
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def size(v, none: str = NONE) -> str:
     """Bytes in binary units, one decimal: "16.0 KB", "20.5 MB" (what php.ini's K and M mean)."""
     if v is None:

@@ -21,6 +21,7 @@ final class Capture
     private static $xhprof = false;
     private static $marker;
     private static $engineStart;
+    private static $schedStart;
     private const UNCACHED_MAX = 50;
 
     public static function begin(): void
@@ -34,6 +35,7 @@ final class Capture
         self::$startNs = $startNs;
         self::$startUnix = \microtime(true);
         self::$rusage = \getrusage();
+        self::$schedStart = self::runQueueDelayNs();
         self::$engineStart = self::opcacheCounters();
         unset(self::$engineStart['status']);
         self::$engineStart['gc'] = \gc_status();
@@ -81,6 +83,7 @@ final class Capture
     {
         $endNs = \hrtime(true);
         $ru = \getrusage();
+        $delayNs = self::runQueueDelayNs();
         try {
             $xhprof = self::$xhprof ? \tideways_xhprof_disable() : null;
             if (self::$excimer) {
@@ -109,6 +112,7 @@ final class Capture
             if (isset($cfg['db'])) {
                 $record += self::dbThreads($cfg['db']);
             }
+            $record['sched'] = self::schedState($ru, $delayNs);
             $record['engine'] = self::engineState();
             $e = $record['engine'];
             if (($e['opcache_misses'] ?? 0) > ($e['opcache_misses_at_start'] ?? \PHP_INT_MAX)) {
@@ -144,6 +148,37 @@ final class Capture
         } catch (\Throwable $e) {
             @\error_log('lockdown capture: ' . $e->getMessage());
         }
+    }
+
+    /**
+     * This thread's time spent runnable but waiting for a CPU so far, in ns (the second field
+     * of /proc/thread-self/schedstat), or null where the kernel does not keep it. A read of a
+     * few microseconds; begin() keeps the value so the request's own wait is the difference.
+     */
+    private static function runQueueDelayNs(): ?int
+    {
+        $f = @\file_get_contents('/proc/thread-self/schedstat');
+        if ($f === false || !\preg_match('/^\d+ (\d+) \d+/', $f, $m)) {
+            return null;
+        }
+        return (int) $m[1];
+    }
+
+    /**
+     * What the scheduler did to the request (docs/bundle-format.md): the time it was runnable
+     * but waiting for a CPU (the run queue), and its context switches, voluntary (it blocked:
+     * the database, the disk, a lock) and involuntary (preempted). Splits "other wait", which
+     * the wall and CPU times alone cannot: a saturated host, or blocking.
+     */
+    private static function schedState(array $ru, ?int $delayNs): array
+    {
+        $start = self::$rusage;
+        $out = ['voluntary_switches' => (int) ($ru['ru_nvcsw'] ?? 0) - (int) ($start['ru_nvcsw'] ?? 0),
+                'involuntary_switches' => (int) ($ru['ru_nivcsw'] ?? 0) - (int) ($start['ru_nivcsw'] ?? 0)];
+        if ($delayNs !== null && self::$schedStart !== null) {
+            $out['run_delay_us'] = \intdiv($delayNs - self::$schedStart, 1000);
+        }
+        return $out;
     }
 
     /**

@@ -1,0 +1,62 @@
+"""The scheduler's view of a captured request, on the real stack: the time a worker was
+runnable but waiting for a CPU (the run queue) is the part of "other wait" that a saturated
+host adds, and lockdown measures it per request (prepend.php, /proc/thread-self/schedstat)."""
+from __future__ import annotations
+
+import json
+
+from conftest import processes_mentioning
+
+BUSY_TOML = """name = "busy"
+description = "A page that only computes: its wall time is CPU time, or waiting for a CPU"
+docroot = "."
+front_controller = "index.php"
+
+[app]
+files = "app"
+
+[[urls]]
+path = "/"
+weight = 1
+
+[sanity]
+url = "/"
+expect = "busy ok"
+"""
+BUSY_PHP = """<?php
+$x = 0;
+for ($i = 0; $i < 400000; $i++) { $x = ($x + $i * 7) % 1000003; }
+echo 'busy ok ', $x;
+"""
+
+
+def capture(lockdown, target, out, concurrency, requests):
+    r = lockdown("profile", target, "-o", out, "--collect", "none", "-n", requests, "-c", concurrency,
+                 "-w", concurrency, "--no-overhead-check", "--warmup-requests", "5")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    a = lockdown("analyze", out, "--json")
+    assert a.returncode == 0, a.stderr
+    return json.loads(a.stdout)
+
+
+def test_more_busy_workers_than_cpus_wait_in_the_run_queue(lockdown, home, tmp_path):
+    """A page that only computes, with three times as many workers busy as there are CPUs
+    on this machine's kind (2): most of each request's wall time is spent runnable, waiting
+    for a CPU, and the budget says so; one at a time, hardly any. Each request's queue is a
+    part of its other wait, never more."""
+    target = tmp_path / "busy"
+    (target / "app").mkdir(parents=True)
+    (target / "target.toml").write_text(BUSY_TOML)
+    (target / "app" / "index.php").write_text(BUSY_PHP)
+    crowded = capture(lockdown, target, tmp_path / "c6", 6, 60)
+    alone = capture(lockdown, target, tmp_path / "c1", 1, 20)
+    s6, s1 = crowded["scheduling"], alone["scheduling"]
+    assert (s6["concurrency"], s6["workers"], s6["requests"], s1["concurrency"]) == (6, 6, 60, 1)
+    assert s6["cpu_queue_pct"] >= 30, s6
+    assert s1["cpu_queue_pct"] < s6["cpu_queue_pct"] / 2, (s1, s6)
+    assert s6["involuntary_switches"] > s1["involuntary_switches"]      # preempted, not blocked
+    for r in crowded["by_request"]:
+        assert 0 <= r["cpu_queue_us"] <= r["other_wait_us"] and r["sched"]["run_delay_us"] >= r["cpu_queue_us"], r
+    o = crowded["budget_overall"]
+    assert abs(o["cpu_queue_us"] - s6["cpu_queue_us"]) < 1
+    assert processes_mentioning(str(home)) == [] and processes_mentioning(str(target)) == []
