@@ -517,3 +517,27 @@ def test_remediation_steps_are_commands_or_the_operators_words(run):
     assert "Then run in the application tree: php maintenance/rebuild.php '--lang=en us'" in html
     for out in (terminal, issue, html):
         assert "s y s t e m" not in out and "in the app tree: systemctl" not in out
+
+
+def test_report_tail_table_is_the_analysis_tail_escaped(run):
+    """analysis.json tail as a table: the long tails' ratio in bold, the parts that grew,
+    what the slow requests did besides, and links to the drill-down of those on the page;
+    the URL and the statement from the target are text, never markup."""
+    path = run / "analysis.json"
+    a = json.loads(path.read_text())
+    group = {"requests": 10, "wall_us": 10_000, "parts_us": {}, "statements": 3.0, "gc_runs": 0.0,
+             "compiles": None, "peak_memory": 1_000_000}
+    a["tail"] = [{"url": "/<b>x</b>", "requests": 20, "p50_wall_us": 10_000, "p90_wall_us": 55_000,
+                  "middle": group, "tail": {**group, "requests": 2, "wall_us": 59_500, "gc_runs": 1.0},
+                  "ratio": 5.95, "excess_us": {"db wait": 39_500, "cpu": 4_000, "other wait": 20},
+                  "slowest": ["r000001", "r000099"],
+                  "statement": {"fingerprint": "select '<img src=x>' from t", "tail_us": 41_500, "middle_us": 2_000,
+                                "tail_count": 1.0, "middle_count": 1.0}}]
+    path.write_text(json.dumps(a))
+    html = report_html(run)
+    text = text_of(html)
+    assert ("/&lt;b&gt;x&lt;/b&gt;2010.055.010.059.5 (2)5.95xdb wait +39.5, cpu +4.0cycle-collector runs per "
+            "request: 1.0 against 0.0; statement time grew most in: select &#39;&lt;img src=x&gt;&#39; from t "
+            "(41.5 ms in 1.0 executions against 2.0 ms in 1.0)r000001 r000099") in text
+    assert "<b>5.95x</b>" in html and "<img src=x>" not in html and "<b>x</b>" not in html
+    assert '<a href="#req-1">r000001</a> r000099' in html        # r000099 is not on the page

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from ..bundle.store import Bundle
 from ..errors import LockdownError
-from . import budget, engine_state, query_digest, round_trip, subsystems
+from . import budget, engine_state, query_digest, round_trip, subsystems, tail
 from .builtins import hot_builtins
 from .php_functions import hot_functions
 from .symbolize import Identity, jit_name, symbolize, tables_for
@@ -71,6 +71,9 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         driver, host = bundle.manifest.get("driver") or {}, bundle.manifest.get("host") or {}
         out["scheduling"] = {**sched, "concurrency": driver.get("concurrency"),
                              "workers": driver.get("workers"), "cpus": host.get("cpus")}
+    slow_tails = tail.tails(requests, budgets, statements)
+    if slow_tails:
+        out["tail"] = [asdict(t) for t in slow_tails]
     counts = Counter(s.request for s in statements if s.request)
     out["by_request"] = [{"id": r.id, "url": url_of[r.id], "status": r.status, "pid": r.pid,
                           "instrumented": r.instrumented, "statements": counts[r.id], "sched": r.sched,

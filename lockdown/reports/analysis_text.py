@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..analyzers.budget import QUEUE_NOTE_PCT
 from ..analyzers.query_digest import plan_text
+from ..analyzers.tail import MIN_REQUESTS, NOTE_RATIO
 from . import numbers
 
 
@@ -29,6 +30,53 @@ def scheduling_lines(s: dict | None) -> list[str]:
     if s["cpu_queue_pct"] is not None and s["cpu_queue_pct"] >= QUEUE_NOTE_PCT:
         out.append("  the timings include that queueing: more was runnable than there were CPUs (workers, "
                    "the database, perf); the application's own cost is the rest")
+    return out
+
+
+def tail_lines(tails: list | None, top: int = 5) -> list[str]:
+    """Each URL's slowest tenth against its middle half (analysis.json tail): the parts of the
+    budget that grew, largest first, and what the slow requests did besides."""
+    if not tails:
+        return []
+    lines = ["", f"tail latency (URLs with at least {MIN_REQUESTS} timed requests: the slowest tenth "
+                 "against the middle half, mean ms):"]
+    calm = [t for t in tails if t["ratio"] < NOTE_RATIO]
+    long = [t for t in tails if t["ratio"] >= NOTE_RATIO]
+    for t in long[:top]:
+        grew = ", ".join(f"{'+' if v >= 0 else ''}{v / 1000:.1f} {k}" for k, v in t["excess_us"].items()
+                         if abs(v) >= 50)
+        lines.append(f"  {t['url'][:40]}: {numbers.plural(t['tail']['requests'], 'request')} at "
+                     f"{t['tail']['wall_us'] / 1000:.1f} against {t['middle']['wall_us'] / 1000:.1f} "
+                     f"({t['ratio']:.2f}x; p50 {t['p50_wall_us'] / 1000:.1f}, p90 {t['p90_wall_us'] / 1000:.1f}): "
+                     f"{grew or 'no part grew'}")
+        lines += [f"    {x}" for x in tail_besides(t)]
+        lines.append(f"    slowest: {' '.join(t['slowest'][:5])}")
+    if len(long) > top:
+        lines.append(f"  {len(long) - top} more with a long tail: lockdown analyze BUNDLE --json (tail)")
+    if calm and long:
+        lines.append(f"  {numbers.plural(len(calm), 'other URL')}: the slowest tenth within {NOTE_RATIO:.2f}x "
+                     "of the middle half")
+    elif calm:
+        lines.append(f"  no slowest tenth beyond {NOTE_RATIO:.2f}x its middle half ({numbers.plural(len(calm), 'URL')} "
+                     "compared)")
+    return lines
+
+
+def tail_besides(t: dict) -> list[str]:
+    """What a URL's slow requests did besides, where it differs from its middle ones."""
+    out = []
+    tl, md = t["tail"], t["middle"]
+    for key, what in (("statements", "statements"), ("gc_runs", "cycle-collector runs"),
+                      ("compiles", "OPcache compiles")):
+        if tl.get(key) is not None and md.get(key) is not None and abs(tl[key] - md[key]) >= 0.5:
+            out.append(f"{what} per request: {tl[key]:.1f} against {md[key]:.1f}")
+    if md["peak_memory"] and tl["peak_memory"] >= 1.25 * md["peak_memory"]:
+        out.append(f"peak memory: {numbers.size(tl['peak_memory'])} against {numbers.size(md['peak_memory'])}")
+    s = t.get("statement")
+    if s:
+        out.append(f"statement time grew most in: {s['fingerprint'][:90]} ({s['tail_us'] / 1000:.1f} ms in "
+                   f"{s['tail_count']:.1f} executions against {s['middle_us'] / 1000:.1f} ms in "
+                   f"{s['middle_count']:.1f})")
     return out
 
 
@@ -72,6 +120,7 @@ def format_analysis(a: dict, top: int = 15) -> str:
             lines.append(f"  {r['id']:9s} {r['url'][:36]:36s} {_ms(r['wall_us'])} {_ms(r['cpu_us'])} "
                          f"{_ms(r['db_wait_us'])} {_ms(r['other_wait_us'])} {_ms_or_dash(r.get('cpu_queue_us'))} "
                          f"{r['statements']:6d}")
+    lines += tail_lines(a.get("tail"))
     f = a.get("php_functions")
     if f and f["samples"]:
         base = numbers.excimer_weight(f["samples"], f.get("sample_count"))

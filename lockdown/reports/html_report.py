@@ -29,11 +29,13 @@ from markupsafe import Markup
 from ..analyzers.budget import QUEUE_NOTE_PCT
 from ..analyzers.findings import SEVERITIES, split_steps
 from ..analyzers.query_digest import by_request, plan_text
+from ..analyzers.tail import MIN_REQUESTS as TAIL_MIN_REQUESTS, NOTE_RATIO as TAIL_NOTE_RATIO
 from ..analyzers.stacks import stacks
 from ..bundle.store import Bundle, BundleError, open_bundle
 from ..errors import LockdownError
 from . import charts
 from . import numbers
+from .analysis_text import tail_besides
 from .bench_table import canonical_text
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
@@ -307,6 +309,23 @@ def _budget_parts(row: dict, queued: bool) -> list[tuple[str, float]]:
     if not queued:
         return parts + [("other wait", other)]
     return parts + [("waiting for a CPU", row["cpu_queue_us"]), ("other wait", other - row["cpu_queue_us"])]
+
+
+def _tails(a: dict, anchors: dict) -> dict | None:
+    """Each URL's slowest tenth against its middle half (analysis.json tail), the long tails
+    first; the slowest requests link to their drill-down when it is on the page."""
+    tails = a.get("tail")
+    if not isinstance(tails, list) or not tails:
+        return None
+    rows = []
+    for t in tails:
+        rows.append({"url": t["url"], "requests": t["requests"], "middle_us": t["middle"]["wall_us"],
+                     "tail_us": t["tail"]["wall_us"], "tail_n": t["tail"]["requests"], "ratio": t["ratio"],
+                     "p50_us": t["p50_wall_us"], "p90_us": t["p90_wall_us"], "long": t["ratio"] >= TAIL_NOTE_RATIO,
+                     "grew": [(k, v) for k, v in t["excess_us"].items() if abs(v) >= 50],
+                     "besides": tail_besides(t),
+                     "slowest": [(rid, anchors.get(rid)) for rid in t["slowest"][:5]]})
+    return {"rows": rows, "min_requests": TAIL_MIN_REQUESTS, "note_ratio": TAIL_NOTE_RATIO}
 
 
 OPCACHE = ("enabled requests lookups_per_request misses_per_request requests_with_misses misses_by_url restarts "
@@ -606,7 +625,8 @@ def build_model(run: dict) -> dict:
         stmts = by_request(bundle.statements())
         flames = [_flame(bundle, "php"), _flame(bundle, "native")]
     with reading(apath, redo):
-        model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "functions": _functions(a),
+        model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "tail": _tails(a, anchors),
+                 "functions": _functions(a),
                  "queries": _queries(a), "requests": _requests(a, records, stmts, anchors, findings),
                  "analysis_requests": a.get("requests"), "left_out": a.get("instrumented_left_out")}
     severities = {}
