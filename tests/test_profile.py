@@ -106,6 +106,11 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     bad = lockdown("analyze", b1, "--request", "r999999")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no request 'r999999'" in bad.stderr
     assert analysis["queries"]["statements"] == len(statements)
+    # the server's own counters over the timed pass: every page reads pages and builds a temporary table
+    server = analysis["database_status"]
+    assert server["private"] and server["requests"] == manifest["driver"]["requests"] == len(timed)
+    assert server["per_request"]["Com_select"] >= 20 and server["per_request"]["Created_tmp_tables"] >= 1
+    assert server["buffer_pool_hit_pct"] > 99 and server["per_request"]["Connections"] >= 1
     assert analysis["php_functions"]["top"][0]["self_samples"] > 0
     builtins = {b["name"]: b for b in analysis["builtins"]["top"]}
     assert builtins and all(b["calls"] > 0 for b in builtins.values())

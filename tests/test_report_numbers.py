@@ -541,3 +541,18 @@ def test_report_tail_table_is_the_analysis_tail_escaped(run):
             "(41.5 ms in 1.0 executions against 2.0 ms in 1.0)r000001 r000099") in text
     assert "<b>5.95x</b>" in html and "<img src=x>" not in html and "<b>x</b>" not in html
     assert '<a href="#req-1">r000001</a> r000099' in html        # r000099 is not on the page
+
+
+def test_report_database_server_rows_are_the_analysis_checks(run):
+    path = run / "analysis.json"
+    a = json.loads(path.read_text())
+    a["database_status"] = {"requests": 48, "private": False, "checks": [
+        {"name": "buffer pool", "value": "99.00% of 4,000 page reads a request from memory, 40.00 from disk",
+         "flagged": True, "setting": "innodb_buffer_pool_size: the pages the requests use do not stay in memory"},
+        {"name": "sort merge passes", "value": "0.00 a request", "flagged": False, "setting": "sort_buffer_size"}]}
+    path.write_text(json.dumps(a))
+    text = text_of(report_html(run))
+    assert "per request (48 requests), on a shared server: other clients count too" in text
+    assert ("buffer pool99.00% of 4,000 page reads a request from memory, 40.00 from disklook at "
+            "innodb_buffer_pool_size: the pages the requests use do not stay in memory") in text
+    assert "sort merge passes0.00 a request" in text and "sort_buffer_size" not in text

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from ..bundle.store import Bundle
 from ..errors import LockdownError
-from . import budget, engine_state, query_digest, round_trip, subsystems, tail
+from . import budget, db_status, engine_state, query_digest, round_trip, subsystems, tail
 from .builtins import hot_builtins
 from .php_functions import hot_functions
 from .symbolize import Identity, jit_name, symbolize, tables_for
@@ -89,6 +89,9 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     state = engine_state.summarize(requests, php.get("ini"), engine_state.app_tree(bundle.manifest))
     if state is not None:
         out["engine_state"] = state.to_json()
+    server = db_status.summarize(bundle.manifest.get("database")) if whole else None
+    if server is not None:      # server-wide counters: the whole capture only
+        out["database_status"] = server.to_json()
     xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}
     if xh and php.get("internal_functions"):
         rows = hot_builtins(xh.values(), php["internal_functions"], php.get("internal_classes") or [])

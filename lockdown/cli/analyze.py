@@ -20,8 +20,10 @@ from .main import main
 @click.option("--url", metavar="PATH", help="Only the requests for this URL path (as in the URL list).")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def analyze_cmd(bundle, top, request_id, url, as_json):
-    """Where BUNDLE's time went: on-CPU by engine subsystem, the time budget per URL and per
-    request (CPU, database wait, other wait), hot PHP functions and builtins, and the query
-    digest; over the whole capture, one URL (--url) or one request (--request)."""
+    """Where BUNDLE's time went: on-CPU by engine subsystem, the engine's caches, the time
+    budget per URL and per request (CPU, database wait, waiting for a CPU, other wait), each
+    URL's slowest tenth against its middle half, hot PHP functions and builtins, the database
+    server's counters and the query digest; over the whole capture, one URL (--url) or one
+    request (--request)."""
     result = analyze(open_bundle(bundle), top=top, request=request_id, url=url)
     click.echo(json.dumps(result, indent=1) if as_json else format_analysis(result, top))

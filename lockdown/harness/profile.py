@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..bundle.store import BundleWriter
-from ..collectors import assemble, request_log
+from ..collectors import assemble, request_log, server_status
 from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import STATEMENT_MEMORY, SlowLogCapture, read_settings
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
@@ -277,6 +277,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         perf = PerfRecorder(stack.procs, run_dir / "perf", settings.perf_freq)
         slow = None
         chunks: list[DriveResult] = []
+        status: list[dict] = []       # the database server's counters over each capture slice
         with contextlib.ExitStack() as during:
             if "queries" in settings.collect:
                 slow = during.enter_context(SlowLogCapture(stack.db, run_dir, private=not opts.mysql))
@@ -294,12 +295,15 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                         c.resume()
                 probe = SpeedProbe()
                 speeds["capture"].append(probe)
+                status_before = server_status.read_status(stack.db) if stack.db else None
                 before = cpu.snapshot()
                 chunks.append(shown_drive(say, "capture" if k == 1 else f"capture ({i + 1}/{k})",
                                           stack.base_url, paths, opts.concurrency, capture=True,
                                           probe=probe, first_seq=sum(len(c.requests) for c in chunks),
                                           **part))
                 cpus["capture"].append(cpu.delta(before, cpu.snapshot()))
+                if status_before is not None:
+                    status.append(server_status.difference(status_before, server_status.read_status(stack.db)))
                 if i < k - 1:
                     for c in collectors:
                         c.pause()
@@ -346,7 +350,9 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                             "kernel": platform.release(), "machine": platform.machine()}
         manifest["database"] = ({"where": stack.db.where(), "name": stack.db_name,
                                  "private": not opts.mysql,
-                                 "variables": read_settings(stack.db, STATEMENT_MEMORY)} if stack.db else None)
+                                 "variables": read_settings(stack.db, STATEMENT_MEMORY),
+                                 "status": {"requests": len(captured.requests),
+                                            "counters": server_status.summed(status)}} if stack.db else None)
     say("[stop] everything stopped; assembling the bundle")
     if "baseline" in manifest and manifest["baseline"]["rps"] > 0:
         manifest["overhead"] = _overhead(chunks, baseline, speeds, cpus)

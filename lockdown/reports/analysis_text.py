@@ -80,6 +80,21 @@ def tail_besides(t: dict) -> list[str]:
     return out
 
 
+def database_status_lines(d: dict | None) -> list[str]:
+    """The server's counters over the capture (analysis.json database_status); flagged rows
+    start with "!" and name the setting to look at."""
+    if not d:
+        return []
+    where = ("lockdown's private server; its marker statement, one a request, included" if d["private"]
+             else "a shared server: other clients count too")
+    lines = ["", f"database server over the capture (SHOW GLOBAL STATUS differences, per timed request, "
+                 f"{d['requests']} requests; {where}):"]
+    for c in d["checks"]:
+        lines.append(f"  {'!' if c['flagged'] else ' '} {c['name']:24s} {c['value']}"
+                     + (f"; look at {c['setting']}" if c["flagged"] else ""))
+    return lines
+
+
 def format_analysis(a: dict, top: int = 15) -> str:
     lines = [f"analysis of {a['bundle']} ({a['target']}, {a['requests']} requests, "
              f"{a['instrumented_left_out']} xhprof-instrumented left out of timings)"]
@@ -139,6 +154,7 @@ def format_analysis(a: dict, top: int = 15) -> str:
         if any(b.get("compiled_to_opcode") for b in hb["top"][:top]):
             lines.append("  * a VM opcode, not a call, in the timed requests: tideways_xhprof makes PHP compile it "
                          "as a call (docs/analysis.md)")
+    lines += database_status_lines(a.get("database_status"))
     q = a.get("queries")
     if q:
         lines += ["", f"query digest ({q['statements']} statements, {q['class_count']} classes; "

@@ -311,6 +311,15 @@ def _budget_parts(row: dict, queued: bool) -> list[tuple[str, float]]:
     return parts + [("waiting for a CPU", row["cpu_queue_us"]), ("other wait", other - row["cpu_queue_us"])]
 
 
+def _db_status(a: dict) -> dict | None:
+    """The server's counters over the capture (analysis.json database_status)."""
+    d = a.get("database_status")
+    if not isinstance(d, dict):
+        return None
+    return {"requests": d["requests"], "private": bool(d.get("private")),
+            "checks": [_pick(c, "name value flagged setting") for c in d.get("checks") or []]}
+
+
 def _tails(a: dict, anchors: dict) -> dict | None:
     """Each URL's slowest tenth against its middle half (analysis.json tail), the long tails
     first; the slowest requests link to their drill-down when it is on the page."""
@@ -625,7 +634,7 @@ def build_model(run: dict) -> dict:
         stmts = by_request(bundle.statements())
         flames = [_flame(bundle, "php"), _flame(bundle, "native")]
     with reading(apath, redo):
-        model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "tail": _tails(a, anchors),
+        model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "tail": _tails(a, anchors), "db_status": _db_status(a),
                  "functions": _functions(a),
                  "queries": _queries(a), "requests": _requests(a, records, stmts, anchors, findings),
                  "analysis_requests": a.get("requests"), "left_out": a.get("instrumented_left_out")}
