@@ -35,6 +35,10 @@ def test_disk_spill_found_on_the_spilling_pages_and_not_on_the_control(lockdown,
     variables = json.loads((out / "bundle" / "manifest.json").read_text())["database"]["variables"]
     assert set(variables) == {"tmp_table_size", "max_heap_table_size", "sort_buffer_size", "max_sort_length"}
     assert "on the captured server" in spills[("/?p=sorted",)]["summary"]
+    # the server's own counters agree: tables on disk and merge passes, nothing else flagged
+    server = json.loads((out / "analysis.json").read_text())["database_status"]
+    assert {c["name"] for c in server["checks"] if c["flagged"]} == {"temporary tables", "sort merge passes"}
+    assert server["per_request"]["Created_tmp_disk_tables"] > 0 and server["per_request"]["Sort_merge_passes"] > 0
     for f in spills.values():
         assert f["remediations"] == [] and "does not know the schema" in f["details"]["no_patch"]
         assert f["severity"] in ("medium", "high") and f["share_pct"] > 3
