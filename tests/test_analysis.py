@@ -272,3 +272,21 @@ def test_scheduling_lines_say_when_the_timings_include_queueing():
     calm = scheduling_lines({**s, "cpu_queue_us": 900, "cpu_queue_pct": 0.9})
     assert len(calm) == 1 and "0.9 ms a request" in calm[0]
     assert scheduling_lines(None) == []
+
+
+def test_run_says_what_is_notable_after_analysing():
+    from lockdown.reports.analysis_text import notable_lines
+    a = {"scheduling": {"cpu_queue_pct": 56.4, "concurrency": 6, "cpus": 2},
+         "database_status": {"checks": [{"name": "buffer pool", "flagged": False},
+                                        {"name": "temporary tables", "flagged": True},
+                                        {"name": "sort merge passes", "flagged": True}]},
+         "tail": [{"url": "/calm", "ratio": 1.1, "excess_us": {"cpu": 100}},
+                  {"url": "/", "ratio": 1.84, "excess_us": {"waiting for a CPU": 82_130, "cpu": 4_590}}]}
+    assert notable_lines(a) == [
+        "  the timed requests spent 56.4% of their wall time waiting for a CPU (concurrency 6 on 2 CPUs): "
+        "shares of request time are of a busy host",
+        "  database server: temporary tables, sort merge passes (its counters over the capture)",
+        "  longest tail: /, slowest tenth 1.84x its middle half (mostly waiting for a CPU, +82.1 ms)"]
+    calm = {"scheduling": {"cpu_queue_pct": 2.0}, "database_status": {"checks": [{"name": "x", "flagged": False}]},
+            "tail": [{"url": "/", "ratio": 1.2, "excess_us": {"cpu": 1}}]}
+    assert notable_lines(calm) == notable_lines({}) == []

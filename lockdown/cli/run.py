@@ -20,6 +20,7 @@ from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..progress import for_command
 from ..remediation.propose import propose_all
+from ..reports.analysis_text import notable_lines
 from ..reports.bench_table import format_bench
 from ..reports.findings_text import format_dismissed, format_findings
 from ..reports.output import write_json_atomic
@@ -87,7 +88,11 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
                                  say=say)
         bundle = open_bundle(bundle_dir)
         say("== analyze")
-        write_json_atomic(out / "analysis.json", analyze(bundle))
+        analysis = analyze(bundle)
+        write_json_atomic(out / "analysis.json", analysis)
+        for line in notable_lines(analysis):
+            say(line)
+        say(f"  (all of it: lockdown analyze {shlex.quote(str(bundle_dir))})")
         say("== detect")
         findings = detect(build_context(bundle, limits))
         dismissed: list[dict] = []

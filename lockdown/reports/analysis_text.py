@@ -95,6 +95,29 @@ def database_status_lines(d: dict | None) -> list[str]:
     return lines
 
 
+def notable_lines(a: dict) -> list[str]:
+    """What `lockdown run` says after analysing, when anything is notable: a capture that
+    mostly queued for the CPUs, the database server's flagged counters, the longest tail."""
+    out = []
+    s = a.get("scheduling")
+    if s and s.get("cpu_queue_pct") is not None and s["cpu_queue_pct"] >= QUEUE_NOTE_PCT:
+        out.append(f"  the timed requests spent {s['cpu_queue_pct']:.1f}% of their wall time waiting for a CPU"
+                   + (f" (concurrency {s['concurrency']} on {numbers.plural(s['cpus'], 'CPU')})"
+                      if s.get("concurrency") and s.get("cpus") else "")
+                   + ": shares of request time are of a busy host")
+    d = a.get("database_status")
+    flagged = [c["name"] for c in (d or {}).get("checks", []) if c["flagged"]]
+    if flagged:
+        out.append(f"  database server: {', '.join(flagged)} (its counters over the capture)")
+    long = [t for t in a.get("tail") or [] if t["ratio"] >= NOTE_RATIO]
+    if long:
+        t = long[0]
+        part, ms = next(iter(t["excess_us"].items()))
+        out.append(f"  longest tail: {t['url'][:60]}, slowest tenth {t['ratio']:.2f}x its middle half "
+                   f"(mostly {part}, +{ms / 1000:.1f} ms)")
+    return out
+
+
 def format_analysis(a: dict, top: int = 15) -> str:
     lines = [f"analysis of {a['bundle']} ({a['target']}, {a['requests']} requests, "
              f"{a['instrumented_left_out']} xhprof-instrumented left out of timings)"]
