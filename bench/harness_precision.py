@@ -32,6 +32,11 @@ def main() -> None:
     print(f"mean {s['rps_mean']:.2f} req/s  stddev {s['rps_stddev']:.2f}  "
           f"95% CI [{s['rps_ci95'][0]:.2f}, {s['rps_ci95'][1]:.2f}]")
     print(f"rps_cv {100 * s['rps_cv']:.2f}%  (min/max ratio {min(rps) / max(rps):.3f})")
+    aside = data.get("set_aside") or []
+    if aside:       # runs the host disturbed, measured again (docs/bench.md)
+        print(f"set aside: {len(aside)} of {s['runs_measured']} runs (" + ", ".join(
+            f"run {r['run']} {r['rps']:.1f} req/s" for r in aside) + f"); rps_cv over every run "
+            f"{100 * s['rps_cv_all_runs']:.2f}%")
     speeds = [r.get("host_speed", {}).get("speed") for r in data["runs"]]
     steals = [r.get("host_cpu", {}).get("steal_pct") for r in data["runs"]]
     if s.get("rps_cv_speed_adjusted") is not None:

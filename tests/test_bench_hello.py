@@ -34,6 +34,11 @@ def check_result_shape(data, runs):
     lo, hi = s["rps_ci95"]
     assert lo <= s["rps_mean"] <= hi
     assert s["host_speed_mean"] == pytest.approx(sum(r["host_speed"]["speed"] for r in data["runs"]) / runs)
+    # runs the host disturbed are set aside with their reason and numbered as measured
+    aside = data["set_aside"]
+    assert s["runs_measured"] == runs + len(aside) == runs + s["runs_set_aside"] <= 2 * runs
+    assert sorted(r["run"] for r in data["runs"] + aside) == list(range(1, s["runs_measured"] + 1))
+    assert all("off the runs' median" in r["set_aside"] or "asked for" in r["set_aside"] for r in aside)
     assert [p["name"] for p in data["phases"]] == ["start", "sanity", "warmup-single",
                                                     "warmup-concurrent", "measure", "stop"]
 

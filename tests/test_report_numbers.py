@@ -556,3 +556,18 @@ def test_report_database_server_rows_are_the_analysis_checks(run):
     assert ("buffer pool99.00% of 4,000 page reads a request from memory, 40.00 from disklook at "
             "innodb_buffer_pool_size: the pages the requests use do not stay in memory") in text
     assert "sort merge passes0.00 a request" in text and "sort_buffer_size" not in text
+
+
+def test_report_names_the_runs_set_aside_and_numbers_runs_as_measured(run):
+    path = run / "bench.json"
+    b = json.loads(path.read_text())
+    b["runs"][1]["run"] = 3
+    b["set_aside"] = [{**b["runs"][0], "run": 2, "rps": 11.5, "set_aside": "host capacity -14.2% off the runs' median"}]
+    b["summary"].update(runs_measured=3, runs_set_aside=1, rps_cv_all_runs=0.1234, host_tolerance=0.1,
+                        host_unsteady=False)
+    path.write_text(json.dumps(b))
+    text = text_of(report_html(run))
+    assert ("Runs the host disturbed were measured again (docs/bench.md, \"Runs the host disturbed\"): set aside: "
+            "run 2 (11.5 req/s): host capacity -14.2% off the runs&#39; median; measured 3 runs; CV over all of them "
+            "12.34% (--keep-disturbed keeps every run).") in text.replace("&#34;", '"')
+    assert "run 3" in text

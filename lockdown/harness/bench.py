@@ -20,7 +20,7 @@ from ..analyzers.stats import speed_adjusted, summarize
 from ..errors import PhaseFailed
 from ..progress import as_reporter
 from ..targets.config import Target
-from . import cpu
+from . import cpu, steady_runs
 from .host_speed import SpeedProbe
 from .loadgen import LoadResult, run_load
 from .logs import evidence
@@ -44,11 +44,13 @@ class BenchOptions:
     port: int | None = None
     mysql: str | None = None
     hooks: dict = field(default_factory=dict)   # phase name -> shell command
+    # runs the host disturbed (capacity off the median) measured again, up to `runs` more
+    rerun_disturbed: bool = True
 
     def non_default(self) -> list[str]:
         default = BenchOptions()
         return [k for k in ("runs", "duration", "concurrency", "workers", "load", "warmup_requests",
-                            "warmup_duration", "php_ini", "mysql")
+                            "warmup_duration", "php_ini", "mysql", "rerun_disturbed")
                 if getattr(self, k) != getattr(default, k)]
 
 
@@ -150,17 +152,42 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
         phase("warmup-concurrent", lambda: warm_concurrent(stack, opts, paths, run_dir / "load", say))
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say)
 
+        measured: list[dict] = []
+
         def measure():
-            for i in range(opts.runs):
-                result["runs"].append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}",
-                                                   say, f"measured run {i + 1}/{opts.runs}"))
-                say(f"[measure] run {i + 1}/{opts.runs}: {run_line(result['runs'][-1])}")
+            tolerance = steady_runs.TOLERANCE if opts.rerun_disturbed else None
+            while len(measured) < opts.runs or (len(measured) < 2 * opts.runs and steady_runs.needs_more(
+                    capacities_of(measured), opts.runs, tolerance)):
+                i = len(measured)
+                if i >= opts.runs:
+                    say(f"[measure] fewer than {opts.runs} runs within {100 * steady_runs.TOLERANCE:.0f}% of the "
+                        f"runs' median host capacity: one more run ({i + 1 - opts.runs} of up to {opts.runs} extra)")
+                measured.append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}", say,
+                                             f"measured run {i + 1}/{max(opts.runs, i + 1)}"))
+                say(f"[measure] run {i + 1}: {run_line(measured[-1])}")
         phase("measure", measure)
         run_hook(stack, "after-benchmark", opts.hooks.get("after-benchmark"), say)
         stop_started = time.monotonic()
     result["phases"].append({"name": "stop", "seconds": round(time.monotonic() - stop_started, 3)})
-    result["summary"] = summary_of(result["runs"])
+    keep_runs(result, measured, opts)
     return result
+
+
+def keep_runs(result: dict, measured: list[dict], opts: BenchOptions) -> None:
+    """`runs`: the runs the host did not disturb (steady_runs.select; all of them with
+    --keep-disturbed), each numbered as measured; `set_aside`: the others, each with its
+    reason; the summary over the runs kept, with the CV over every run beside it."""
+    choice = steady_runs.select(capacities_of(measured), opts.runs,
+                                steady_runs.TOLERANCE if opts.rerun_disturbed else None)
+    numbered = [{**r, "run": i + 1} for i, r in enumerate(measured)]
+    result["runs"] = [numbered[i] for i in choice.kept]
+    result["set_aside"] = [{**numbered[i], "set_aside": why} for i, why in sorted(choice.aside.items())]
+    result["summary"] = summary_of(result["runs"])
+    result["summary"].update({
+        "runs_measured": len(measured), "runs_set_aside": len(choice.aside),
+        "rps_cv_all_runs": summarize(rps_of(measured))["cv"],
+        "host_tolerance": steady_runs.TOLERANCE if opts.rerun_disturbed else None,
+        "host_unsteady": choice.unsteady})
 
 
 def summary_of(runs: list[dict]) -> dict:

@@ -22,6 +22,8 @@ def canonical_text(result: dict) -> str:
             parts.append("php.ini overrides")
         elif key == "mysql":
             parts.append("an existing MariaDB server (--mysql)")
+        elif key == "rerun_disturbed":
+            parts.append("every run kept (--keep-disturbed)")
         elif key in cfg and hasattr(default, key):
             parts.append(f"{key.replace('_', ' ')} {cfg[key]:g} (canonical {getattr(default, key):g})"
                          if isinstance(cfg[key], (int, float)) else f"{key} {cfg[key]} (canonical {getattr(default, key)})")
@@ -43,6 +45,7 @@ def format_bench(result: dict) -> str:
              f"{'errors':>6} {'cpu%':>5} {'steal%':>6}  statuses"
     lines += [header, "-" * len(header)]
     for i, r in enumerate(result["runs"], 1):
+        i = r.get("run", i)         # numbered as measured: runs set aside leave gaps
         lat = r["latency_ms"]
         statuses = " ".join(f"{k}:{v}" for k, v in r["status_counts"].items())
         host = r.get("host_cpu") or {}
@@ -55,6 +58,7 @@ def format_bench(result: dict) -> str:
     lines.append("-" * len(header))
     lines.append(f"mean {numbers.rps(s['rps_mean'])} req/s, stddev {numbers.sd(s['rps_stddev'])}, "
                  f"CV {_fmt(cv, '.2f')}%, {numbers.rps_ci_text(lo, hi, s.get('runs', len(result['runs'])))}")
+    lines += set_aside_lines(result)
     if s.get("rps_cv_speed_adjusted") is not None:
         steal = s.get("host_steal_pct_max")
         stolen = "" if steal is None else f", steal took up to {_fmt(steal, '.1f')}% of the CPU"
@@ -63,3 +67,20 @@ def format_bench(result: dict) -> str:
                      f"{_fmt(100 * s['rps_cv_speed_adjusted'], '.2f')}% "
                      f"(elasticity {_fmt(s['speed_elasticity'], '.2f')}; docs/bench.md)")
     return "\n".join(lines)
+
+
+def set_aside_lines(result: dict) -> list[str]:
+    """The runs the host disturbed, measured again (harness/steady_runs.py), with the CV over
+    every run for comparison; nothing when none was set aside."""
+    s, aside = result["summary"], result.get("set_aside") or []
+    if not aside:
+        return []
+    cv_all = s.get("rps_cv_all_runs")
+    out = [f"set aside: run {r['run']} ({numbers.rps(r['rps'])} req/s): {r['set_aside']}" for r in aside]
+    out.append(f"measured {s.get('runs_measured')} runs; CV over all of them "
+               f"{_fmt(None if cv_all is None else 100 * cv_all, '.2f')}% (--keep-disturbed keeps every run)")
+    if s.get("host_unsteady"):
+        out.append(f"the host did not hold still: fewer than {len(result['runs'])} runs were within "
+                   f"{_fmt(100 * (s.get('host_tolerance') or 0), '.0f')}% of the median host capacity; "
+                   "kept the ones closest to it")
+    return out

@@ -36,7 +36,7 @@ from ..errors import LockdownError
 from . import charts
 from . import numbers
 from .analysis_text import tail_besides
-from .bench_table import canonical_text
+from .bench_table import canonical_text, set_aside_lines
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
 from .reproduce import run_command, suggest_verify
@@ -225,7 +225,7 @@ def _bench(bench: dict | None) -> dict | None:
     runs = []
     for i, r in enumerate(bench.get("runs") or [], 1):
         lat, host = r.get("latency_ms") or {}, r.get("host_cpu") or {}
-        runs.append({"n": i, "rps": r.get("rps"), "p50": lat.get("p50"), "p90": lat.get("p90"),
+        runs.append({"n": r.get("run", i), "rps": r.get("rps"), "p50": lat.get("p50"), "p90": lat.get("p90"),
                      "p99": lat.get("p99"), "max": lat.get("max"), "errors": r.get("errors"),
                      "requests": r.get("requests"),
                      "statuses": " ".join(f"{k}:{v}" for k, v in (r.get("status_counts") or {}).items()),
@@ -252,7 +252,9 @@ def _bench(bench: dict | None) -> dict | None:
             # the host under the runs (docs/bench.md, "Host speed" and "Steal time")
             "speed_cv_pct": _pct_of(s.get("host_speed_cv")), "steal_max": s.get("host_steal_pct_max"),
             "adjusted_cv_pct": _pct_of(s.get("rps_cv_speed_adjusted")),
-            "elasticity": s.get("speed_elasticity")}
+            "elasticity": s.get("speed_elasticity"),
+            # runs the host disturbed, measured again (harness/steady_runs.py)
+            "set_aside": set_aside_lines(bench) if bench.get("runs") else []}
 
 
 def _pct_of(fraction) -> float | None:
