@@ -12,27 +12,27 @@ from lockdown.reports.bench_table import format_bench
 def test_a_run_off_the_median_capacity_is_set_aside_whatever_its_rps():
     # reading 3 of 2026-11-22: the fifth run's probe saw the host 12.5% slower
     caps = [73.2, 72.5, 76.7, 77.5, 64.0]
-    s = select(caps, 5)           # only 4 in band: all five kept if no more runs were allowed
+    s = select(caps, 5, 0.10)           # only 4 in band: all five kept if no more runs were allowed
     assert (s.median, s.in_band, s.kept, s.aside, s.unsteady) == (73.2, 4, [0, 1, 2, 3, 4], {}, True)
-    assert needs_more(caps, 5)
-    s = select(caps + [74.0], 5)                         # one more run, in band: five kept
+    assert needs_more(caps, 5, 0.10)
+    s = select(caps + [74.0], 5, 0.10)                         # one more run, in band: five kept
     assert (s.kept, s.aside, s.unsteady) == ([0, 1, 2, 3, 5], {4: "host capacity -13.0% off the runs' median"}, False)
-    assert not needs_more(caps + [74.0], 5)
+    assert not needs_more(caps + [74.0], 5, 0.10)
     assert select([80.0, 100.0, 81.0], 3, tolerance=None).kept == [0, 1, 2]     # --keep-disturbed
-    assert select([80.0, None, 81.0], 3).kept == [0, 1, 2]          # a run without a probe: keep all
-    assert not needs_more([80.0, None, 81.0], 3)
+    assert select([80.0, None, 81.0], 3, 0.10).kept == [0, 1, 2]          # a run without a probe: keep all
+    assert not needs_more([80.0, None, 81.0], 3, 0.10)
 
 
 def test_a_host_that_never_holds_still_keeps_the_runs_closest_to_its_median():
     caps = [60.0, 70.0, 80.0, 90.0, 100.0, 110.0]        # drifting: 2 of 6 within 10% of 85
-    s = select(caps, 3)
+    s = select(caps, 3, 0.10)
     assert (s.median, s.in_band, s.unsteady) == (85.0, 2, True)
     assert s.kept == [1, 2, 3] and sorted(s.aside) == [0, 4, 5]
     assert s.aside[5] == "host capacity +29.4% off the runs' median"
 
 
 def test_more_runs_in_band_than_asked_for_keep_the_first():
-    s = select([100.0, 70.0, 101.0, 99.0, 100.0], 3)
+    s = select([100.0, 70.0, 101.0, 99.0, 100.0], 3, 0.10)
     assert s.kept == [0, 2, 3] and s.aside == {1: "host capacity -30.0% off the runs' median",
                                                 4: "more runs in band than the 3 asked for"}
 
@@ -48,7 +48,7 @@ def test_the_result_keeps_the_steady_runs_and_lists_the_others():
                 run(36.8, 74.0)]
     result = {"target": "wordpress", "canonical": True, "config": {"load": "wrk", "concurrency": 4, "workers": 4,
                                                                    "runs": 5, "duration": 10}}
-    keep_runs(result, measured, BenchOptions())
+    keep_runs(result, measured, BenchOptions(host_tolerance=10))
     assert [r["run"] for r in result["runs"]] == [1, 2, 3, 4, 6]
     assert [(r["run"], r["rps"]) for r in result["set_aside"]] == [(5, 27.5)]
     s = result["summary"]
@@ -66,6 +66,14 @@ def test_the_result_keeps_the_steady_runs_and_lists_the_others():
 def test_keeping_every_run_is_not_canonical_and_says_so():
     from lockdown.reports.bench_table import canonical_text
     opts = BenchOptions(rerun_disturbed=False)
-    assert opts.non_default() == ["rerun_disturbed"]
+    assert opts.non_default() == ["rerun_disturbed"] and BenchOptions().tolerance() == 0.05
     assert canonical_text({"canonical": False, "non_default_options": opts.non_default(),
                            "config": {"rerun_disturbed": False}}) == "no: every run kept (--keep-disturbed)"
+
+
+def test_the_default_tolerance_sets_aside_what_ten_percent_let_through():
+    # reading 4 of 2026-11-22 (23:24): capacities 73.7 .. 87.9 around 80.7, RPS 36.8 .. 45.7 (CV 8.7%)
+    caps = [73.7, 77.5, 87.9, 80.7, 82.9]
+    assert select(caps, 5, 0.10).in_band == 5
+    s = select(caps, 5)
+    assert s.in_band == 3 and needs_more(caps, 5)

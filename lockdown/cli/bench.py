@@ -46,14 +46,15 @@ d = BenchOptions()
               show_default=True, help="Single-client warmup requests.")
 @click.option("--warmup-duration", type=click.IntRange(0), default=d.warmup_duration,
               show_default=True, help="Seconds of concurrent warmup.")
-@click.option("--keep-disturbed", is_flag=True,
-              help="Keep every measured run. By default a run whose host capacity (the probe's speed, "
-                   "less steal) is more than 10% off the runs' median is set aside and measured again, "
-                   "up to --runs extra runs; set-aside runs stay in the result with their reason.")
+@click.option("--host-tolerance", type=click.FloatRange(0.5, 50), default=d.host_tolerance, show_default=True,
+              metavar="PCT", help="A run whose host capacity (the probe's speed, less steal) is more than PCT% "
+                                  "off the runs' median is set aside and measured again, up to --runs extra runs; "
+                                  "set-aside runs stay in the result with their reason.")
+@click.option("--keep-disturbed", is_flag=True, help="Keep every measured run (no run set aside).")
 @stack_options("after-benchmark", "Shell command run after the runs.")
 @json_option("the result (runs, summary, configuration)")
 def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_requests, warmup_duration,
-              keep_disturbed, php_ini, port, mysql, exec_before_warmup, exec_after_warmup, exec_after_benchmark,
+              host_tolerance, keep_disturbed, php_ini, port, mysql, exec_before_warmup, exec_after_warmup, exec_after_benchmark,
               run_dir, timeout, json_out):
     """Benchmark TARGET (a built-in name or a path): nginx -> php-fpm -> MariaDB under load,
     with a sanity check, warmups and repeated measured runs."""
@@ -61,6 +62,7 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
     opts = BenchOptions(
         runs=runs, duration=duration, concurrency=concurrency, workers=workers, load=load,
         warmup_requests=warmup_requests, warmup_duration=warmup_duration, rerun_disturbed=not keep_disturbed,
+        host_tolerance=host_tolerance,
         php_ini=parse_ini(php_ini),
         port=port, mysql=mysql,
         hooks={"before-warmup": exec_before_warmup, "after-warmup": exec_after_warmup,

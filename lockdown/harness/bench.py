@@ -44,13 +44,19 @@ class BenchOptions:
     port: int | None = None
     mysql: str | None = None
     hooks: dict = field(default_factory=dict)   # phase name -> shell command
-    # runs the host disturbed (capacity off the median) measured again, up to `runs` more
+    # runs the host disturbed (capacity more than host_tolerance % off the runs' median)
+    # measured again, up to `runs` more (harness/steady_runs.py)
     rerun_disturbed: bool = True
+    host_tolerance: float = 100 * steady_runs.TOLERANCE
+
+    def tolerance(self) -> float | None:
+        """The set-aside rule's bound as a fraction; None when every run is kept."""
+        return self.host_tolerance / 100 if self.rerun_disturbed else None
 
     def non_default(self) -> list[str]:
         default = BenchOptions()
         return [k for k in ("runs", "duration", "concurrency", "workers", "load", "warmup_requests",
-                            "warmup_duration", "php_ini", "mysql", "rerun_disturbed")
+                            "warmup_duration", "php_ini", "mysql", "rerun_disturbed", "host_tolerance")
                 if getattr(self, k) != getattr(default, k)]
 
 
@@ -155,12 +161,11 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
         measured: list[dict] = []
 
         def measure():
-            tolerance = steady_runs.TOLERANCE if opts.rerun_disturbed else None
             while len(measured) < opts.runs or (len(measured) < 2 * opts.runs and steady_runs.needs_more(
-                    capacities_of(measured), opts.runs, tolerance)):
+                    capacities_of(measured), opts.runs, opts.tolerance())):
                 i = len(measured)
                 if i >= opts.runs:
-                    say(f"[measure] fewer than {opts.runs} runs within {100 * steady_runs.TOLERANCE:.0f}% of the "
+                    say(f"[measure] fewer than {opts.runs} runs within {opts.host_tolerance:g}% of the "
                         f"runs' median host capacity: one more run ({i + 1 - opts.runs} of up to {opts.runs} extra)")
                 measured.append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}", say,
                                              f"measured run {i + 1}/{max(opts.runs, i + 1)}"))
@@ -177,8 +182,7 @@ def keep_runs(result: dict, measured: list[dict], opts: BenchOptions) -> None:
     """`runs`: the runs the host did not disturb (steady_runs.select; all of them with
     --keep-disturbed), each numbered as measured; `set_aside`: the others, each with its
     reason; the summary over the runs kept, with the CV over every run beside it."""
-    choice = steady_runs.select(capacities_of(measured), opts.runs,
-                                steady_runs.TOLERANCE if opts.rerun_disturbed else None)
+    choice = steady_runs.select(capacities_of(measured), opts.runs, opts.tolerance())
     numbered = [{**r, "run": i + 1} for i, r in enumerate(measured)]
     result["runs"] = [numbered[i] for i in choice.kept]
     result["set_aside"] = [{**numbered[i], "set_aside": why} for i, why in sorted(choice.aside.items())]
@@ -186,7 +190,7 @@ def keep_runs(result: dict, measured: list[dict], opts: BenchOptions) -> None:
     result["summary"].update({
         "runs_measured": len(measured), "runs_set_aside": len(choice.aside),
         "rps_cv_all_runs": summarize(rps_of(measured))["cv"],
-        "host_tolerance": steady_runs.TOLERANCE if opts.rerun_disturbed else None,
+        "host_tolerance": opts.tolerance(),
         "host_unsteady": choice.unsteady})
 
 

@@ -24,6 +24,8 @@ def canonical_text(result: dict) -> str:
             parts.append("an existing MariaDB server (--mysql)")
         elif key == "rerun_disturbed":
             parts.append("every run kept (--keep-disturbed)")
+        elif key == "host_tolerance":
+            parts.append(f"host tolerance {cfg.get(key, 0):g}% (canonical {default.host_tolerance:g}%)")
         elif key in cfg and hasattr(default, key):
             parts.append(f"{key.replace('_', ' ')} {cfg[key]:g} (canonical {getattr(default, key):g})"
                          if isinstance(cfg[key], (int, float)) else f"{key} {cfg[key]} (canonical {getattr(default, key)})")
