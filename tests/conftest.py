@@ -178,3 +178,18 @@ STOLEN = [(15.257, 33.765, 6.5), (14.767, 34.111, 6.3), (14.495, 34.654, 10.0),
 def stolen_runs():
     return [{"rps": rps, "host_speed": {"speed": speed}, "host_cpu": {"busy_pct": 100 - steal, "steal_pct": steal}}
             for rps, speed, steal in STOLEN]
+
+
+def one_page_target(root: Path, name: str, description: str, page: str, expect: str,
+                    php_ini: dict | None = None) -> Path:
+    """ROOT/NAME: a target of one PHP page served at / (`app/index.php`, whose output must
+    contain `expect`), with `php_ini` overrides: for tests that need an app of their own on
+    the real stack. Returns the target directory; the page's directory is `app/`."""
+    target = root / name
+    (target / "app").mkdir(parents=True)
+    ini = ("php_ini = { " + ", ".join(f'"{k}" = "{v}"' for k, v in php_ini.items()) + " }\n") if php_ini else ""
+    (target / "target.toml").write_text(
+        f'name = "{name}"\ndescription = "{description}"\ndocroot = "."\nfront_controller = "index.php"\n{ini}'
+        f'\n[app]\nfiles = "app"\n\n[[urls]]\npath = "/"\nweight = 1\n\n[sanity]\nurl = "/"\nexpect = "{expect}"\n')
+    (target / "app" / "index.php").write_text(page)
+    return target

@@ -225,22 +225,6 @@ def test_cycle_collector_runs_are_each_requests_own():
     assert summarize(requests_with(full_keys(2)), {}).gc is None
 
 
-REWRITE_TOML = """name = "rewrite"
-description = "Writes a PHP cache file on every request, then includes it"
-docroot = "."
-front_controller = "index.php"
-
-[app]
-files = "app"
-
-[[urls]]
-path = "/"
-weight = 1
-
-[sanity]
-url = "/"
-expect = "cached ok"
-"""
 REWRITE_PHP = """<?php
 $data = [];
 for ($i = 0; $i < 200; $i++) { $data["k$i"] = str_repeat('x', $i); }
@@ -258,11 +242,9 @@ def test_a_php_file_rewritten_on_every_request_is_named_and_gets_no_ini_fix(lock
     counters show one miss a request with nothing full, the prepend names the file, and the
     finding proposes no php.ini change. (Also checks the warmup's wait for files written while
     served, which this app triggers: it does not hide a file rewritten every time.)"""
-    from conftest import processes_mentioning
-    target = tmp_path / "rewrite"
-    (target / "app").mkdir(parents=True)
-    (target / "target.toml").write_text(REWRITE_TOML)
-    (target / "app" / "index.php").write_text(REWRITE_PHP)
+    from conftest import one_page_target, processes_mentioning
+    target = one_page_target(tmp_path, "rewrite", "Writes a PHP cache file on every request, then includes it",
+                             REWRITE_PHP, "cached ok")
     out = tmp_path / "out"
     r = lockdown("run", target, "--no-bench", "--no-probe", "--requests", "20", "-o", out)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -276,23 +258,6 @@ def test_a_php_file_rewritten_on_every_request_is_named_and_gets_no_ini_fix(lock
     assert processes_mentioning(str(out)) == []
 
 
-BIG_TOML = """name = "bigscripts"
-description = "Includes 30 scripts of about 1 MB of OPcache memory each into 8 MB of it"
-docroot = "."
-front_controller = "index.php"
-php_ini = { "opcache.memory_consumption" = "8", "opcache.interned_strings_buffer" = "1" }
-
-[app]
-files = "app"
-
-[[urls]]
-path = "/"
-weight = 1
-
-[sanity]
-url = "/"
-expect = "big ok"
-"""
 BIG_PHP = """<?php
 $n = 0;
 for ($i = 0; $i < 30; $i++) {
@@ -321,11 +286,11 @@ def test_scripts_too_big_for_opcache_memory_are_named_and_get_a_memory_fix(lockd
     shared memory and raises opcache.memory_consumption only, not max_accelerated_files."""
     import os
     import time
-    from conftest import processes_mentioning
-    target = tmp_path / "bigscripts"
-    (target / "app" / "lib").mkdir(parents=True)
-    (target / "target.toml").write_text(BIG_TOML)
-    (target / "app" / "index.php").write_text(BIG_PHP)
+    from conftest import one_page_target, processes_mentioning
+    target = one_page_target(tmp_path, "bigscripts", "Includes 30 scripts of about 1 MB of OPcache memory "
+                             "each into 8 MB of it", BIG_PHP, "big ok",
+                             {"opcache.memory_consumption": "8", "opcache.interned_strings_buffer": "1"})
+    (target / "app" / "lib").mkdir()
     hour_ago = time.time() - 3600        # old: past opcache.file_update_protection, not "rewritten"
     for i in range(30):
         script = target / "app" / "lib" / f"big{i:02d}.php"

@@ -5,24 +5,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import processes_mentioning
+from conftest import one_page_target, processes_mentioning
 
-BUSY_TOML = """name = "busy"
-description = "A page that only computes: its wall time is CPU time, or waiting for a CPU"
-docroot = "."
-front_controller = "index.php"
-
-[app]
-files = "app"
-
-[[urls]]
-path = "/"
-weight = 1
-
-[sanity]
-url = "/"
-expect = "busy ok"
-"""
 BUSY_PHP = """<?php
 $x = 0;
 for ($i = 0; $i < 400000; $i++) { $x = ($x + $i * 7) % 1000003; }
@@ -44,10 +28,7 @@ def test_more_busy_workers_than_cpus_wait_in_the_run_queue(lockdown, home, tmp_p
     on this machine's kind (2): most of each request's wall time is spent runnable, waiting
     for a CPU, and the budget says so; one at a time, hardly any. Each request's queue is a
     part of its other wait, never more."""
-    target = tmp_path / "busy"
-    (target / "app").mkdir(parents=True)
-    (target / "target.toml").write_text(BUSY_TOML)
-    (target / "app" / "index.php").write_text(BUSY_PHP)
+    target = one_page_target(tmp_path, "busy", "A page that only computes", BUSY_PHP, "busy ok")
     crowded = capture(lockdown, target, tmp_path / "c6", 6, 60)
     alone = capture(lockdown, target, tmp_path / "c1", 1, 20)
     s6, s1 = crowded["scheduling"], alone["scheduling"]

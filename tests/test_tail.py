@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import processes_mentioning
+from conftest import one_page_target, processes_mentioning
 
 from lockdown.analyzers.budget import request_budgets
 from lockdown.analyzers.tail import tails
@@ -60,22 +60,6 @@ def test_urls_are_ordered_by_what_their_tail_adds():
     assert tails(rs[:9], request_budgets(rs[:9], [], []), []) == []
 
 
-BUSY_TOML = """name = "tails"
-description = "Every fifth request sleeps 30 ms and collects cycles"
-docroot = "."
-front_controller = "index.php"
-
-[app]
-files = "app"
-
-[[urls]]
-path = "/"
-weight = 1
-
-[sanity]
-url = "/"
-expect = "tail ok"
-"""
 TAILS_PHP = """<?php
 $counter = __DIR__ . '/count.txt';
 $n = (int) @file_get_contents($counter) + 1;
@@ -98,10 +82,8 @@ def test_the_tail_of_a_real_page_is_its_sleeping_requests(lockdown, home, tmp_pa
     the collector: its tail is those requests, grown by the sleep (other wait outside the run
     queue: a sleeping worker is not runnable, however busy the host), with collector runs and
     memory the middle ones do not have."""
-    target = tmp_path / "tails"
-    (target / "app").mkdir(parents=True)
-    (target / "target.toml").write_text(BUSY_TOML)
-    (target / "app" / "index.php").write_text(TAILS_PHP)
+    target = one_page_target(tmp_path, "tails", "Every fifth request sleeps 30 ms and collects cycles",
+                             TAILS_PHP, "tail ok")
     out = tmp_path / "b"
     r = lockdown("profile", target, "-o", out, "--collect", "none", "-n", "40", "--no-overhead-check",
                  "--warmup-requests", "3")

@@ -167,9 +167,11 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
                 if i >= opts.runs:
                     say(f"[measure] fewer than {opts.runs} runs within {opts.host_tolerance:g}% of the "
                         f"runs' median host capacity: one more run ({i + 1 - opts.runs} of up to {opts.runs} extra)")
+                which = (f"{i + 1}/{opts.runs}" if i < opts.runs else
+                         f"{i + 1} (extra {i + 1 - opts.runs} of up to {opts.runs})")
                 measured.append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}", say,
-                                             f"measured run {i + 1}/{max(opts.runs, i + 1)}"))
-                say(f"[measure] run {i + 1}: {run_line(measured[-1])}")
+                                             f"measured run {which}"))
+                say(f"[measure] run {which}: {run_line(measured[-1])}")
         phase("measure", measure)
         run_hook(stack, "after-benchmark", opts.hooks.get("after-benchmark"), say)
         stop_started = time.monotonic()
