@@ -571,3 +571,16 @@ def test_report_names_the_runs_set_aside_and_numbers_runs_as_measured(run):
             "run 2 (11.5 req/s): host capacity -14.2% off the runs&#39; median; measured 3 runs; CV over all of them "
             "12.34% (--keep-disturbed keeps every run).") in text.replace("&#34;", '"')
     assert "run 3" in text
+
+
+def test_report_says_three_runs_are_too_few_to_take_the_host_out(run):
+    path = run / "bench.json"
+    b = json.loads(path.read_text())
+    b["runs"] = [{**b["runs"][0], "rps": x, "host_speed": {"speed": sp}, "host_cpu": {"busy_pct": 99.0, "steal_pct": 0.0}}
+                 for x, sp in ((35.5, 73.2), (37.4, 72.5), (37.2, 76.7))]
+    b["summary"] = summary_of(b["runs"])
+    path.write_text(json.dumps(b))
+    text = text_of(report_html(run))
+    assert ("The host's speed (a probe thread's fixed loop) varied 3.0% (CV) over the runs and steal took up to "
+            "0.0% of the CPU; 3 runs are too few to take it out of the coefficient of variation (4 needed).") in \
+        text.replace("&#39;", "'")

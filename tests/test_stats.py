@@ -222,8 +222,10 @@ def test_speed_adjusted_intervals_are_students_t_on_the_fitted_coefficients():
         assert g["ci95"] == pytest.approx([math.exp(beta[i] - half), math.exp(beta[i] + half)])
     # as many runs as coefficients leave nothing to estimate the spread from
     assert ratios_speed_adjusted({"perf": groups["perf"][:2]}) is None and ratios_speed_adjusted({}) is None
-    # three runs are enough for two coefficients, unless one lacks a speed
-    assert speed_adjusted([100, 90, 110], [50, 45, 56])["runs"] == 3
+    # four runs for two coefficients (three would leave one degree of freedom: the fitted
+    # elasticity is noise), unless one lacks a speed
+    assert speed_adjusted([100, 90, 110], [50, 45, 56]) is None
+    assert speed_adjusted([100, 90, 110, 95], [50, 45, 56, 48])["runs"] == 4
     assert speed_adjusted([100, 90, 110, 95], [50, 45, None, 48]) is None
 
 

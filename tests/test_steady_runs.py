@@ -77,3 +77,15 @@ def test_the_default_tolerance_sets_aside_what_ten_percent_let_through():
     assert select(caps, 5, 0.10).in_band == 5
     s = select(caps, 5)
     assert s.in_band == 3 and needs_more(caps, 5)
+
+
+def test_three_runs_name_the_host_but_fit_nothing():
+    """Three runs leave one degree of freedom for the capacity fit: the table names the host's
+    spread and says why nothing is taken out, instead of a noise elasticity."""
+    result = {"target": "minicms", "canonical": False, "non_default_options": ["runs"],
+              "config": {"load": "wrk", "concurrency": 4, "workers": 4, "runs": 3, "duration": 10}}
+    keep_runs(result, [run(35.5, 73.2), run(37.4, 72.5), run(37.2, 76.7)], BenchOptions(runs=3))
+    assert result["summary"]["rps_cv_speed_adjusted"] is None and result["summary"]["speed_elasticity"] is None
+    assert format_bench(result).splitlines()[-1] == (
+        "host speed varied 3.0% (CV) over the runs, steal took up to 0.0% of the CPU; "
+        "3 runs are too few to take it out of the RPS CV (4 needed)")

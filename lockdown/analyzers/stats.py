@@ -107,9 +107,11 @@ def speed_adjusted(rps: list[float], speeds: list[float | None]) -> dict | None:
     """The run-to-run spread of RPS once the host's speed is taken out:
     `{"cv", "elasticity", "runs"}` (cv: residual deviation of log RPS after regressing it on log
     speed, which is a CV for small values). None without a speed for every run, with fewer
-    than 3 runs, or when the speed did not vary."""
+    than 4 runs, or when the speed did not vary. Three runs leave one degree of freedom: the
+    fitted elasticity is then noise (a 3-run `lockdown run` bench with the host 0.3% steady
+    gave -11.7, and a "CV with the host taken out" above the raw one)."""
     pts = [(r, s) for r, s in zip(rps, speeds) if r and s]
-    if len(pts) != len(rps) or len(pts) < 3:
+    if len(pts) != len(rps) or len(pts) < 4:
         return None
     fit = _ols([[1.0, math.log(s)] for _, s in pts], [math.log(r) for r, _ in pts])
     if fit is None:

@@ -61,13 +61,16 @@ def format_bench(result: dict) -> str:
     lines.append(f"mean {numbers.rps(s['rps_mean'])} req/s, stddev {numbers.sd(s['rps_stddev'])}, "
                  f"CV {_fmt(cv, '.2f')}%, {numbers.rps_ci_text(lo, hi, s.get('runs', len(result['runs'])))}")
     lines += set_aside_lines(result)
-    if s.get("rps_cv_speed_adjusted") is not None:
+    if s.get("host_speed_cv") is not None:
         steal = s.get("host_steal_pct_max")
         stolen = "" if steal is None else f", steal took up to {_fmt(steal, '.1f')}% of the CPU"
-        lines.append(f"host speed varied {_fmt(100 * s['host_speed_cv'], '.1f')}% (CV) over the runs{stolen}; "
-                     f"RPS CV with {'both' if stolen else 'it'} taken out: "
-                     f"{_fmt(100 * s['rps_cv_speed_adjusted'], '.2f')}% "
-                     f"(elasticity {_fmt(s['speed_elasticity'], '.2f')}; docs/bench.md)")
+        host = f"host speed varied {_fmt(100 * s['host_speed_cv'], '.1f')}% (CV) over the runs{stolen}; "
+        if s.get("rps_cv_speed_adjusted") is not None:
+            lines.append(host + f"RPS CV with {'both' if stolen else 'it'} taken out: "
+                                f"{_fmt(100 * s['rps_cv_speed_adjusted'], '.2f')}% "
+                                f"(elasticity {_fmt(s['speed_elasticity'], '.2f')}; docs/bench.md)")
+        elif len(result["runs"]) < 4:
+            lines.append(host + f"{len(result['runs'])} runs are too few to take it out of the RPS CV (4 needed)")
     return "\n".join(lines)
 
 
