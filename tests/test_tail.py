@@ -98,3 +98,21 @@ def test_the_tail_of_a_real_page_is_its_sleeping_requests(lockdown, home, tmp_pa
     text = lockdown("analyze", out).stdout
     assert "/: 4 requests at" in text and "cycle-collector runs per request:" in text
     assert processes_mentioning(str(home)) == [] and processes_mentioning(str(target)) == []
+
+
+def test_the_text_names_the_parts_that_moved_and_the_calm_urls():
+    from lockdown.reports.analysis_text import tail_lines
+    group = {"requests": 10, "wall_us": 68_300, "statements": 36.0, "gc_runs": 0.0, "compiles": 0.0,
+             "peak_memory": 3_000_000}
+    long = {"url": "/?p=243", "requests": 11, "p50_wall_us": 68_000, "p90_wall_us": 84_200, "ratio": 1.29,
+            "middle": group, "tail": {**group, "requests": 2, "wall_us": 88_400},
+            "excess_us": {"cpu": 19_400, "db wait": 1_300, "other wait": -200, "waiting for a CPU": -300},
+            "slowest": ["r000057", "r000041"], "statement": None}
+    calm = {**long, "url": "/", "ratio": 1.2}
+    assert tail_lines([long, calm]) == [
+        "", "tail latency (URLs with at least 10 timed requests: the slowest tenth against the middle half, mean ms):",
+        "  /?p=243: 2 requests at 88.4 against 68.3 (1.29x; p50 68.0, p90 84.2): +19.4 cpu, +1.3 db wait",
+        "    slowest: r000057 r000041",
+        "  1 other URL: the slowest tenth within 1.25x of the middle half"]
+    assert tail_lines([calm])[-1] == "  no slowest tenth beyond 1.25x its middle half (1 URL compared)"
+    assert tail_lines([]) == tail_lines(None) == []

@@ -43,8 +43,7 @@ def tail_lines(tails: list | None, top: int = 5) -> list[str]:
     calm = [t for t in tails if t["ratio"] < NOTE_RATIO]
     long = [t for t in tails if t["ratio"] >= NOTE_RATIO]
     for t in long[:top]:
-        grew = ", ".join(f"{'+' if v >= 0 else ''}{v / 1000:.1f} {k}" for k, v in t["excess_us"].items()
-                         if abs(v) >= 50)
+        grew = ", ".join(f"{'+' if v >= 0 else ''}{v / 1000:.1f} {k}" for k, v in tail_parts(t))
         lines.append(f"  {t['url'][:40]}: {numbers.plural(t['tail']['requests'], 'request')} at "
                      f"{t['tail']['wall_us'] / 1000:.1f} against {t['middle']['wall_us'] / 1000:.1f} "
                      f"({t['ratio']:.2f}x; p50 {t['p50_wall_us'] / 1000:.1f}, p90 {t['p90_wall_us'] / 1000:.1f}): "
@@ -60,6 +59,14 @@ def tail_lines(tails: list | None, top: int = 5) -> list[str]:
         lines.append(f"  no slowest tenth beyond {NOTE_RATIO:.2f}x its middle half ({numbers.plural(len(calm), 'URL')} "
                      "compared)")
     return lines
+
+
+def tail_parts(t: dict) -> list[tuple[str, float]]:
+    """The budget parts worth naming for a URL's tail, largest first: those that moved by at
+    least 0.1 ms and 5% of what the tail adds (a part 0.3 ms lower is noise, not a cause)."""
+    excess = t["tail"]["wall_us"] - t["middle"]["wall_us"]
+    floor = max(100.0, 0.05 * abs(excess))
+    return [(k, v) for k, v in t["excess_us"].items() if abs(v) >= floor]
 
 
 def tail_besides(t: dict) -> list[str]:

@@ -35,7 +35,7 @@ from ..bundle.store import Bundle, BundleError, open_bundle
 from ..errors import LockdownError
 from . import charts
 from . import numbers
-from .analysis_text import tail_besides
+from .analysis_text import tail_besides, tail_parts
 from .bench_table import canonical_text, set_aside_lines
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
@@ -333,7 +333,7 @@ def _tails(a: dict, anchors: dict) -> dict | None:
         rows.append({"url": t["url"], "requests": t["requests"], "middle_us": t["middle"]["wall_us"],
                      "tail_us": t["tail"]["wall_us"], "tail_n": t["tail"]["requests"], "ratio": t["ratio"],
                      "p50_us": t["p50_wall_us"], "p90_us": t["p90_wall_us"], "long": t["ratio"] >= TAIL_NOTE_RATIO,
-                     "grew": [(k, v) for k, v in t["excess_us"].items() if abs(v) >= 50],
+                     "grew": tail_parts(t),
                      "besides": tail_besides(t),
                      "slowest": [(rid, anchors.get(rid)) for rid in t["slowest"][:5]]})
     return {"rows": rows, "min_requests": TAIL_MIN_REQUESTS, "note_ratio": TAIL_NOTE_RATIO}
