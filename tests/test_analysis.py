@@ -232,17 +232,20 @@ def sched_request(rid, wall, cpu, delay=None, vol=0, invol=0, instrumented=False
 
 def test_the_run_queue_is_the_part_of_other_wait_spent_runnable():
     from lockdown.analyzers.budget import mean_budget
-    rs = [sched_request("a", 100_000, 40_000, delay=30_000),     # 50 ms other wait, 30 of it queued
-          sched_request("b", 100_000, 40_000, delay=70_000),     # more delay than other wait: capped
-          sched_request("c", 100_000, 40_000, delay=-5),         # a counter that went back: no queue
+    # each with 10 ms of statements: a worker preempted by the server it woke waits in the run
+    # queue while its statement runs, so only the delay beyond db wait is surely other wait
+    rs = [sched_request("a", 100_000, 40_000, delay=30_000),     # 50 ms other wait, 20 of it queued
+          sched_request("b", 100_000, 40_000, delay=70_000),     # more than other wait: capped
+          sched_request("c", 100_000, 40_000, delay=8_000),      # less than db wait: none for sure
           sched_request("d", 100_000, 40_000)]                   # not recorded
-    st = [Statement(1, "a", "order", 5, "db", "q", 10_000, 0, 1, 1, 0, 0),
-          Statement(2, "b", "order", 5, "db", "q", 10_000, 0, 1, 1, 0, 0)]
+    st = [Statement(i, r, "order", 5, "db", "q", 10_000, 0, 1, 1, 0, 0) for i, r in enumerate("abcd")]
     b = request_budgets(rs, st, [])
-    assert (b["a"].other_wait_us, b["a"].cpu_queue_us) == (50_000, 30_000)
+    assert (b["a"].other_wait_us, b["a"].cpu_queue_us) == (50_000, 20_000)
     assert (b["b"].other_wait_us, b["b"].cpu_queue_us) == (50_000, 50_000)
     assert (b["c"].cpu_queue_us, b["d"].cpu_queue_us) == (0, None)
-    assert mean_budget([b["a"], b["b"]]).cpu_queue_us == 40_000
+    free = request_budgets([sched_request("e", 100_000, 40_000, delay=30_000)], [], [])["e"]
+    assert free.cpu_queue_us == 30_000                           # no SQL: the whole delay
+    assert mean_budget([b["a"], b["b"]]).cpu_queue_us == 35_000
     assert mean_budget([b["a"], b["d"]]).cpu_queue_us is None     # a mean of what some lack would mislead
 
 
@@ -253,10 +256,10 @@ def test_scheduling_summarizes_the_timed_requests():
           sched_request("i", 900_000, 40_000, delay=900_000, vol=99, invol=99, instrumented=True)]
     s = scheduling(rs, request_budgets(rs, [], []))
     assert s == {"requests": 2, "voluntary_switches": 20, "involuntary_switches": 6,
-                 "cpu_queue_us": 40_000, "cpu_queue_pct": 20.0}
+                 "cpu_queue_us": 40_000, "cpu_queue_pct": 20.0, "run_delay_us": 40_000}
     switches_only = [sched_request("a", 100_000, 40_000, vol=3, invol=1)]
     s = scheduling(switches_only, request_budgets(switches_only, [], []))
-    assert (s["voluntary_switches"], s["cpu_queue_us"], s["cpu_queue_pct"]) == (3, None, None)
+    assert (s["voluntary_switches"], s["cpu_queue_us"], s["cpu_queue_pct"], s["run_delay_us"]) == (3, None, None, None)
     old = [sched_request("a", 100_000, 40_000)]                  # a bundle from before the scheduler's view
     assert scheduling(old, request_budgets(old, [], [])) is None
 
@@ -264,10 +267,11 @@ def test_scheduling_summarizes_the_timed_requests():
 def test_scheduling_lines_say_when_the_timings_include_queueing():
     from lockdown.reports.analysis_text import scheduling_lines
     s = {"requests": 2, "voluntary_switches": 20, "involuntary_switches": 6, "cpu_queue_us": 40_000,
-         "cpu_queue_pct": 20.0, "concurrency": 6, "workers": 4, "cpus": 2}
+         "cpu_queue_pct": 20.0, "run_delay_us": 43_000, "concurrency": 6, "workers": 4, "cpus": 2}
     lines = scheduling_lines(s)
-    assert lines[0] == ("  scheduler: 40.0 ms a request waiting for a CPU (20.0% of the wall time); 20.0 voluntary "
-                        "and 6.0 involuntary context switches a request (captured at concurrency 6, 4 workers, 2 CPUs)")
+    assert lines[0] == ("  scheduler: 40.0 ms a request waiting for a CPU beyond db wait (20.0% of the wall time; "
+                        "43.0 ms in the run queue in all); 20.0 voluntary and 6.0 involuntary context switches a "
+                        "request (captured at concurrency 6, 4 workers, 2 CPUs)")
     assert "the timings include that queueing" in lines[1]
     calm = scheduling_lines({**s, "cpu_queue_us": 900, "cpu_queue_pct": 0.9})
     assert len(calm) == 1 and "0.9 ms a request" in calm[0]

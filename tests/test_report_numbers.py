@@ -464,14 +464,16 @@ def test_report_splits_other_wait_where_the_run_queue_was_recorded(run):
     for b in [*a["budget_by_url"].values(), a["budget_overall"], *a["by_request"]]:
         b["cpu_queue_us"] = 35_000
     a["scheduling"] = {"requests": 2, "voluntary_switches": 31.5, "involuntary_switches": 40.25,
-                       "cpu_queue_us": 35_000, "cpu_queue_pct": 20.0, "concurrency": 6, "workers": 4, "cpus": 2}
+                       "cpu_queue_us": 35_000, "cpu_queue_pct": 20.0, "run_delay_us": 39_000, "concurrency": 6,
+                       "workers": 4, "cpus": 2}
     path.write_text(json.dumps(a))
     text = text_of(report_html(run))
     assert ("/: cpu 100.0 ms /: db wait 20.0 ms /: waiting for a CPU 35.0 ms /: other wait 20.0 ms 175.0 ms"
             in text)
     assert "of which waiting for a CPU ms" in text
     assert text.count("other wait 55.0 (of which waiting for a CPU 35.0)") == 2
-    assert ("35.0 ms a request waiting for a CPU, 20.0% of the wall time; 31.5 voluntary context switches a "
+    assert ("35.0 ms a request waiting for a CPU beyond db wait, 20.0% of the wall time (39.0 ms in the run queue "
+            "in all); 31.5 voluntary context switches a "
             "request (the worker blocked) and 40.2 involuntary (preempted), captured at concurrency 6 with 4 "
             "workers on 2 CPUs. The timings include that queueing") in text
     a["scheduling"]["cpu_queue_pct"] = 2.0

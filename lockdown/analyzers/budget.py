@@ -9,10 +9,14 @@ durations (server-side Query_time); `other_wait` is what is left (network, locks
 kernel scheduling another process) and is never negative; `residual` is negative when CPU and
 statement time together exceed the wall time (time counted twice, or the server's clock).
 
-`cpu_queue` is the part of `other_wait` the worker was runnable but waiting for a CPU (the
-kernel's run-queue delay, /proc/thread-self/schedstat, read by the prepend): a saturated host,
-not the application. It is capped at `other_wait` (while a statement runs the worker sleeps,
-so the two hardly overlap) and None when the bundle did not record it.
+`cpu_queue` is the part of `other_wait` the worker was certainly runnable but waiting for a
+CPU: its run-queue delay over the request (/proc/thread-self/schedstat, read by the prepend)
+beyond the request's db wait, at most `other_wait`; None when the bundle did not record it.
+Beyond db wait, because the two overlap: a worker that sends a statement wakes the database
+server, which often takes its CPU at once, so the worker waits in the run queue while its
+statement runs (WordPress at concurrency 1: 87% of its run-queue delay was the server's
+preemption, perf sched). What is left is time the worker lost to other workers, perf or other
+processes: a lower bound of the queueing, exact when the request sends no SQL.
 """
 from __future__ import annotations
 
@@ -55,7 +59,7 @@ def request_budgets(requests: list[RequestRecord], statements: list[Statement],
         total = sum(cats.values()) if cats else 0
         split = {k: cpu * v / total for k, v in cats.items()} if total else {}
         delay = (r.sched or {}).get("run_delay_us")
-        queue = None if delay is None else min(float(max(delay, 0)), other)
+        queue = None if delay is None else min(max(float(delay) - d, 0.0), other)
         out[r.id] = Budget(wall, cpu, d, other, wall - cpu - d - other, split, cpu_queue_us=queue)
     return out
 
@@ -84,10 +88,10 @@ def by_url(requests: list[RequestRecord], budgets: dict[str, Budget]) -> dict[st
 
 
 def scheduling(requests: list[RequestRecord], budgets: dict[str, Budget]) -> dict | None:
-    """What the scheduler did to the timed requests, means per request: the run-queue wait
-    (the budget's `cpu_queue`) with its share of the wall time, and the context switches,
-    voluntary (the worker blocked) and involuntary (preempted). None when the bundle did not
-    record them (captured before lockdown read /proc/thread-self/schedstat)."""
+    """What the scheduler did to the timed requests, means per request: the whole run-queue
+    delay (`run_delay_us`), the part of it beyond db wait (the budget's `cpu_queue`) with its
+    share of the wall time, and the worker thread's context switches, voluntary (it blocked)
+    and involuntary (preempted). None when the bundle did not record them."""
     timed = [r for r in requests if not r.instrumented and r.sched and r.id in budgets]
     if not timed:
         return None
@@ -97,7 +101,10 @@ def scheduling(requests: list[RequestRecord], budgets: dict[str, Budget]) -> dic
     out = {"requests": n,
            "voluntary_switches": sum(r.sched.get("voluntary_switches", 0) for r in timed) / n,
            "involuntary_switches": sum(r.sched.get("involuntary_switches", 0) for r in timed) / n,
-           "cpu_queue_us": None, "cpu_queue_pct": None}
+           "cpu_queue_us": None, "cpu_queue_pct": None, "run_delay_us": None}
+    delays = [r.sched["run_delay_us"] for r in timed if "run_delay_us" in r.sched]
+    if len(delays) == n:
+        out["run_delay_us"] = sum(delays) / n
     if len(queues) == n:
         out["cpu_queue_us"] = sum(queues) / n
         out["cpu_queue_pct"] = round(100.0 * sum(queues) / wall, 2) if wall else 0.0

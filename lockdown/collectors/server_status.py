@@ -4,9 +4,12 @@ The slow log says what each statement did; the server's status counters say what
 did for all of them: pages read from disk rather than the buffer pool, temporary tables and
 sort passes, rows read by scans, connections and the threads created for them, tables opened
 again, row-lock waits. `SHOW GLOBAL STATUS` is read (never changed) before and after each
-capture slice and the differences summed. The counters are server-wide: on a server shared
-with other clients (`--mysql`), those clients count too; lockdown's own marker statement (one
-per request) and the two reads themselves count on the private server as well.
+capture slice and the differences summed. A read counts itself (a temporary table, a table
+scan, a connection, the statement): its own footprint is measured once, by two reads in a
+row, and taken out of each slice. The counters are server-wide: on a server shared with other
+clients (`--mysql`), those clients count too; lockdown's marker statement (SHOW PROCESSLIST,
+one per request, on one persistent connection per worker) counts in Questions, the bytes and
+Connections.
 """
 from __future__ import annotations
 
@@ -52,3 +55,13 @@ def summed(deltas: list[dict[str, int]]) -> dict[str, int]:
         return {}
     keys = set(deltas[0]).intersection(*deltas[1:])
     return {k: sum(d[k] for d in deltas) for k in sorted(keys)}
+
+
+def own_footprint(db: DatabaseServer) -> dict[str, int]:
+    """What one `read_status` adds to the counters it reads: two reads in a row, differenced."""
+    return difference(read_status(db), read_status(db))
+
+
+def without(delta: dict[str, int], footprint: dict[str, int]) -> dict[str, int]:
+    """A slice's differences less the one read after it that they include."""
+    return {k: max(0, v - footprint.get(k, 0)) for k, v in delta.items()}

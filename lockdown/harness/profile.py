@@ -278,6 +278,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         slow = None
         chunks: list[DriveResult] = []
         status: list[dict] = []       # the database server's counters over each capture slice
+        footprint = server_status.own_footprint(stack.db) if stack.db else {}
         with contextlib.ExitStack() as during:
             if "queries" in settings.collect:
                 slow = during.enter_context(SlowLogCapture(stack.db, run_dir, private=not opts.mysql))
@@ -303,7 +304,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                                           **part))
                 cpus["capture"].append(cpu.delta(before, cpu.snapshot()))
                 if status_before is not None:
-                    status.append(server_status.difference(status_before, server_status.read_status(stack.db)))
+                    status.append(server_status.without(
+                        server_status.difference(status_before, server_status.read_status(stack.db)), footprint))
                 if i < k - 1:
                     for c in collectors:
                         c.pause()

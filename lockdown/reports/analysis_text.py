@@ -23,13 +23,13 @@ def scheduling_lines(s: dict | None) -> list[str]:
                                     numbers.plural(s["workers"], "worker") if s.get("workers") else "",
                                     numbers.plural(s["cpus"], "CPU") if s.get("cpus") else "") if p)
     queue = ("" if s["cpu_queue_us"] is None else
-             f"{s['cpu_queue_us'] / 1000:.1f} ms a request waiting for a CPU ({s['cpu_queue_pct']:.1f}% of the "
-             "wall time); ")
+             f"{s['cpu_queue_us'] / 1000:.1f} ms a request waiting for a CPU beyond db wait ({s['cpu_queue_pct']:.1f}% "
+             f"of the wall time; {s['run_delay_us'] / 1000:.1f} ms in the run queue in all); ")
     out = [f"  scheduler: {queue}{s['voluntary_switches']:.1f} voluntary and {s['involuntary_switches']:.1f} "
            f"involuntary context switches a request" + (f" (captured at {setting})" if setting else "")]
     if s["cpu_queue_pct"] is not None and s["cpu_queue_pct"] >= QUEUE_NOTE_PCT:
-        out.append("  the timings include that queueing: more was runnable than there were CPUs (workers, "
-                   "the database, perf); the application's own cost is the rest")
+        out.append("  the timings include that queueing: more was runnable than there were CPUs (other workers, "
+                   "perf, lockdown's own bookkeeping, other processes); the application's own cost is the rest")
     return out
 
 
@@ -39,7 +39,7 @@ def tail_lines(tails: list | None, top: int = 5) -> list[str]:
     if not tails:
         return []
     lines = ["", f"tail latency (URLs with at least {MIN_REQUESTS} timed requests: the slowest tenth "
-                 "against the middle half, mean ms):"]
+                 "against the middle half by the worker's wall time, mean ms):"]
     calm = [t for t in tails if t["ratio"] < NOTE_RATIO]
     long = [t for t in tails if t["ratio"] >= NOTE_RATIO]
     for t in long[:top]:
@@ -49,9 +49,9 @@ def tail_lines(tails: list | None, top: int = 5) -> list[str]:
                      f"({t['ratio']:.2f}x; p50 {t['p50_wall_us'] / 1000:.1f}, p90 {t['p90_wall_us'] / 1000:.1f}): "
                      f"{grew or 'no part grew'}")
         lines += [f"    {x}" for x in tail_besides(t)]
-        lines.append(f"    slowest: {' '.join(t['slowest'][:5])}")
+        lines.append(f"    slowest: {' '.join(t['slowest'][:5])}" + (" ..." if len(t["slowest"]) > 5 else ""))
     if len(long) > top:
-        lines.append(f"  {len(long) - top} more with a long tail: lockdown analyze BUNDLE --json (tail)")
+        lines.append(f"  {len(long) - top} more with a long tail: analysis.json tail (or analyze --json)")
     if calm and long:
         lines.append(f"  {numbers.plural(len(calm), 'other URL')}: the slowest tenth within {NOTE_RATIO:.2f}x "
                      "of the middle half")
@@ -92,8 +92,9 @@ def database_status_lines(d: dict | None) -> list[str]:
     start with "!" and name the setting to look at."""
     if not d:
         return []
-    where = ("lockdown's private server; its marker statement, one a request, included" if d["private"]
-             else "a shared server: other clients count too")
+    where = ("lockdown's private server" if d["private"] else "a shared server: other clients count too")
+    where += ("; lockdown's own status reads taken out, its marker statement (one a request) counts in "
+              "Questions, bytes and connections")
     lines = ["", f"database server over the capture (SHOW GLOBAL STATUS differences, per timed request, "
                  f"{d['requests']} requests; {where}):"]
     for c in d["checks"]:
@@ -143,7 +144,7 @@ def format_analysis(a: dict, top: int = 15) -> str:
                          f"and .eh_frame)")
     lines += engine_lines(a.get("engine_state"))
     lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual; "
-                  "queue: the part of other wait spent waiting for a CPU):",
+                  "queue: the part of other wait spent waiting for a CPU, beyond db wait):",
               f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'queue':>8s} {'resid':>8s}"]
     rows = list(a["budget_by_url"].items()) + [("(all)", a["budget_overall"])]
     for url, b in rows:

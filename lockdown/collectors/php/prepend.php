@@ -26,6 +26,7 @@ final class Capture
 
     public static function begin(): void
     {
+        $sched = self::threadCounters();
         $startNs = \hrtime(true);
         $cfg = @\json_decode((string) @\file_get_contents(__DIR__ . '/config.json'), true);
         if (!\is_array($cfg)) {
@@ -35,7 +36,7 @@ final class Capture
         self::$startNs = $startNs;
         self::$startUnix = \microtime(true);
         self::$rusage = \getrusage();
-        self::$schedStart = self::runQueueDelayNs();
+        self::$schedStart = $sched;
         self::$engineStart = self::opcacheCounters();
         unset(self::$engineStart['status']);
         self::$engineStart['gc'] = \gc_status();
@@ -82,8 +83,8 @@ final class Capture
     public static function finish(): void
     {
         $endNs = \hrtime(true);
+        $sched = self::threadCounters();
         $ru = \getrusage();
-        $delayNs = self::runQueueDelayNs();
         try {
             $xhprof = self::$xhprof ? \tideways_xhprof_disable() : null;
             if (self::$excimer) {
@@ -112,7 +113,7 @@ final class Capture
             if (isset($cfg['db'])) {
                 $record += self::dbThreads($cfg['db']);
             }
-            $record['sched'] = self::schedState($ru, $delayNs);
+            $record['sched'] = self::schedState($sched);
             $record['engine'] = self::engineState();
             $e = $record['engine'];
             if (($e['opcache_misses'] ?? 0) > ($e['opcache_misses_at_start'] ?? \PHP_INT_MAX)) {
@@ -151,32 +152,45 @@ final class Capture
     }
 
     /**
-     * This thread's time spent runnable but waiting for a CPU so far, in ns (the second field
-     * of /proc/thread-self/schedstat), or null where the kernel does not keep it. A read of a
-     * few microseconds; begin() keeps the value so the request's own wait is the difference.
+     * This thread's scheduler counters so far: the time it spent runnable but waiting for a CPU
+     * in ns (the second field of /proc/thread-self/schedstat) and its voluntary and involuntary
+     * context switches (/proc/thread-self/status), each null where the kernel does not give it.
+     * The thread's own, not the process's: getrusage() would add Excimer's timer thread, which
+     * sleeps once per sample. Read right before the request's start and right after its end
+     * (about 25 us), so that the difference is the request's own.
      */
-    private static function runQueueDelayNs(): ?int
+    private static function threadCounters(): array
     {
+        $out = ['delay' => null, 'voluntary' => null, 'involuntary' => null];
         $f = @\file_get_contents('/proc/thread-self/schedstat');
-        if ($f === false || !\preg_match('/^\d+ (\d+) \d+/', $f, $m)) {
-            return null;
+        if ($f !== false && \preg_match('/^\d+ (\d+) \d+/', $f, $m)) {
+            $out['delay'] = (int) $m[1];
         }
-        return (int) $m[1];
+        $f = @\file_get_contents('/proc/thread-self/status');
+        if ($f !== false && \preg_match('/^voluntary_ctxt_switches:\s+(\d+)\s+^nonvoluntary_ctxt_switches:\s+(\d+)/m',
+                $f, $m)) {
+            $out['voluntary'] = (int) $m[1];
+            $out['involuntary'] = (int) $m[2];
+        }
+        return $out;
     }
 
     /**
-     * What the scheduler did to the request (docs/bundle-format.md): the time it was runnable
-     * but waiting for a CPU (the run queue), and its context switches, voluntary (it blocked:
-     * the database, the disk, a lock) and involuntary (preempted). Splits "other wait", which
-     * the wall and CPU times alone cannot: a saturated host, or blocking.
+     * What the scheduler did to the request's thread (docs/bundle-format.md): the time it was
+     * runnable but waiting for a CPU (the run queue: another worker, the database server it just
+     * woke, perf), and its context switches, voluntary (it blocked: a statement's reply, the
+     * disk, a lock) and involuntary (preempted). Splits "other wait", which the wall and CPU
+     * times alone cannot.
      */
-    private static function schedState(array $ru, ?int $delayNs): array
+    private static function schedState(array $end): array
     {
-        $start = self::$rusage;
-        $out = ['voluntary_switches' => (int) ($ru['ru_nvcsw'] ?? 0) - (int) ($start['ru_nvcsw'] ?? 0),
-                'involuntary_switches' => (int) ($ru['ru_nivcsw'] ?? 0) - (int) ($start['ru_nivcsw'] ?? 0)];
-        if ($delayNs !== null && self::$schedStart !== null) {
-            $out['run_delay_us'] = \intdiv($delayNs - self::$schedStart, 1000);
+        $start = self::$schedStart ?? [];
+        $out = [];
+        foreach (['voluntary' => 'voluntary_switches', 'involuntary' => 'involuntary_switches',
+                  'delay' => 'run_delay_us'] as $key => $name) {
+            if (isset($start[$key], $end[$key])) {
+                $out[$name] = $key === 'delay' ? \intdiv($end[$key] - $start[$key], 1000) : $end[$key] - $start[$key];
+            }
         }
         return $out;
     }
