@@ -39,13 +39,15 @@ def main() -> None:
             f"{100 * s['rps_cv_all_runs']:.2f}%")
     speeds = [r.get("host_speed", {}).get("speed") for r in data["runs"]]
     steals = [r.get("host_cpu", {}).get("steal_pct") for r in data["runs"]]
-    if s.get("rps_cv_speed_adjusted") is not None:
+    if s.get("host_speed_cv") is not None:
         print("host speed per run: " + " ".join(f"{x:.1f}" for x in speeds))
         print("steal % per run: " + " ".join("?" if x is None else f"{x:.1f}" for x in steals))
         capacity_cv = s.get("host_capacity_cv") or s["host_speed_cv"]
+        fitted = ("fewer than 4 runs: too few to take it out" if s.get("rps_cv_speed_adjusted") is None else
+                  f"rps_cv with the capacity taken out {100 * s['rps_cv_speed_adjusted']:.2f}% "
+                  f"(elasticity {s['speed_elasticity']:.2f})")
         print(f"host speed CV {100 * s['host_speed_cv']:.2f}%; host capacity (speed x CPU not stolen) "
-              f"CV {100 * capacity_cv:.2f}%; rps_cv with the capacity taken out "
-              f"{100 * s['rps_cv_speed_adjusted']:.2f}% (elasticity {s['speed_elasticity']:.2f})")
+              f"CV {100 * capacity_cv:.2f}%; {fitted}")
         if capacity_cv:
             print(f"rps_cv / host capacity CV: {s['rps_cv'] / capacity_cv:.2f} "
                   "(1 or below: the spread is the host's, not the harness's)")
