@@ -35,7 +35,7 @@ def off_median(capacity: float, median: float) -> float:
     return capacity / median - 1
 
 
-def select(capacities: list[float | None], wanted: int, tolerance: float = TOLERANCE) -> Selection:
+def select(capacities: list[float | None], wanted: int, tolerance: float | None = TOLERANCE) -> Selection:
     """The runs to keep: the first `wanted` whose capacity is within `tolerance` of the median
     of all; else the `wanted` closest to it. Every run is kept when a capacity is missing
     (a probe that did not run) or `tolerance` is None."""
