@@ -40,6 +40,15 @@ def select(requests: list, request: str | None = None, url: str | None = None,
     return chosen
 
 
+def query_classes(bundle: Bundle, url: str | None = None) -> tuple[list, int]:
+    """Every query class of the capture (or of one URL's requests), and the requests they are
+    of: what `analyzers/versus.py` compares, beyond an analysis' top rows."""
+    requests = select(bundle.requests(), None, url, bundle.root / "requests.jsonl")
+    ids = {r.id for r in requests}
+    statements = [s for s in bundle.statements() if url is None or s.request in ids]
+    return query_digest.digest(statements, requests), len(requests)
+
+
 def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str | None = None) -> dict:
     requests = select(bundle.requests(), request, url, bundle.root / "requests.jsonl")
     ids = {r.id for r in requests}

@@ -126,9 +126,44 @@ def notable_lines(a: dict) -> list[str]:
     return out
 
 
+def _pct(c: dict) -> str:
+    return "" if c["change_pct"] is None else f" ({c['change_pct']:+.1f}%)"
+
+
+def versus_lines(v: dict | None) -> list[str]:
+    """This capture against a baseline's (analysis.json baseline, analyzers/versus.py)."""
+    if not v:
+        return []
+    o = v["overall"]
+    lines = ["", f"against the baseline {v['bundle']} ({v['target']}): means per timed request, ms, before -> after",
+             "  all URLs: " + ", ".join(f"{k[:-3].replace('_', ' ')} {o[k]['before'] / 1000:.1f} -> "
+                                        f"{o[k]['after'] / 1000:.1f}{_pct(o[k])}" for k in o)]
+    for u in v["urls"][:10]:
+        w, st = u["wall_us"], u["statements"]
+        stmts = ("" if st["before"] is None or st["after"] is None else
+                 f", statements {st['before']:.1f} -> {st['after']:.1f}")
+        lines.append(f"  {u['url'][:40]:40s} wall {w['before'] / 1000:7.1f} -> {w['after'] / 1000:7.1f}{_pct(w)}, "
+                     f"cpu {u['cpu_us']['before'] / 1000:.1f} -> {u['cpu_us']['after'] / 1000:.1f}, db "
+                     f"{u['db_wait_us']['before'] / 1000:.1f} -> {u['db_wait_us']['after'] / 1000:.1f}{stmts}")
+    for key, what in (("urls_only_in_baseline", "only in the baseline"), ("urls_only_here", "only in this capture")):
+        if v[key]:
+            lines.append(f"  URLs {what}: {', '.join(v[key][:8])}")
+    if v["subsystems_ms"]:
+        lines.append("  engine subsystems, CPU ms per request: " + ", ".join(
+            f"{r['subsystem']} {r['before']:.1f} -> {r['after']:.1f}" for r in v["subsystems_ms"]))
+    for r in v["queries"]:
+        lines.append(f"  query {r['state']:10s} {r['count']['before']:6.1f} -> {r['count']['after']:6.1f} a request, "
+                     f"{r['ms']['before']:6.2f} -> {r['ms']['after']:6.2f} ms: {r['fingerprint'][:70]}")
+    if v["functions_self_pct"]:
+        lines.append("  PHP functions, self % of samples: " + ", ".join(
+            f"{r['function']} {r['before']:.1f} -> {r['after']:.1f}" for r in v["functions_self_pct"][:6]))
+    return lines
+
+
 def format_analysis(a: dict, top: int = 15) -> str:
     lines = [f"analysis of {a['bundle']} ({a['target']}, {a['requests']} requests, "
              f"{a['instrumented_left_out']} xhprof-instrumented left out of timings)"]
+    lines += versus_lines(a.get("baseline"))
     sub = a.get("subsystems")
     if sub:
         lines += ["", f"on-CPU by engine subsystem ({sub['samples']} perf samples inside the timed requests, "
