@@ -1,4 +1,5 @@
-"""The analysis of a bundle as terminal text: subsystems, time budget, PHP functions, queries."""
+"""The analysis of a bundle as terminal text: a baseline comparison, subsystems, engine caches, the
+time budget with the scheduler, tails, PHP functions and builtins, the database server, queries."""
 from __future__ import annotations
 
 from ..analyzers.budget import QUEUE_NOTE_PCT
