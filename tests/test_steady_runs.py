@@ -89,3 +89,43 @@ def test_three_runs_name_the_host_but_fit_nothing():
     assert format_bench(result).splitlines()[-1] == (
         "host speed varied 3.0% (CV) over the runs, steal took up to 0.0% of the CPU; "
         "3 runs are too few to take it out of the RPS CV (4 needed)")
+
+
+def test_a_run_exactly_at_the_tolerance_is_in_band():
+    from lockdown.harness.steady_runs import Selection
+    s = select([100.0, 100.0, 100.0, 125.0, 75.0], 3, 0.25)          # 25% off either way: in band
+    assert s == Selection([0, 1, 2], {3: "more runs in band than the 3 asked for",
+                                      4: "more runs in band than the 3 asked for"}, 100.0, 5, False)
+    assert not needs_more([100.0, 125.0, 75.0], 3, 0.25) and needs_more([100.0, 125.1, 75.0], 3, 0.25)
+
+
+def test_keeping_every_run_sets_nothing_aside_and_calls_the_host_steady():
+    from lockdown.harness.steady_runs import Selection
+    assert select([80.0, 100.0, 81.0], 3, tolerance=None) == Selection([0, 1, 2], {}, None, 0, False)
+    assert select([80.0, None], 3) == Selection([0, 1], {}, None, 0, False)
+    assert select([], 3) == Selection([], {}, None, 0, False) and not needs_more([], 3)
+    result = {"config": {}}
+    keep_runs(result, [run(35.5, 73.2), run(27.5, 64.0), run(37.2, 76.7)], BenchOptions(runs=3, rerun_disturbed=False))
+    assert (result["summary"]["host_unsteady"], result["summary"]["runs_set_aside"], result["set_aside"]) == (
+        False, 0, [])
+    from lockdown.reports.bench_table import set_aside_lines
+    assert set_aside_lines(result) == []
+
+
+def test_a_host_that_never_held_still_says_so_under_the_runs_set_aside():
+    from lockdown.reports.bench_table import set_aside_lines
+    # capacities 60, 75, 80, 92, 100 around 80: only 80 within 5%; the three closest are kept
+    measured = [run(30.0, 60.0), run(31.0, 75.0), run(32.0, 80.0), run(33.0, 92.0), run(34.0, 100.0)]
+    result = {"config": {}}
+    keep_runs(result, measured, BenchOptions(runs=3))
+    assert [r["run"] for r in result["runs"]] == [2, 3, 4] and result["summary"]["host_unsteady"]
+    assert set_aside_lines(result) == [
+        "set aside: run 1 (30.0 req/s): host capacity -25.0% off the runs' median",
+        "set aside: run 5 (34.0 req/s): host capacity +25.0% off the runs' median",
+        "measured 5 runs; CV over all of them 4.94% (--keep-disturbed keeps every run)",
+        "the host did not hold still: fewer than 3 runs were within 5% of the median host capacity; "
+        "kept the ones closest to it"]
+    no_cv = {"runs": [], "summary": {"runs_measured": 2, "rps_cv_all_runs": None},
+             "set_aside": [{"run": 2, "rps": 12.34, "set_aside": "why"}]}
+    assert set_aside_lines(no_cv) == ["set aside: run 2 (12.3 req/s): why",
+                                      "measured 2 runs; CV over all of them -% (--keep-disturbed keeps every run)"]
