@@ -72,7 +72,7 @@ def test_per_request_figures_are_rounded_and_sorted_and_missing_counters_count_z
         "Questions": 10, "Innodb_buffer_pool_read_requests": 3_000, "Created_tmp_tables": 3,
         "Connections": 3, "Threads_created": 2, "Handler_read_rnd_next": 1_500, "Table_open_cache_misses": 1,
         "Innodb_row_lock_waits": 3}}})
-    assert list(s.per_request) == sorted(s.per_request) and s.per_request["Questions"] == 3.33
+    assert list(s.per_request) == sorted(s.per_request) and s.per_request["Questions"] == 3.3333
     # no Innodb_buffer_pool_reads, Created_tmp_disk_tables, Threads_created... counted as none
     assert (s.buffer_pool_hit_pct, s.tmp_disk_pct, s.threads_per_connection) == (100.0, 0.0, 0.667)
     assert {c.name: (c.value, c.flagged) for c in s.checks} == {
@@ -130,3 +130,16 @@ def test_the_lines_mark_what_is_flagged_with_the_setting_to_look_at():
     from lockdown.reports.analysis_text import notable_lines
     assert notable_lines({"database_status": d}) == [
         "  database server: sort merge passes (its counters over the capture)"]
+
+
+def test_a_rare_event_is_flagged_and_shown_not_rounded_away():
+    """One disk table, merge pass, full join and lock wait in 300 requests: each flagged, and
+    shown as 0.0033 a request, not 0.00 (helper-28)."""
+    s = summarize({"private": True, "status": {"requests": 300, "counters": {
+        "Created_tmp_tables": 300, "Created_tmp_disk_tables": 1, "Sort_merge_passes": 1,
+        "Select_full_join": 1, "Innodb_row_lock_waits": 1, "Innodb_row_lock_time": 40}}})
+    rows = {c.name: (c.value, c.flagged) for c in s.checks}
+    assert rows["temporary tables"] == ("1.00 a request, 0.0033 on disk", True)
+    assert rows["sort merge passes"] == ("0.0033 a request", True)
+    assert rows["joins without an index"] == ("0.0033 a request", True)
+    assert rows["row lock waits"] == ("0.0033 a request, 0.13 ms", True)

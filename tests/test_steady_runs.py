@@ -129,3 +129,11 @@ def test_a_host_that_never_held_still_says_so_under_the_runs_set_aside():
              "set_aside": [{"run": 2, "rps": 12.34, "set_aside": "why"}]}
     assert set_aside_lines(no_cv) == ["set aside: run 2 (12.3 req/s): why",
                                       "measured 2 runs; CV over all of them -% (--keep-disturbed keeps every run)"]
+
+
+def test_a_fractional_tolerance_is_printed_as_given():
+    from lockdown.reports.bench_table import set_aside_lines
+    result = {"runs": [{}] * 5, "set_aside": [{"run": 6, "rps": 30.0, "set_aside": "host capacity -9.0% off the runs' median"}],
+              "summary": {"runs_measured": 10, "rps_cv_all_runs": 0.05, "host_unsteady": True, "host_tolerance": 0.025}}
+    assert set_aside_lines(result)[-1] == ("the host did not hold still: fewer than 5 runs were within 2.5% of the "
+                                           "median host capacity; kept the ones closest to it")

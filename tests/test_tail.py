@@ -89,14 +89,15 @@ def test_the_tail_of_a_real_page_is_its_sleeping_requests(lockdown, home, tmp_pa
                              TAILS_PHP, "tail ok")
     out = tmp_path / "b"
     r = lockdown("profile", target, "-o", out, "--collect", "none", "-n", "40", "--no-overhead-check",
-                 "--warmup-requests", "3")
+                 "--warmup-requests", "10")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     a = json.loads(lockdown("analyze", out, "--json").stdout)
     [t] = a["tail"]
     walls = {x["id"]: x["wall_us"] for x in a["by_request"]}
     sleepers = {rid for rid, w in walls.items() if w >= 30_000}
-    assert len(sleepers) == 8 and set(t["slowest"]) <= sleepers and len(t["slowest"]) == 4, walls
-    assert t["ratio"] > 5 and t["excess_us"]["other wait"] >= 25_000, t
+    # 8 sleep; a loaded host can make another request as slow (CI once saw a 58.9 ms first request)
+    assert len(sleepers) >= 8 and set(t["slowest"]) <= sleepers and len(t["slowest"]) == 4, walls
+    assert t["ratio"] > 5 and t["excess_us"]["other wait"] >= 20_000, t
     assert t["tail"]["gc_runs"] >= 1 > t["middle"]["gc_runs"] and t["tail"]["peak_memory"] > 4 * t["middle"]["peak_memory"]
     text = lockdown("analyze", out).stdout
     assert "/: 4 requests at" in text and "cycle-collector runs per request:" in text

@@ -86,6 +86,6 @@ def set_aside_lines(result: dict) -> list[str]:
                f"{_fmt(None if cv_all is None else 100 * cv_all, '.2f')}% (--keep-disturbed keeps every run)")
     if s.get("host_unsteady"):
         out.append(f"the host did not hold still: fewer than {len(result['runs'])} runs were within "
-                   f"{_fmt(100 * (s.get('host_tolerance') or 0), '.0f')}% of the median host capacity; "
+                   f"{100 * (s.get('host_tolerance') or 0):g}% of the median host capacity; "
                    "kept the ones closest to it")
     return out
