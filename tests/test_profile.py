@@ -96,7 +96,9 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     assert len(analysis["by_request"]) == 50 and timed
     for r in timed:     # every request's parts reconcile with its measured wall time
         assert abs(r["residual_us"]) <= 0.10 * r["wall_us"], r
-        assert 0 <= r["cpu_queue_us"] <= r["other_wait_us"] and r["sched"]["voluntary_switches"] > 0, r
+        # switches are recorded, possibly none: a worker preempted by the server it queried finds
+        # each reply waiting and never blocks (CI saw a request with 0 voluntary switches)
+        assert 0 <= r["cpu_queue_us"] <= r["other_wait_us"] and r["sched"]["voluntary_switches"] >= 0, r
         assert abs(sum(r["cpu_by_subsystem_us"].values()) - r["cpu_us"]) < 1 or not r["cpu_by_subsystem_us"]
     one = timed[0]
     a1 = json.loads(lockdown("analyze", b1, "--request", one["id"], "--json").stdout)
