@@ -256,12 +256,31 @@ def test_scheduling_summarizes_the_timed_requests():
           sched_request("i", 900_000, 40_000, delay=900_000, vol=99, invol=99, instrumented=True)]
     s = scheduling(rs, request_budgets(rs, [], []))
     assert s == {"requests": 2, "voluntary_switches": 20, "involuntary_switches": 6,
-                 "cpu_queue_us": 40_000, "cpu_queue_pct": 20.0, "run_delay_us": 40_000}
+                 "cpu_queue_us": 40_000, "cpu_queue_pct": 20.0, "run_delay_us": 40_000,
+                 "other_threads_cpu_us": None}
     switches_only = [sched_request("a", 100_000, 40_000, vol=3, invol=1)]
     s = scheduling(switches_only, request_budgets(switches_only, [], []))
     assert (s["voluntary_switches"], s["cpu_queue_us"], s["cpu_queue_pct"], s["run_delay_us"]) == (3, None, None, None)
     old = [sched_request("a", 100_000, 40_000)]                  # a bundle from before the scheduler's view
     assert scheduling(old, request_budgets(old, [], [])) is None
+
+
+def test_the_cpu_of_the_workers_other_threads_is_summed_apart_from_the_requests():
+    """cpu is the request thread's own (schedstat); the process's (getrusage) adds Excimer's
+    timer thread, which the summary reports as lockdown's cost, and only when every timed
+    request recorded it."""
+    from lockdown.analyzers.budget import scheduling
+    from lockdown.reports.analysis_text import scheduling_lines
+    rs = [sched_request("a", 100_000, 40_000, delay=0), sched_request("b", 100_000, 60_000, delay=0)]
+    rs[0].sched["process_cpu_us"] = 41_000
+    rs[1].sched["process_cpu_us"] = 61_500
+    s = scheduling(rs, request_budgets(rs, [], []))
+    assert s["other_threads_cpu_us"] == 1_250
+    assert scheduling_lines(s)[1] == ("  the worker's other threads (Excimer's timer) used 1.25 ms CPU a request, "
+                                      "lockdown's cost: the cpu column is the request thread's alone")
+    del rs[1].sched["process_cpu_us"]
+    assert scheduling(rs, request_budgets(rs, [], []))["other_threads_cpu_us"] is None
+    assert len(scheduling_lines({**s, "other_threads_cpu_us": 49})) == 1
 
 
 def test_scheduling_lines_say_when_the_timings_include_queueing():

@@ -184,6 +184,7 @@ def test_bundle_layout(hello_bundle):
     profile = json.loads((hello_bundle / "xhprof" / f"{instrumented[0]['id']}.json").read_text())
     assert all({"ct", "wt", "mem.na", "mem.nf", "mem.aa"} <= set(v) for v in profile.values())
     assert m["php"]["pool"]["auto_prepend_file"].endswith("capture/prepend.php")
+    assert "ffi.enable" not in m["php"]["pool"]           # one request at a time needs no ports
     assert not list(hello_bundle.parent.glob(".*partial*"))   # no staging left behind
 
 

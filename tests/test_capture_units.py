@@ -283,3 +283,43 @@ def test_excimer_stacks_name_the_end_of_the_request_not_the_capture(tmp_path):
     out = json.loads(run.stdout)
     assert out["stacks"] == ["[end of request]", "/app/index.php;render"]
     assert out["samples"] == [[2000000, 3, 0], [2000000, 1, 1], [2000000, 1, 0]]
+
+
+_PORTS_PHP = r"""
+require $argv[1];
+$server = stream_socket_server('tcp://127.0.0.1:0');
+$other = stream_socket_server('tcp://127.0.0.1:0');
+$port = (int) substr(strrchr(stream_socket_get_name($server, false), ':'), 1);
+$mine = [];
+foreach ([$server, $server, $other] as $to) {
+    $c = stream_socket_client('tcp://' . stream_socket_get_name($to, false));
+    $GLOBALS['keep'][] = $c;
+    if ($to === $server) {
+        $mine[] = (int) substr(strrchr(stream_socket_get_name($c, false), ':'), 1);
+    }
+}
+$m = new ReflectionMethod(\Lockdown\Capture\Capture::class, 'dbPorts');
+$m->setAccessible(true);
+$found = $m->invoke(null, $port);
+sort($found);
+sort($mine);
+$calls = new ReflectionMethod(\Lockdown\Capture\Capture::class, 'socketCalls');
+$calls->setAccessible(true);
+echo json_encode(['found' => $found, 'expected' => $mine, 'ffi' => $calls->invoke(null) !== null]);
+"""
+
+
+@pytest.mark.parametrize("ffi", ["true", "preload"])
+def test_the_prepend_finds_its_own_connections_ports_with_and_without_ffi(tmp_path, ffi):
+    """Overlapping requests are told apart by the local ports of the worker's connections to
+    the database: asked of the sockets through FFI where the pool enables it, else read from
+    /proc/self/net/tcp. Both find exactly the connections to the server's port."""
+    script = tmp_path / "ports.php"
+    script.write_text("<?php\n" + _PORTS_PHP)
+    prepend = Path(lockdown.__file__).parent / "collectors" / "php" / "prepend.php"
+    run = subprocess.run([tool("php"), "-n", "-d", "extension=ffi", "-d", f"ffi.enable={ffi}",
+                          str(script), str(prepend)], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr + run.stdout
+    out = json.loads(run.stdout)
+    assert out["ffi"] is (ffi == "true")
+    assert len(out["expected"]) == 2 and out["found"] == out["expected"]

@@ -132,6 +132,8 @@ def test_statements_under_concurrency_are_right_or_ambiguous(lockdown, tmp_path)
     r = lockdown("profile", "sqltag", "--requests", "120", "-c", "4", "-o", b,
                  "--collect", "queries", "--no-overhead-check")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    # the prepend asks its sockets for their ports through FFI, enabled in the capture's pool only
+    assert json.loads((b / "manifest.json").read_text())["php"]["pool"]["ffi.enable"] == "true"
     statements = [json.loads(l) for l in (b / "statements.jsonl").read_text().splitlines()]
     tagged = [s for s in statements if truth_of(s["sql"])]
     assert len(tagged) == len(statements) > 120 * 5

@@ -239,7 +239,7 @@ def test_scheduling_means_round_the_queue_share_and_count_missing_switches_as_no
     rs = [rec(0, 300_000, delay=100_000)]
     assert scheduling(rs, request_budgets(rs, [], [])) == {
         "requests": 1, "voluntary_switches": 0.0, "involuntary_switches": 0.0, "cpu_queue_us": 100_000,
-        "cpu_queue_pct": 33.33, "run_delay_us": 100_000}
+        "cpu_queue_pct": 33.33, "run_delay_us": 100_000, "other_threads_cpu_us": None}
     instant = [rec(0, 0, delay=0, sched={"run_delay_us": 0, "voluntary_switches": 2, "involuntary_switches": 1})]
     s = scheduling(instant, request_budgets(instant, [], []))
     assert (s["cpu_queue_us"], s["cpu_queue_pct"], s["voluntary_switches"]) == (0.0, 0.0, 2.0)   # no wall time

@@ -91,7 +91,9 @@ def scheduling(requests: list[RequestRecord], budgets: dict[str, Budget]) -> dic
     """What the scheduler did to the timed requests, means per request: the whole run-queue
     delay (`run_delay_us`), the part of it beyond db wait (the budget's `cpu_queue`) with its
     share of the wall time, and the worker thread's context switches, voluntary (it blocked)
-    and involuntary (preempted). None when the bundle did not record them."""
+    and involuntary (preempted), and the CPU time of the worker's other threads
+    (`other_threads_cpu_us`: Excimer's timer thread, lockdown's cost, kept out of the budget's
+    cpu). None when the bundle did not record them."""
     timed = [r for r in requests if not r.instrumented and r.sched and r.id in budgets]
     if not timed:
         return None
@@ -102,6 +104,8 @@ def scheduling(requests: list[RequestRecord], budgets: dict[str, Budget]) -> dic
            "voluntary_switches": sum(r.sched.get("voluntary_switches", 0) for r in timed) / n,
            "involuntary_switches": sum(r.sched.get("involuntary_switches", 0) for r in timed) / n,
            "cpu_queue_us": None, "cpu_queue_pct": None, "run_delay_us": None}
+    others = [r.sched["process_cpu_us"] - r.cpu_us for r in timed if "process_cpu_us" in r.sched]
+    out["other_threads_cpu_us"] = max(0.0, sum(others) / n) if len(others) == n else None
     delays = [r.sched["run_delay_us"] for r in timed if "run_delay_us" in r.sched]
     if len(delays) == n:
         out["run_delay_us"] = sum(delays) / n

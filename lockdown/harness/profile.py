@@ -185,10 +185,12 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     paths = list(opts.urls) or target.weighted_paths()
     overrides = {**target.php_ini, **opts.php_ini}
     cap = request_log.install(run_dir / "capture", overrides.get("auto_prepend_file"))
+    resolve_ports = "queries" in settings.collect and opts.concurrency > 1
+    pool_ini = request_log.pool_ini(cap, resolve_ports)
     stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
                               php_ini=dict(opts.php_ini), extensions=settings.extensions(),
                               instrumented_extension=settings.instrumented_extension(),
-                              pool_ini={"auto_prepend_file": str(cap.prepend)}, remedy=opts.remedy)
+                              pool_ini=pool_ini, remedy=opts.remedy)
     size = opts.size()
     manifest: dict = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -209,7 +211,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
             db = stack.db
             db_cfg = {"host": "localhost" if db.socket else db.host, "port": db.port,
                       "socket": db.socket or "", "user": db.user, "password": db.password,
-                      "resolve_ports": opts.concurrency > 1, "app_db": stack.db_name}
+                      "resolve_ports": resolve_ports, "app_db": stack.db_name}
         request_log.write_config(cap, settings, db_cfg)
         served_from = time.time()       # files the app writes from its first request on
         sanity_check(stack)
@@ -345,7 +347,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                            "ini": facts.get("ini"),
                            "internal_functions": facts.get("internal_functions"),
                            "internal_classes": facts.get("internal_classes"),
-                           "pool": {"auto_prepend_file": str(cap.prepend),
+                           "pool": {**pool_ini,
                                     "instrumented_extension": settings.instrumented_extension()},
                            "overrides": stack.php.overrides}
         manifest["host"] = {"node": platform.node(), "cpus": os.cpu_count(),

@@ -28,6 +28,9 @@ def scheduling_lines(s: dict | None) -> list[str]:
              f"of the wall time; {s['run_delay_us'] / 1000:.1f} ms in the run queue in all); ")
     out = [f"  scheduler: {queue}{s['voluntary_switches']:.1f} voluntary and {s['involuntary_switches']:.1f} "
            f"involuntary context switches a request" + (f" (captured at {setting})" if setting else "")]
+    if (s.get("other_threads_cpu_us") or 0) >= 50:
+        out.append(f"  the worker's other threads (Excimer's timer) used {s['other_threads_cpu_us'] / 1000:.2f} ms "
+                   f"CPU a request, lockdown's cost: the cpu column is the request thread's alone")
     if s["cpu_queue_pct"] is not None and s["cpu_queue_pct"] >= QUEUE_NOTE_PCT:
         out.append("  the timings include that queueing: more was runnable than there were CPUs (other workers, "
                    "perf, lockdown's own bookkeeping, other processes); the application's own cost is the rest")

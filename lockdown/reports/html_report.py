@@ -121,7 +121,7 @@ def _pick(d, keys: str) -> dict:
 
 BUDGET = "wall_us cpu_us db_wait_us other_wait_us residual_us cpu_by_subsystem_us requests cpu_queue_us"
 SCHEDULING = ("requests voluntary_switches involuntary_switches cpu_queue_us cpu_queue_pct run_delay_us "
-              "concurrency workers cpus")
+              "other_threads_cpu_us concurrency workers cpus")
 REQUEST = f"id url status pid instrumented statements {BUDGET}"
 BUILTIN = "name calls exclusive_us inclusive_us allocations calls_per_request compiled_to_opcode"
 QUERY_CLASS = ("id fingerprint count count_per_request max_per_request time_total time_min time_max time_avg "

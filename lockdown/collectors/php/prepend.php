@@ -91,10 +91,15 @@ final class Capture
                 self::$excimer->stop();
             }
             $cfg = self::$cfg;
-            $cpu = ($ru['ru_utime.tv_sec'] - self::$rusage['ru_utime.tv_sec']) * 1000000
+            $processCpu = ($ru['ru_utime.tv_sec'] - self::$rusage['ru_utime.tv_sec']) * 1000000
                 + ($ru['ru_utime.tv_usec'] - self::$rusage['ru_utime.tv_usec'])
                 + ($ru['ru_stime.tv_sec'] - self::$rusage['ru_stime.tv_sec']) * 1000000
                 + ($ru['ru_stime.tv_usec'] - self::$rusage['ru_stime.tv_usec']);
+            // The worker thread's own CPU time (schedstat, ns): getrusage() is the process's,
+            // which adds Excimer's timer thread, lockdown's cost and not the application's.
+            $threadCpu = isset($sched['oncpu'], self::$schedStart['oncpu'])
+                ? \intdiv($sched['oncpu'] - self::$schedStart['oncpu'], 1000) : null;
+            $cpu = $threadCpu ?? $processCpu;
             $status = \http_response_code();
             $record = [
                 'id' => self::$id,
@@ -113,7 +118,7 @@ final class Capture
             if (isset($cfg['db'])) {
                 $record += self::dbThreads($cfg['db']);
             }
-            $record['sched'] = self::schedState($sched);
+            $record['sched'] = self::schedState($sched) + ['process_cpu_us' => $processCpu];
             $record['engine'] = self::engineState();
             $e = $record['engine'];
             if (($e['opcache_misses'] ?? 0) > ($e['opcache_misses_at_start'] ?? \PHP_INT_MAX)) {
@@ -152,19 +157,20 @@ final class Capture
     }
 
     /**
-     * This thread's scheduler counters so far: the time it spent runnable but waiting for a CPU
-     * in ns (the second field of /proc/thread-self/schedstat) and its voluntary and involuntary
-     * context switches (/proc/thread-self/status), each null where the kernel does not give it.
-     * The thread's own, not the process's: getrusage() would add Excimer's timer thread, which
-     * sleeps once per sample. Read right before the request's start and right after its end
-     * (about 25 us), so that the difference is the request's own.
+     * This thread's scheduler counters so far, each null where the kernel does not give it:
+     * its time on a CPU and its time runnable but waiting for one, in ns (the first two fields
+     * of /proc/thread-self/schedstat), and its voluntary and involuntary context switches
+     * (/proc/thread-self/status). The thread's own, not the process's: getrusage() would add
+     * Excimer's timer thread, which wakes once per sample. Read right before the request's
+     * start and right after its end (about 25 us), so that the difference is the request's own.
      */
     private static function threadCounters(): array
     {
-        $out = ['delay' => null, 'voluntary' => null, 'involuntary' => null];
+        $out = ['oncpu' => null, 'delay' => null, 'voluntary' => null, 'involuntary' => null];
         $f = @\file_get_contents('/proc/thread-self/schedstat');
-        if ($f !== false && \preg_match('/^\d+ (\d+) \d+/', $f, $m)) {
-            $out['delay'] = (int) $m[1];
+        if ($f !== false && \preg_match('/^(\d+) (\d+) \d+/', $f, $m)) {
+            $out['oncpu'] = (int) $m[1];
+            $out['delay'] = (int) $m[2];
         }
         $f = @\file_get_contents('/proc/thread-self/status');
         if ($f !== false && \preg_match('/^voluntary_ctxt_switches:\s+(\d+)\s+^nonvoluntary_ctxt_switches:\s+(\d+)/m',
@@ -349,29 +355,7 @@ final class Capture
      */
     private static function dbThreads(array $db): array
     {
-        $ports = [];
-        $inodes = [];
-        // Reading /proc/net/tcp costs milliseconds when many sockets are in TIME_WAIT, so it
-        // is done only when requests overlap.
-        foreach (empty($db['resolve_ports']) ? [] : (@\scandir('/proc/self/fd') ?: []) as $fd) {
-            $link = @\readlink("/proc/self/fd/$fd");
-            if ($link !== false && \strncmp($link, 'socket:[', 8) === 0) {
-                $inodes[\substr($link, 8, -1)] = true;
-            }
-        }
-        if ($inodes) {
-            foreach (['/proc/self/net/tcp', '/proc/self/net/tcp6'] as $table) {
-                foreach (@\file($table) ?: [] as $i => $row) {
-                    $f = \preg_split('/\s+/', \trim($row));
-                    if ($i === 0 || \count($f) < 10 || !isset($inodes[$f[9]])) {
-                        continue;
-                    }
-                    if (\hexdec(\substr(\strrchr($f[2], ':'), 1)) === $db['port']) {
-                        $ports[] = \hexdec(\substr(\strrchr($f[1], ':'), 1));
-                    }
-                }
-            }
-        }
+        $ports = empty($db['resolve_ports']) ? [] : self::dbPorts((int) $db['port']);
         try {
             if (self::$marker === null) {
                 $m = \mysqli_init();
@@ -412,6 +396,91 @@ final class Capture
             self::$marker = null;
             return ['db_ports' => $ports, 'db_threads' => null, 'db_error' => $e->getMessage()];
         }
+    }
+
+    /**
+     * Local ports of this worker's open TCP connections to the server's port. Asked of the
+     * sockets themselves (getpeername/getsockname through FFI, about 10 us a socket) when the
+     * pool enables FFI; otherwise found in /proc/self/net/tcp, whose read walks every socket
+     * of the host and cost 6-50 ms a request once earlier connections lay in TIME_WAIT.
+     */
+    private static function dbPorts(int $serverPort): array
+    {
+        $fds = [];
+        foreach (@\scandir('/proc/self/fd') ?: [] as $fd) {
+            if ($fd !== '.' && $fd !== '..') {
+                $fds[] = (int) $fd;
+            }
+        }
+        $ffi = self::socketCalls();
+        if ($ffi !== null) {
+            $ports = [];
+            foreach ($fds as $fd) {
+                if (self::socketPort($ffi, $fd, true) === $serverPort
+                        && ($local = self::socketPort($ffi, $fd, false)) !== null) {
+                    $ports[] = $local;
+                }
+            }
+            return $ports;
+        }
+        return self::dbPortsFromProc($fds, $serverPort);
+    }
+
+    /** libc's getsockname and getpeername, or null where FFI is off (ffi.enable) or absent. */
+    private static function socketCalls(): ?array
+    {
+        static $calls = false;
+        if ($calls === false) {
+            $calls = null;
+            $on = \strtolower((string) \ini_get('ffi.enable'));
+            if (\class_exists('FFI', false) && ($on === '1' || $on === 'true' || $on === 'on')) {
+                try {
+                    $lib = \FFI::cdef('typedef unsigned int socklen_t;
+                        int getsockname(int fd, void *addr, socklen_t *len);
+                        int getpeername(int fd, void *addr, socklen_t *len);', 'libc.so.6');
+                    $calls = [$lib, $lib->new('unsigned char[128]'), $lib->new('socklen_t')];
+                } catch (\Throwable $e) {
+                    $calls = null;
+                }
+            }
+        }
+        return $calls;
+    }
+
+    /** The port of an AF_INET or AF_INET6 socket's own (or its peer's) address; else null. */
+    private static function socketPort(array $calls, int $fd, bool $peer): ?int
+    {
+        [$lib, $buf, $len] = $calls;
+        $len->cdata = 128;
+        $rc = $peer ? $lib->getpeername($fd, \FFI::addr($buf), \FFI::addr($len))
+            : $lib->getsockname($fd, \FFI::addr($buf), \FFI::addr($len));
+        $family = $rc === 0 ? $buf[0] | ($buf[1] << 8) : -1;   // sa_family_t, little-endian
+        return $family === 2 || $family === 10 ? ($buf[2] << 8) | $buf[3] : null;
+    }
+
+    /** The fallback: the rows of /proc/self/net/tcp{,6} whose inode is one of these fds'. */
+    private static function dbPortsFromProc(array $fds, int $serverPort): array
+    {
+        $inodes = [];
+        foreach ($fds as $fd) {
+            $link = @\readlink("/proc/self/fd/$fd");
+            if ($link !== false && \strncmp($link, 'socket:[', 8) === 0) {
+                $inodes[\substr($link, 8, -1)] = true;
+            }
+        }
+        $ports = [];
+        foreach ($inodes ? ['/proc/self/net/tcp', '/proc/self/net/tcp6'] : [] as $table) {
+            foreach (@\file($table) ?: [] as $i => $row) {
+                $f = \preg_split('/\s+/', \trim($row));
+                if ($i === 0 || \count($f) < 10 || !isset($inodes[$f[9]])) {
+                    continue;
+                }
+                if (\hexdec(\substr(\strrchr($f[2], ':'), 1)) === $serverPort) {
+                    $ports[] = \hexdec(\substr(\strrchr($f[1], ':'), 1));
+                }
+            }
+        }
+        return $ports;
     }
 }
 
