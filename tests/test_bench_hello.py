@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import processes_mentioning, run_dir_of
+from conftest import one_page_target, processes_mentioning, run_dir_of
 from lockdown.errors import LockdownError
 from lockdown.harness.phpfpm import build_php_config, check_ini, fpm_env
 from lockdown.harness.toolchain import tool
@@ -162,3 +162,31 @@ def test_php_settings_php_fpm_would_ignore_are_refused(tmp_path):
     # a buffer kept with the JIT off (a comparison's control arm), or OPcache off on purpose
     assert problem({"opcache.jit": "disable", "opcache.jit_buffer_size": "64M"}) is None
     assert problem({"opcache.enable": "0", "opcache.jit": "tracing", "opcache.jit_buffer_size": "64M"}) is None
+
+
+CACHE_WRITER_PHP = """<?php
+$cache = __DIR__ . '/cache.php';
+if (!is_file($cache)) {
+    file_put_contents($cache, '<?php return ' . var_export(array_fill(0, 50, 'entry'), true) . ';');
+}
+$entries = include $cache;
+echo 'entries ', count($entries), ' cached ', opcache_is_script_cached($cache) ? 'yes' : 'no';
+"""
+
+
+def test_the_measured_runs_see_files_the_warmup_wrote_in_opcache(lockdown, tmp_path):
+    """A PHP cache file the application writes on its first request is compiled on every
+    request, not cached, until it is older than opcache.file_update_protection (2 s). A bench
+    whose warmups end sooner waits that out and serves the page once more before measuring: by
+    the after-warmup hook OPcache holds the file."""
+    target = one_page_target(tmp_path, "writes-cache", "Writes a PHP cache on its first request",
+                             CACHE_WRITER_PHP, "entries 50")
+    seen = tmp_path / "seen"
+    fetch = (f"{sys.executable} -c \"import os,urllib.request;"
+             f"open('{seen}','a').write(urllib.request.urlopen(os.environ['LOCKDOWN_BASE_URL']+'/').read().decode())\"")
+    out = tmp_path / "b.json"
+    r = lockdown("bench", target, "--runs", "1", "--duration", "1", "--warmup-requests", "2",
+                 "--warmup-duration", "0", "--exec-after-warmup", fetch, "--json", out)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert seen.read_text() == "entries 50 cached yes"
+    assert 0 < json.loads(out.read_text())["opcache_settle_s"] <= 2.2

@@ -18,7 +18,7 @@ from pathlib import Path
 from ..analyzers.stats import compare_paired, compare_speed_adjusted
 from ..targets.config import Target
 from .bench import (BenchOptions, load_version, measured_run, rps_of, run_line, sanity_check,
-                    capacities_of, summary_of, versions, warm_concurrent, warm_single)
+                    capacities_of, settle_opcache, summary_of, versions, warm_concurrent, warm_single)
 from .responses import compare_arms
 from .stack import Stack, StackOptions
 
@@ -77,13 +77,18 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
             result[arm]["php_ini_effective_overrides"] = stacks[arm].php.overrides
             if stacks[arm].db is not None:
                 result["versions"]["mariadb"] = stacks[arm].db.version
+        served_from = time.time()
         for arm, stack in stacks.items():
             sanity_check(stack)
             say(f"[sanity] {arm}: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
+        warmed_from = {}
         for arm, stack in stacks.items():
             say(f"[warmup] {arm}")
+            warmed_from[arm] = time.time()
             warm_single(stack, opts, paths, say)
             warm_concurrent(stack, opts, paths, run_dir / arm / "load", say)
+        for arm, stack in stacks.items():
+            result[arm]["opcache_settle_s"] = settle_opcache(stack, paths, served_from, warmed_from[arm], say)
         pages = result["responses"] = compare_arms(stacks, paths, target.volatile)
         say(f"[compare] {pages['same']} of {pages['urls']} URLs serve the same page on both arms")
         for arm in others:

@@ -20,7 +20,7 @@ from ..analyzers.stats import speed_adjusted, summarize
 from ..errors import PhaseFailed
 from ..progress import as_reporter
 from ..targets.config import Target
-from . import cpu, steady_runs
+from . import cpu, opcache_settle, steady_runs
 from .host_speed import SpeedProbe
 from .loadgen import LoadResult, run_load
 from .logs import evidence
@@ -150,12 +150,15 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> d
         result["config"]["php_ini_effective_overrides"] = stack.php.overrides
         if stack.db:
             result["config"]["versions"]["mariadb"] = stack.db.version
+        served_from = time.time()
         result["sanity"] = phase("sanity", lambda: sanity_check(stack))
         say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
         run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say)
 
+        warmed_from = time.time()
         phase("warmup-single", lambda: warm_single(stack, opts, paths, say))
         phase("warmup-concurrent", lambda: warm_concurrent(stack, opts, paths, run_dir / "load", say))
+        result["opcache_settle_s"] = settle_opcache(stack, paths, served_from, warmed_from, say)
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say)
 
         measured: list[dict] = []
@@ -267,6 +270,26 @@ def warm_concurrent(stack: Stack, opts: BenchOptions, paths: list[str], load_dir
     say(f"[warmup-concurrent] {opts.warmup_duration:g} s at concurrency "
         f"{opts.concurrency}: {r.rps:.1f} req/s")
     return r
+
+
+def settle_opcache(stack: Stack, paths: list[str], served_from: float, warmed_from: float, say) -> float | None:
+    """After the warmups: files of the app tree changed shortly before it was served or since
+    (a remediation's rebuild step, a cache the app writes on its first requests) are compiled
+    on every request, not cached, until they are older than opcache.file_update_protection
+    (opcache_settle.py). Wait that out and serve each URL once more, so the measured runs see
+    the cache the application has a few seconds after it starts. The seconds waited, or None
+    when no file was that young."""
+    young = opcache_settle.young_files(stack.app_dir, stack.php.overrides, served_from, warmed_from)
+    if young is None:
+        return None
+    written, wait = young
+    time.sleep(wait)
+    statuses: dict[str, int] = {}
+    for path in dict.fromkeys(paths):
+        status, _ = fetch(stack.base_url + path)
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+    say(opcache_settle.settled_line(stack.app_dir, written, wait, statuses))
+    return round(wait, 2)
 
 
 def measured_run(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: Path, label: str,

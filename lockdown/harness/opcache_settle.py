@@ -15,6 +15,8 @@ import os
 import time
 from pathlib import Path
 
+from ..php_ini import is_off
+
 DEFAULT_PROTECTION_S = 2.0      # PHP's default opcache.file_update_protection
 MARGIN_S = 0.2
 
@@ -69,3 +71,23 @@ def wait_needed(files: list[tuple[float, Path]], protection: float, now: float |
         return 0.0
     now = time.time() if now is None else now
     return max(0.0, files[0][0] + protection + MARGIN_S - now)
+
+
+def young_files(app_dir: Path, overrides: dict, served_from: float,
+                warmed_from: float) -> tuple[list[tuple[float, Path]], float] | None:
+    """After a warmup: the app's files OPcache may still not cache, and the seconds to wait
+    until it will; None when OPcache is off or no file is that young."""
+    if is_off(overrides.get("opcache.enable", "1")):
+        return None
+    protection = protection_seconds(overrides)
+    written = pending(app_dir, served_from, warmed_from, protection)
+    return (written, wait_needed(written, protection)) if written else None
+
+
+def settled_line(app_dir: Path, written: list[tuple[float, Path]], wait: float, statuses: dict) -> str:
+    """The progress line saying what was waited for."""
+    newest = written[0][1]
+    shown = newest.relative_to(app_dir) if newest.is_relative_to(app_dir) else newest
+    return (f"[warmup] {len(written)} file(s) of the app tree changed just before it was served or since "
+            f"(newest {shown}), which OPcache caches only once they are older than "
+            f"opcache.file_update_protection: waited {wait:.1f} s, then served each URL once more: {statuses}")

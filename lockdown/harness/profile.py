@@ -30,7 +30,6 @@ from ..collectors import assemble, request_log, server_status
 from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import STATEMENT_MEMORY, SlowLogCapture, read_settings
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
-from ..php_ini import is_off
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu, opcache_settle
@@ -92,13 +91,10 @@ def settle_opcache(stack, say, paths: list[str], since: float, warmed_from: floa
     until they are older than opcache.file_update_protection (opcache_settle.py): wait that out,
     then serve each URL once more on each pool, so the capture does not compile them on every
     request."""
-    if is_off(stack.php.overrides.get("opcache.enable", "1")):
+    young = opcache_settle.young_files(stack.app_dir, stack.php.overrides, since, warmed_from)
+    if young is None:
         return
-    protection = opcache_settle.protection_seconds(stack.php.overrides)
-    written = opcache_settle.pending(stack.app_dir, since, warmed_from, protection)
-    if not written:
-        return
-    wait = opcache_settle.wait_needed(written, protection)
+    written, wait = young
     time.sleep(wait)
     distinct = list(dict.fromkeys(paths))
     again = shown_drive(say, "warmup after OPcache's file_update_protection", stack.base_url, distinct, 1,
@@ -106,11 +102,7 @@ def settle_opcache(stack, say, paths: list[str], since: float, warmed_from: floa
     if xhprof:
         shown_drive(say, "warmup of the xhprof pool, again", stack.base_url, distinct, 1,
                     requests=len(distinct), xhprof=True)
-    newest = written[0][1].relative_to(stack.app_dir) if written[0][1].is_relative_to(stack.app_dir) else written[0][1]
-    say(f"[warmup] {len(written)} file(s) of the app tree changed just before it was served or since "
-        f"(newest {newest}), which OPcache caches only once they are older than "
-        f"opcache.file_update_protection: waited {wait:.1f} s, then served each URL once more: "
-        f"{again.status_counts()}")
+    say(opcache_settle.settled_line(stack.app_dir, written, wait, again.status_counts()))
 
 
 def _split(size: dict, k: int) -> list[dict]:
