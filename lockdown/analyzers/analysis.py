@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from ..bundle.store import Bundle
 from ..errors import LockdownError
-from . import budget, db_status, engine_state, query_digest, round_trip, subsystems, tail
+from . import budget, db_status, engine_state, off_cpu, query_digest, round_trip, subsystems, tail
 from .builtins import hot_builtins
 from .php_functions import hot_functions
 from .symbolize import Identity, jit_name, symbolize, tables_for
@@ -94,6 +94,10 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         # samples themselves (a late one weighs more than 1)
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]],
                                 "sample_count": count}
+    xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}
+    waits = _off_cpu(bundle.manifest.get("capture") or {}, profiles, samples, xh, instrumented)
+    if waits is not None:
+        out["off_cpu"] = waits
     php = bundle.manifest.get("php", {})
     state = engine_state.summarize(requests, php.get("ini"), engine_state.app_tree(bundle.manifest))
     if state is not None:
@@ -101,7 +105,6 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     server = db_status.summarize(bundle.manifest.get("database")) if whole else None
     if server is not None:      # server-wide counters: the whole capture only
         out["database_status"] = server.to_json()
-    xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}
     if xh and php.get("internal_functions"):
         rows = hot_builtins(xh.values(), php["internal_functions"], php.get("internal_classes") or [])
         out["builtins"] = {"profiles": len(xh), "top": [dict(asdict(b), calls_per_request=b.calls / len(xh))
@@ -126,6 +129,23 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
                  "rows_examined": s.rows_examined, "attribution": s.attribution, "sql": s.sql}
                 for s in query_digest.by_request(statements).get(request, [])]
     return out
+
+
+def _off_cpu(capture: dict, profiles: list, samples: list, xh: dict, instrumented: set,
+             top: int = 15) -> dict | None:
+    """Where PHP waited off the CPU (analyzers/off_cpu.py): Excimer on the wall clock and perf
+    both collected. Rows kept only where the estimate stands out of its sampling error."""
+    if capture.get("excimer_clock", "wall") != "wall":
+        return None
+    found = off_cpu.off_cpu(profiles, samples, capture.get("excimer_period_ms"),
+                            off_cpu.sql_senders(xh.values()) if xh else None, instrumented)
+    if found is None:
+        return None
+    rows = off_cpu.significant(found.functions)
+    return {**{k: v for k, v in asdict(found).items() if k != "functions"},
+            "excimer_period_ms": capture.get("excimer_period_ms"),
+            "functions": [asdict(r) for r in rows[:top]], "functions_significant": len(rows),
+            "functions_sampled": len(found.functions)}
 
 
 def _shares(counts: Counter) -> dict:

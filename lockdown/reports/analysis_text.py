@@ -107,6 +107,38 @@ def database_status_lines(d: dict | None) -> list[str]:
     return lines
 
 
+OFF_CPU_NOTE_PCT = 10.0     # `lockdown run` names a wait outside SQL from this share of the wall time
+
+
+def off_cpu_lines(o: dict | None, top: int = 10) -> list[str]:
+    """Where PHP waited off the CPU (analysis.json off_cpu), rows that stand out of their error."""
+    if not o:
+        return []
+    lines = ["", f"off the CPU, by PHP function (Excimer wall samples less perf's on-CPU samples, "
+                 f"{o['requests']} requests): {o['off_cpu_us'] / 1000:.1f} of {o['wall_us'] / 1000:.1f} ms "
+                 f"a request; waits shorter than the {o['excimer_period_ms']:g} ms Excimer period spread over "
+                 f"the functions sampled after them, so only functions that stand out of their sampling "
+                 f"error are listed" + ("" if o["sql_known"] else " (no xhprof: senders of SQL not marked)")]
+    if not o["functions"]:
+        lines.append(f"  none of the {o['functions_sampled']} functions sampled does")
+        return lines
+    lines.append(f"  {'off ms':>8s} {'+-':>6s} {'of wall':>7s}  function (the stack that waited most, last frames)")
+    for f in o["functions"][:top]:
+        share = 100 * f["off_cpu_us"] / f["wall_us"] if f["wall_us"] else 0.0
+        lines.append(f"  {f['off_cpu_us'] / 1000:8.2f} {f['error_us'] / 1000:6.2f} {share:6.0f}%  "
+                     f"{f['name']}{' [sends SQL]' if f['sql'] else ''}  <- {f['stack'][-90:]}")
+    return lines
+
+
+def longest_wait(o: dict | None) -> dict | None:
+    """The function that waited longest off the CPU, not one that sends SQL (so far as xhprof
+    tells), when it waited at least OFF_CPU_NOTE_PCT of the requests' wall time."""
+    rows = [f for f in (o or {}).get("functions", []) if not f["sql"]]
+    if rows and o["wall_us"] and 100 * rows[0]["off_cpu_us"] / o["wall_us"] >= OFF_CPU_NOTE_PCT:
+        return rows[0]
+    return None
+
+
 def notable_lines(a: dict) -> list[str]:
     """What `lockdown run` says after analysing, when anything is notable: a capture that
     mostly queued for the CPUs, the database server's flagged counters, the longest tail."""
@@ -121,6 +153,13 @@ def notable_lines(a: dict) -> list[str]:
     flagged = [c["name"] for c in (d or {}).get("checks", []) if c["flagged"]]
     if flagged:
         out.append(f"  database server: {', '.join(flagged)} (its counters over the capture)")
+    wait = longest_wait(a.get("off_cpu"))
+    if wait:
+        o = a["off_cpu"]
+        out.append(f"  {wait['name'][:60]} waited {wait['off_cpu_us'] / 1000:.1f} ms a request off the CPU"
+                   + (", not sending SQL" if o["sql_known"] else "")
+                   + f" ({100 * wait['off_cpu_us'] / o['wall_us']:.0f}% of the wall time): a remote call, a sleep, "
+                   f"a lock, the disk, or waiting for a CPU")
     long = [t for t in a.get("tail") or [] if t["ratio"] >= NOTE_RATIO]
     if long:
         t = long[0]
@@ -213,6 +252,7 @@ def format_analysis(a: dict, top: int = 15) -> str:
         for h in f["top"][:top]:
             lines.append(f"  {100 * h['self_samples'] / f['samples']:5.1f} "
                          f"{100 * h['inclusive_samples'] / f['samples']:5.1f}  {h['name']}")
+    lines += off_cpu_lines(a.get("off_cpu"), top)
     hb = a.get("builtins")
     if hb and hb["top"]:
         lines += ["", f"hot builtins (xhprof, {hb['profiles']} instrumented requests): "

@@ -374,7 +374,24 @@ def _functions(a: dict) -> dict:
     b = a.get("builtins") or {}
     return {"samples": total, "base": numbers.excimer_weight(total, f.get("sample_count")),
             "rows": rows, "profiles": b.get("profiles"),
-            "builtins": [_pick(x, BUILTIN) for x in b.get("top") or []]}
+            "builtins": [_pick(x, BUILTIN) for x in b.get("top") or []], "off_cpu": _off_cpu(a)}
+
+
+OFF_CPU = "requests wall_us cpu_us off_cpu_us sql_known excimer_period_ms functions_sampled"
+OFF_CPU_ROW = "name wall_us cpu_us off_cpu_us error_us sql stack"
+
+
+def _off_cpu(a: dict) -> dict | None:
+    """analysis.json off_cpu with each row's share of its wall time; None when not analysed."""
+    o = a.get("off_cpu")
+    if not isinstance(o, dict):
+        return None
+    rows = []
+    for r in o.get("functions") or []:
+        row = _pick(r, OFF_CPU_ROW)
+        row["share_pct"] = 100 * row["off_cpu_us"] / row["wall_us"] if row["wall_us"] else None
+        rows.append(row)
+    return {**_pick(o, OFF_CPU), "rows": rows}
 
 
 def _queries(a: dict) -> dict | None:

@@ -1,0 +1,144 @@
+"""Where PHP waited: Excimer's wall-clock samples less perf's on-CPU samples, by PHP function.
+
+Excimer on the wall clock takes a sample at the first function call or loop after its timer
+fired; a sample stands here for the time since the sample before it (the first one for its
+weight in periods), so that a request's samples tile its time exactly, and a wait ends in the
+sample taken right after it, on the PHP function that waited. perf samples the worker's thread
+only while it runs on a CPU, one sample per `period` ns of CPU. The perf samples of the worker
+that fall in an Excimer sample's interval estimate the CPU time in it; the rest of the interval
+the worker was off the CPU: blocked (a statement's reply, a remote call, a sleep, a lock, the disk)
+or runnable and waiting for a CPU. Summed per function, the estimate is unbiased (each perf
+sample counts in full, never clipped per interval); its sampling error, given with each row, is
+taken as sqrt(n + 1) perf periods for n perf samples (n = 0 still leaves doubt: a function
+that used a whole perf period of CPU would show no sample one time in e).
+
+What it can name: waits of at least an Excimer period (a remote call, a sleep, a lock, a large
+read), during which the timer fires, so that the interval of the sample taken after the wait is
+mostly the wait. A wait much shorter than the period (one fast statement) is spread over the
+functions whose samples follow it. `significant` keeps the rows whose off-CPU time is at least
+twice its error.
+
+Excimer takes a sample at the next function call or loop after its timer fired, so the time of
+a blocking builtin (curl_exec, usleep, mysqli::query) lands on the PHP function that called it:
+the rows name the PHP code that waited. xhprof's call graph names which of them send SQL
+(`sql_senders`), so that waiting for the database is told apart from other waits.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from ..bundle.model import ExcimerProfile, PerfSample
+
+# builtins that send a statement, or connect, and wait for the server's reply
+_DB_CALL = re.compile(
+    r"^(?:mysqli_(?:query|real_query|multi_query|execute|execute_query|stmt_execute|real_connect|connect"
+    r"|prepare|next_result|store_result|ping|commit|rollback|begin_transaction|select_db|set_charset)"
+    r"|mysqli::(?:query|real_query|multi_query|execute_query|prepare|real_connect|__construct|connect"
+    r"|next_result|store_result|ping|commit|rollback|begin_transaction|select_db|set_charset)"
+    r"|mysqli_stmt::(?:execute|prepare|__construct)|PDO::(?:query|exec|prepare|__construct|beginTransaction"
+    r"|commit|rollBack)|PDOStatement::execute)$")
+
+
+@dataclass
+class OffCpuFunction:
+    """One PHP function's time, as the leaf of Excimer's samples, means per request."""
+    name: str
+    wall_us: float
+    cpu_us: float           # estimated from perf's samples in its intervals
+    off_cpu_us: float       # wall - cpu, never below 0
+    error_us: float         # the estimate's sampling error (about one standard error)
+    sql: bool               # calls a builtin that waits for the database (xhprof)
+    stack: str              # the stack that waited most under it, root..leaf, last frames only
+
+
+@dataclass
+class OffCpu:
+    requests: int
+    wall_us: float
+    cpu_us: float
+    off_cpu_us: float
+    sql_known: bool                     # xhprof named the functions that send SQL
+    perf_period_us: float
+    functions: list[OffCpuFunction] = field(default_factory=list)
+
+
+def sql_senders(xhprof_profiles) -> set[str]:
+    """PHP functions that call a builtin waiting for the database, from xhprof's call graph
+    ("caller==>callee" keys)."""
+    senders = set()
+    for profile in xhprof_profiles:
+        for key in profile:
+            caller, sep, callee = key.partition("==>")
+            if sep and _DB_CALL.match(callee):
+                senders.add(caller)
+    return senders
+
+
+def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float,
+            senders: set[str] | None, exclude: set[str] = frozenset(), frames_shown: int = 4) -> OffCpu | None:
+    """Wall, estimated CPU and off-CPU time per leaf PHP function over the profiles' requests
+    (`exclude` left out), means per request. `samples` are perf's, of the same requests; only
+    the worker's main thread counts (Excimer's timer thread is another). None without
+    profiles, perf samples or a period."""
+    profiles = [p for p in profiles if p.request not in exclude and p.samples]
+    if not profiles or not samples or not period_ms or period_ms <= 0:
+        return None
+    period_ns = period_ms * 1e6
+    times: dict[int, list[int]] = defaultdict(list)
+    periods: Counter = Counter()
+    for s in samples:
+        if s.tid == s.pid:
+            times[s.pid].append(s.time_ns)
+            periods[s.period] += 1
+    for t in times.values():
+        t.sort()
+    if not periods:
+        return None
+    perf_period_ns = periods.most_common(1)[0][0]
+    wall: Counter = Counter()
+    on_samples: Counter = Counter()
+    by_stack: Counter = Counter()
+    for p in profiles:
+        t = times.get(p.pid, [])
+        ordered = sorted(p.samples, key=lambda s: s[0])
+        previous = ordered[0][0] - ordered[0][1] * period_ns
+        for time_ns, weight, i in ordered:
+            leaf_stack = p.stacks[i]
+            leaf = leaf_stack.rsplit(";", 1)[-1]
+            span = time_ns - previous
+            n = bisect.bisect_right(t, time_ns) - bisect.bisect_right(t, previous)
+            previous = time_ns
+            wall[leaf] += span
+            on_samples[leaf] += n
+            by_stack[leaf_stack] += span - n * perf_period_ns
+    n_req = len(profiles)
+    worst: dict[str, tuple[float, str]] = {}
+    for stack, off in by_stack.items():
+        leaf = stack.rsplit(";", 1)[-1]
+        if off > worst.get(leaf, (-math.inf, ""))[0]:
+            worst[leaf] = (off, stack)
+    rows = []
+    for name, w in wall.items():
+        cpu = on_samples[name] * perf_period_ns
+        rows.append(OffCpuFunction(
+            name=name, wall_us=w / 1e3 / n_req, cpu_us=min(cpu, w) / 1e3 / n_req,
+            off_cpu_us=max(0.0, w - cpu) / 1e3 / n_req,
+            error_us=math.sqrt(on_samples[name] + 1) * perf_period_ns / 1e3 / n_req,
+            sql=bool(senders) and name in senders,
+            stack=";".join(worst[name][1].split(";")[-frames_shown:])))
+    rows.sort(key=lambda r: (-r.off_cpu_us, r.name))
+    total_wall = sum(wall.values())
+    total_cpu = sum(on_samples.values()) * perf_period_ns
+    off_total = max(0.0, total_wall - total_cpu) / 1e3 / n_req
+    return OffCpu(requests=n_req, wall_us=total_wall / 1e3 / n_req, cpu_us=total_cpu / 1e3 / n_req,
+                  off_cpu_us=off_total, sql_known=senders is not None, perf_period_us=perf_period_ns / 1e3,
+                  functions=rows)
+
+
+def significant(rows: list[OffCpuFunction], min_us: float = 100.0) -> list[OffCpuFunction]:
+    """The rows whose off-CPU time is at least twice its error and `min_us` a request."""
+    return [r for r in rows if r.off_cpu_us >= max(min_us, 2 * r.error_us)]

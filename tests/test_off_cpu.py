@@ -1,0 +1,130 @@
+"""Where PHP waited off the CPU (analyzers/off_cpu.py): Excimer's wall-clock samples less perf's
+on-CPU samples, by PHP function. Exact figures on synthetic samples; on the real stack, a page
+whose function sleeps 30 ms is named with that wait."""
+from __future__ import annotations
+
+import json
+
+from conftest import one_page_target
+from lockdown.analyzers.off_cpu import off_cpu, significant, sql_senders
+from lockdown.bundle.model import ExcimerProfile, PerfSample
+from lockdown.reports.analysis_text import longest_wait, off_cpu_lines
+
+MS = 1_000_000
+PERIOD = 10 * MS        # perf's sample period in these tests: one sample per 10 ms of CPU
+
+
+def perf(pid, t_ms, tid=None):
+    return PerfSample(time_ns=int(t_ms * MS), pid=pid, tid=pid if tid is None else tid, comm="php-fpm",
+                      period=PERIOD, request=None, frames=[])
+
+
+def profile(request, pid, samples):
+    """samples: (time ms, weight, stack)."""
+    stacks = sorted({s for _, _, s in samples})
+    return ExcimerProfile(request, pid, stacks, [[int(t * MS), w, stacks.index(s)] for t, w, s in samples])
+
+
+def test_each_sample_stands_for_the_time_since_the_one_before_less_the_cpu_perf_saw():
+    # request a on worker 1: 40 ms computing (4 perf samples), then 60 ms in a sleep that
+    # ends in the sample at 100 ms (its weight, 11 timer periods, is not what counts: the time
+    # since the sample before it is); the first sample stands for its weight in 5 ms periods
+    a = profile("a", 1, [(40, 4, "main;compute"), (20, 4, "main;compute"), (100, 11, "main;fetch")])
+    cpu = [perf(1, t) for t in (5, 15, 25, 35)]
+    cpu += [perf(1, 70, tid=2)]                      # Excimer's timer thread: not the request's
+    cpu += [perf(2, 70)]                             # another worker
+    o = off_cpu([a], cpu, 5.0, senders=set())
+    assert (o.requests, o.wall_us, o.cpu_us, o.off_cpu_us, o.perf_period_us) == (1, 100_000, 40_000, 60_000, 10_000)
+    by = {f.name: f for f in o.functions}
+    assert [f.name for f in o.functions] == ["fetch", "compute"]
+    assert (by["fetch"].wall_us, by["fetch"].cpu_us, by["fetch"].off_cpu_us) == (60_000, 0, 60_000)
+    assert (by["compute"].wall_us, by["compute"].cpu_us, by["compute"].off_cpu_us) == (40_000, 40_000, 0)
+    assert by["fetch"].error_us == 10_000                       # sqrt(0 + 1) perf periods
+    assert by["compute"].error_us == 10_000 * 5 ** 0.5
+    assert by["fetch"].stack == "main;fetch" and not by["fetch"].sql
+    assert [f.name for f in significant(o.functions)] == ["fetch"]
+
+
+def test_means_are_per_request_instrumented_ones_left_out_and_cpu_never_above_wall():
+    a = profile("a", 1, [(10, 2, "f"), (20, 2, "g")])
+    b = profile("b", 1, [(110, 2, "f"), (120, 2, "g")])
+    x = profile("x", 1, [(210, 2, "f")])                         # instrumented
+    # g's interval of b holds two perf samples (20 ms of CPU estimated in 10 ms of wall)
+    cpu = [perf(1, 15), perf(1, 115), perf(1, 118), perf(1, 205)]
+    o = off_cpu([a, b, x], cpu, 5.0, senders=None, exclude={"x"})
+    assert o.requests == 2 and not o.sql_known
+    g = next(f for f in o.functions if f.name == "g")
+    assert (g.wall_us, g.cpu_us, g.off_cpu_us) == (10_000, 10_000, 0)     # clipped: never above wall
+    f = next(f for f in o.functions if f.name == "f")
+    assert (f.wall_us, f.off_cpu_us) == (10_000, 10_000)          # each first sample: 2 x 5 ms
+    assert o.wall_us == 20_000 and o.cpu_us == 15_000             # the totals are not clipped per function
+
+
+def test_nothing_to_say_without_profiles_perf_samples_or_a_period():
+    a = profile("a", 1, [(10, 2, "f")])
+    assert off_cpu([], [perf(1, 5)], 5.0, None) is None
+    assert off_cpu([a], [], 5.0, None) is None
+    assert off_cpu([a], [perf(1, 5)], None, None) is None
+    assert off_cpu([a], [perf(1, 5, tid=9)], 5.0, None) is None    # only other threads' samples
+
+
+def test_functions_that_call_a_database_builtin_send_sql():
+    xh = [{"main()==>wpdb::query": {"ct": 1}, "wpdb::query==>wpdb::_do_query": {"ct": 3},
+           "wpdb::_do_query==>mysqli_query": {"ct": 3}, "Db::run==>PDOStatement::execute": {"ct": 1},
+           "Db::connect==>PDO::__construct": {"ct": 1}, "main()==>mysqli_fetch_array": {"ct": 9},
+           "main()": {"ct": 1}}]
+    assert sql_senders(xh) == {"wpdb::_do_query", "Db::run", "Db::connect"}
+    a = profile("a", 1, [(10, 2, "main;wpdb::_do_query")])
+    o = off_cpu([a], [perf(1, 1)], 5.0, sql_senders(xh))
+    assert o.functions[0].sql and o.sql_known
+
+
+def off_cpu_json(wall=40_000, rows=None, sql_known=True):
+    return {"requests": 10, "wall_us": wall, "cpu_us": 10_000, "off_cpu_us": wall - 10_000, "sql_known": sql_known,
+            "perf_period_us": 10_101.01, "excimer_period_ms": 4.0, "functions_sampled": 7,
+            "functions": rows if rows is not None else [
+                {"name": "wpdb::_do_query", "wall_us": 9_000, "cpu_us": 1_000, "off_cpu_us": 8_000,
+                 "error_us": 500, "sql": True, "stack": "main;wpdb::_do_query"},
+                {"name": "Http::get", "wall_us": 5_000, "cpu_us": 100, "off_cpu_us": 4_900,
+                 "error_us": 300, "sql": False, "stack": "main;Http::get"}]}
+
+
+def test_the_text_lists_the_rows_and_run_names_a_long_wait_outside_sql():
+    o = off_cpu_json()
+    lines = off_cpu_lines(o)
+    assert lines[1].startswith("off the CPU, by PHP function (Excimer wall samples less perf's on-CPU samples, "
+                               "10 requests): 30.0 of 40.0 ms a request; waits shorter than the 4 ms")
+    assert lines[3] == "      8.00   0.50     89%  wpdb::_do_query [sends SQL]  <- main;wpdb::_do_query"
+    assert lines[4] == "      4.90   0.30     98%  Http::get  <- main;Http::get"
+    assert longest_wait(o)["name"] == "Http::get"                   # 12% of the wall time, not SQL
+    assert longest_wait({**o, "wall_us": 50_000}) is None           # 9.8%
+    none = off_cpu_lines(off_cpu_json(rows=[], sql_known=False))
+    assert "(no xhprof: senders of SQL not marked)" in none[1] and none[2] == "  none of the 7 functions sampled does"
+    assert off_cpu_lines(None) == []
+
+
+SLEEPER_PHP = """<?php
+function remote_call() { usleep(30000); return 1; }
+function compute() { $x = 0; for ($i = 0; $i < 200000; $i++) { $x = ($x + $i * 7) % 1000003; } return $x; }
+function page() { return compute() + remote_call() + compute(); }
+echo 'waits ok ', page();
+"""
+
+
+def test_a_function_that_sleeps_is_named_with_its_wait(lockdown, tmp_path):
+    """A page computes, sleeps 30 ms in remote_call(), computes again: the analysis names
+    remote_call first, with about 30 ms a request off the CPU, nearly all of its wall time, and
+    `lockdown analyze` prints it."""
+    target = one_page_target(tmp_path, "sleeper", "A page that waits 30 ms", SLEEPER_PHP, "waits ok")
+    out = tmp_path / "b"
+    r = lockdown("profile", target, "-o", out, "-n", "40", "--collect", "excimer,perf", "--no-overhead-check")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    a = lockdown("analyze", out, "--json")
+    assert a.returncode == 0, a.stderr
+    o = json.loads(a.stdout)["off_cpu"]
+    first = o["functions"][0]
+    assert first["name"] == "remote_call" and not first["sql"] and not o["sql_known"], o
+    assert 25_000 <= first["off_cpu_us"] <= first["wall_us"] and first["off_cpu_us"] >= 0.8 * first["wall_us"], first
+    assert first["stack"].endswith(";page;remote_call")
+    text = lockdown("analyze", out).stdout
+    assert "remote_call  <- " in text and "off the CPU, by PHP function" in text
