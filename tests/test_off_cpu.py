@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from conftest import one_page_target
-from lockdown.analyzers.off_cpu import off_cpu, significant, sql_senders
+from lockdown.analyzers.off_cpu import off_cpu, off_cpu_stacks, significant, sql_senders
 from lockdown.bundle.model import ExcimerProfile, PerfSample
 from lockdown.reports.analysis_text import longest_wait, off_cpu_lines
 
@@ -43,6 +43,15 @@ def test_each_sample_stands_for_the_time_since_the_one_before_less_the_cpu_perf_
     assert by["compute"].error_us == 10_000 * 5 ** 0.5
     assert by["fetch"].stack == "main;fetch" and not by["fetch"].sql
     assert [f.name for f in significant(o.functions)] == ["fetch"]
+
+
+def test_the_off_cpu_flame_graph_weighs_each_stack_by_its_wait_in_us():
+    a = profile("a", 1, [(40, 4, "main;compute"), (20, 4, "main;compute"), (100, 11, "main;fetch")])
+    b = profile("b", 1, [(210, 2, "main;fetch")])
+    cpu = [perf(1, t) for t in (5, 15, 25, 35, 202, 204)]      # b's fetch: 20 ms of CPU in 10 ms
+    assert off_cpu_stacks([a, b], cpu, 5.0) == {"main;fetch": 60_000 - 10_000}
+    assert off_cpu_stacks([a, b], cpu, 5.0, exclude={"b"}) == {"main;fetch": 60_000}
+    assert off_cpu_stacks([a], [], 5.0) == {}
 
 
 def test_means_are_per_request_instrumented_ones_left_out_and_cpu_never_above_wall():
@@ -125,6 +134,11 @@ def test_a_function_that_sleeps_is_named_with_its_wait(lockdown, tmp_path):
     first = o["functions"][0]
     assert first["name"] == "remote_call" and not first["sql"] and not o["sql_known"], o
     assert 25_000 <= first["off_cpu_us"] <= first["wall_us"] and first["off_cpu_us"] >= 0.8 * first["wall_us"], first
-    assert first["stack"].endswith(";page;remote_call")
+    assert first["stack"] == "index.php;page;remote_call"         # relative to the app tree
     text = lockdown("analyze", out).stdout
-    assert "remote_call  <- " in text and "off the CPU, by PHP function" in text
+    assert "remote_call  <- index.php;page;remote_call" in text and "off the CPU, by PHP function" in text
+    # the off-CPU flame graph: nearly all of its width is the sleep
+    r = lockdown("flamegraph", out, "--kind", "php-offcpu", "-o", tmp_path / "off.folded")
+    assert r.returncode == 0, r.stderr
+    folded = dict(line.rsplit(" ", 1) for line in (tmp_path / "off.folded").read_text().splitlines())
+    assert int(folded["index.php;page;remote_call"]) >= 0.8 * sum(map(int, folded.values()))

@@ -286,7 +286,7 @@ def test_target_strings_are_text_never_script(home, run_dir, tmp_path):
         # every script on the page is ours: the report's and one per flame graph
         scripts = driver.execute_script("return Array.from(document.querySelectorAll('script'), s => s.textContent)")
         graphs = driver.execute_script("return document.querySelectorAll('svg.lockdown-flamegraph').length")
-        assert graphs == 3                  # PHP, native, and the verification's differential graph
+        assert graphs == 4                  # PHP, PHP off the CPU, native, and the verification's differential graph
         assert len(scripts) == graphs + 1
         assert all("__pwned" not in s for s in scripts)
         assert driver.execute_script("return document.querySelectorAll('img').length") == 0

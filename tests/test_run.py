@@ -108,7 +108,7 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
     assert steps == (f"next: lockdown verify {out} --finding KEY (one fix) or --all (every fix at once); "
                      f"lockdown writeup {out} -o {out / 'issues'}")
     assert last.startswith(f"report: {out / 'report.html'};") and (out / "report.html").is_file()
-    for kind in ("php", "native"):
+    for kind in ("php", "php-offcpu", "native"):
         assert str(out / "flamegraphs" / f"{kind}.svg") in last
     php_svg = ET.parse(out / "flamegraphs" / "php.svg").getroot()
     titles = {t.text.rsplit(" (", 1)[0] for t in php_svg.iter("{http://www.w3.org/2000/svg}title")}
@@ -202,7 +202,7 @@ def test_minicms_queries_has_only_the_query_findings(lockdown, tmp_path):
     data = json.loads((out / "findings.json").read_text())
     assert {k: doc[k] for k in data} == data and doc["findings_json"] == str(out / "findings.json")
     assert doc["report"] == str(out / "report.html") and (out / "report.html").is_file()
-    assert doc["flamegraphs"] == [str(out / "flamegraphs" / f"{k}.svg") for k in ("php", "native")]
+    assert doc["flamegraphs"] == [str(out / "flamegraphs" / f"{k}.svg") for k in ("php", "php-offcpu", "native")]
     assert doc["bench"]["summary"]["rps_mean"] > 0
     assert json.loads((out / "bench.json").read_text())["config"]["warmup_duration"] == 1.0
     ids = sorted(f["id"] for f in data["findings"] if f["severity"] != "info")

@@ -95,7 +95,8 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]],
                                 "sample_count": count}
     xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}
-    waits = _off_cpu(bundle.manifest.get("capture") or {}, profiles, samples, xh, instrumented)
+    waits = _off_cpu(bundle.manifest.get("capture") or {}, profiles, samples, xh, instrumented,
+                     bundle.manifest.get("run_dir"))
     if waits is not None:
         out["off_cpu"] = waits
     php = bundle.manifest.get("php", {})
@@ -132,7 +133,7 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
 
 
 def _off_cpu(capture: dict, profiles: list, samples: list, xh: dict, instrumented: set,
-             top: int = 15) -> dict | None:
+             run_dir: str | None, top: int = 15) -> dict | None:
     """Where PHP waited off the CPU (analyzers/off_cpu.py): Excimer on the wall clock and perf
     both collected. Rows kept only where the estimate stands out of its sampling error."""
     if capture.get("excimer_clock", "wall") != "wall":
@@ -142,6 +143,9 @@ def _off_cpu(capture: dict, profiles: list, samples: list, xh: dict, instrumente
     if found is None:
         return None
     rows = off_cpu.significant(found.functions)
+    if run_dir:     # script frames relative to the app tree, as in the flame graphs
+        for r in rows:
+            r.stack = r.stack.replace(f"{run_dir.rstrip('/')}/app/", "")
     return {**{k: v for k, v in asdict(found).items() if k != "functions"},
             "excimer_period_ms": capture.get("excimer_period_ms"),
             "functions": [asdict(r) for r in rows[:top]], "functions_significant": len(rows),

@@ -78,13 +78,9 @@ def sql_senders(xhprof_profiles) -> set[str]:
     return senders
 
 
-def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float,
-            senders: set[str] | None, exclude: set[str] = frozenset(), frames_shown: int = 4) -> OffCpu | None:
-    """Wall, estimated CPU and off-CPU time per leaf PHP function over the profiles' requests
-    (`exclude` left out), means per request. `samples` are perf's, of the same requests; only
-    the worker's main thread counts (Excimer's timer thread is another). None without
-    profiles, perf samples or a period."""
-    profiles = [p for p in profiles if p.request not in exclude and p.samples]
+def _intervals(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None):
+    """(perf's sample period in ns, [(profile, stack, interval ns, perf samples in it)]), or None
+    without profiles, main-thread perf samples or a period."""
     if not profiles or not samples or not period_ms or period_ms <= 0:
         return None
     period_ns = period_ms * 1e6
@@ -94,27 +90,41 @@ def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms
         if s.tid == s.pid:
             times[s.pid].append(s.time_ns)
             periods[s.period] += 1
-    for t in times.values():
-        t.sort()
     if not periods:
         return None
-    perf_period_ns = periods.most_common(1)[0][0]
-    wall: Counter = Counter()
-    on_samples: Counter = Counter()
-    by_stack: Counter = Counter()
+    for t in times.values():
+        t.sort()
+    out = []
     for p in profiles:
         t = times.get(p.pid, [])
         ordered = sorted(p.samples, key=lambda s: s[0])
         previous = ordered[0][0] - ordered[0][1] * period_ns
-        for time_ns, weight, i in ordered:
-            leaf_stack = p.stacks[i]
-            leaf = leaf_stack.rsplit(";", 1)[-1]
-            span = time_ns - previous
+        for time_ns, _weight, i in ordered:
             n = bisect.bisect_right(t, time_ns) - bisect.bisect_right(t, previous)
+            out.append((p, p.stacks[i], time_ns - previous, n))
             previous = time_ns
-            wall[leaf] += span
-            on_samples[leaf] += n
-            by_stack[leaf_stack] += span - n * perf_period_ns
+    return periods.most_common(1)[0][0], out
+
+
+def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None,
+            senders: set[str] | None, exclude: set[str] = frozenset(), frames_shown: int = 4) -> OffCpu | None:
+    """Wall, estimated CPU and off-CPU time per leaf PHP function over the profiles' requests
+    (`exclude` left out), means per request. `samples` are perf's, of the same requests; only
+    the worker's main thread counts (Excimer's timer thread is another). None without
+    profiles, perf samples or a period."""
+    profiles = [p for p in profiles if p.request not in exclude and p.samples]
+    walked = _intervals(profiles, samples, period_ms)
+    if walked is None:
+        return None
+    perf_period_ns, intervals = walked
+    wall: Counter = Counter()
+    on_samples: Counter = Counter()
+    by_stack: Counter = Counter()
+    for _p, stack, span, n in intervals:
+        leaf = stack.rsplit(";", 1)[-1]
+        wall[leaf] += span
+        on_samples[leaf] += n
+        by_stack[stack] += span - n * perf_period_ns
     n_req = len(profiles)
     worst: dict[str, tuple[float, str]] = {}
     for stack, off in by_stack.items():
@@ -137,6 +147,21 @@ def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms
     return OffCpu(requests=n_req, wall_us=total_wall / 1e3 / n_req, cpu_us=total_cpu / 1e3 / n_req,
                   off_cpu_us=off_total, sql_known=senders is not None, perf_period_us=perf_period_ns / 1e3,
                   functions=rows)
+
+
+def off_cpu_stacks(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None,
+                   exclude: set[str] = frozenset()) -> dict[str, int]:
+    """Folded PHP stacks weighted by their off-CPU time in us (summed per stack; a stack whose
+    estimate comes out below zero, where perf saw more CPU than its wall time, is left out):
+    an off-CPU flame graph. Empty without profiles, perf samples or a period."""
+    walked = _intervals([p for p in profiles if p.request not in exclude and p.samples], samples, period_ms)
+    if walked is None:
+        return {}
+    perf_period_ns, intervals = walked
+    off: Counter = Counter()
+    for _p, stack, span, n in intervals:
+        off[stack] += span - n * perf_period_ns
+    return {stack: round(ns / 1e3) for stack, ns in off.items() if ns / 1e3 >= 0.5}
 
 
 def significant(rows: list[OffCpuFunction], min_us: float = 100.0) -> list[OffCpuFunction]:

@@ -9,9 +9,10 @@ from ..bundle.store import Bundle
 from ..errors import LockdownError
 from .analysis import select
 from .folded import fold_excimer, fold_perf_records
+from .off_cpu import off_cpu_stacks
 from .symbolize import jit_name, symbolize, tables_for
 
-KINDS = ("native", "php")
+KINDS = ("native", "php", "php-offcpu")
 
 
 def request_ids(bundle: Bundle, request: str | None = None, url: str | None = None) -> set[str]:
@@ -36,8 +37,12 @@ def php_stacks(bundle: Bundle, ids: set[str]) -> dict:
     capture used (a sample that came late stands for every period it covers). Script frames
     are named relative to the app tree (`index.php`, not `/…/profile-run/app/index.php`), so
     that the stacks of two captures of the same target line up in a differential flame graph."""
-    folded = fold_excimer(bundle.excimer(), ids)
-    run_dir = bundle.manifest.get("run_dir")
+    return relative_scripts(fold_excimer(bundle.excimer(), ids), bundle.manifest)
+
+
+def relative_scripts(folded: dict, manifest: dict) -> dict:
+    """Script frames named relative to the capture's app tree."""
+    run_dir = manifest.get("run_dir")
     if not run_dir:
         return folded
     prefix = f"{run_dir.rstrip('/')}/app/"
@@ -48,13 +53,26 @@ def php_stacks(bundle: Bundle, ids: set[str]) -> dict:
     return out
 
 
+def php_off_cpu_stacks(bundle: Bundle, ids: set[str]) -> dict:
+    """PHP stacks weighted by the microseconds they spent off the CPU (analyzers/off_cpu.py):
+    Excimer on the wall clock and perf, both of the chosen requests."""
+    capture = bundle.manifest.get("capture") or {}
+    if capture.get("excimer_clock", "wall") != "wall":
+        raise LockdownError(f"{bundle.root}: Excimer sampled the CPU clock in this capture, which "
+                            f"shows no waits; capture again with --excimer-clock wall (the default)")
+    samples = [s for s in bundle.perf_samples() if s.request in ids]
+    profiles = [p for p in bundle.excimer() if p.request in ids]
+    return relative_scripts(off_cpu_stacks(profiles, samples, capture.get("excimer_period_ms")), bundle.manifest)
+
+
 def stacks(bundle: Bundle, kind: str, request: str | None = None, url: str | None = None,
            counts: bool = False) -> dict:
     ids = request_ids(bundle, request, url)
-    folded = native_stacks(bundle, ids, counts) if kind == "native" else php_stacks(bundle, ids)
+    folded = (native_stacks(bundle, ids, counts) if kind == "native" else php_stacks(bundle, ids)
+              if kind == "php" else php_off_cpu_stacks(bundle, ids))
     if not folded:
         where = f"request {request}" if request else f"URL {url}" if url else "this capture"
-        collector = "perf" if kind == "native" else "excimer"
+        collector = {"native": "perf", "php": "excimer"}.get(kind, "excimer and perf")
         raise LockdownError(f"{bundle.root}: no {kind} stacks for {where} (was the {collector} "
                             f"collector on? see `lockdown validate {bundle.root}`)")
     return folded

@@ -18,6 +18,7 @@ from .destinations import check_not_input, say_written
 from .main import main
 
 FORMATS = ("svg", "folded", "speedscope")
+TITLES = {"php": "PHP stacks", "native": "Native stacks", "php-offcpu": "PHP stacks off the CPU (us)"}
 
 
 def _format_of(out: Path, given: str | None) -> str:
@@ -58,7 +59,9 @@ def _stacks_of(source: Path, kind: str, request, url, counts: bool) -> tuple[dic
 @click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
               help="File to write: .svg, .folded or .json (speedscope).")
 @click.option("--kind", type=click.Choice(KINDS), default="php", show_default=True,
-              help="PHP stacks (Excimer) or native stacks (perf, engine and kernel frames).")
+              help="PHP stacks (Excimer), native stacks (perf, engine and kernel frames), or PHP "
+                   "stacks weighted by their time off the CPU (Excimer's wall samples less perf's "
+                   "on-CPU samples, in us: where PHP waited).")
 @click.option("--request", "request_id", metavar="ID", help="Only this request.")
 @click.option("--url", metavar="PATH", help="Only the requests for this URL path.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Output format [default: from -o's suffix].")
@@ -105,12 +108,12 @@ def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, wid
         if fmt == "folded":
             write_text_atomic(out, format_folded(folded))
         elif fmt == "speedscope":
-            unit = "nanoseconds" if kind == "native" else "none"
+            unit = {"native": "nanoseconds", "php-offcpu": "microseconds"}.get(kind, "none")
             write_json_atomic(out, to_speedscope(folded, name, unit), indent=None)
         else:
-            opts = FlameOptions(title=title or f"{'PHP' if kind == 'php' else 'Native'} stacks: {bundle.name}", subtitle=scope,
+            opts = FlameOptions(title=title or f"{TITLES[kind]}: {bundle.name}", subtitle=scope,
                                 width=width, minwidth=minwidth, reverse=reverse, inverted=inverted,
-                                palette="php" if kind == "php" else "native",
+                                palette="native" if kind == "native" else "php",
                                 builtins=php_builtins(php))
             write_text_atomic(out, render_flamegraph(folded, opts))
     say_written(out)

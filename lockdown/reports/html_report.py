@@ -454,13 +454,17 @@ def capture_flamegraph(bundle: Bundle, kind: str, title: str, **options) -> str:
     run` writes it (reports/run_documents.py); LockdownError when that collector was off or
     saw nothing."""
     folded = stacks(bundle, kind, counts=True)
-    opts = FlameOptions(title=title, subtitle=WHOLE_CAPTURE, palette=kind,
+    opts = FlameOptions(title=title, subtitle=WHOLE_CAPTURE, palette="native" if kind == "native" else "php",
                         builtins=php_builtins(bundle.manifest.get("php") or {}), **options)
     return render_flamegraph(folded, opts)
 
 
+FLAME_TITLES = {"php": "PHP stacks (Excimer)", "native": "Native stacks (perf)",
+                "php-offcpu": "PHP stacks off the CPU (Excimer's wall samples less perf's on-CPU samples; width = us)"}
+
+
 def _flame(bundle: Bundle, kind: str) -> dict:
-    title = "PHP stacks (Excimer)" if kind == "php" else "Native stacks (perf)"
+    title = FLAME_TITLES[kind]
     try:
         svg = capture_flamegraph(bundle, kind, title, width=FLAME_WIDTH, minwidth=FLAME_MINWIDTH,
                                  id_prefix=f"ld-{kind}")
@@ -651,7 +655,7 @@ def build_model(run: dict) -> dict:
     with reading(bundle.root, "the bundle is damaged: capture it again"):
         records = {r.id: r for r in bundle.requests()}
         stmts = by_request(bundle.statements())
-        flames = [_flame(bundle, "php"), _flame(bundle, "native")]
+        flames = [_flame(bundle, "php"), _flame(bundle, "php-offcpu"), _flame(bundle, "native")]
     with reading(apath, redo):
         model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "tail": _tails(a, anchors), "db_status": _db_status(a),
                  "functions": _functions(a),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..analyzers.stacks import KINDS
 from ..bundle.store import Bundle, BundleError
 from ..errors import LockdownError
 from .html_report import capture_flamegraph, report_html
@@ -40,15 +39,15 @@ def write_finding_writeups(run_dir: Path) -> Path:
 
 
 def write_flamegraphs(bundle: Bundle, run_dir: Path) -> list[Path]:
-    """RUN/flamegraphs/php.svg and native.svg (the `lockdown flamegraph` defaults over the
-    whole capture), titled with the target's name; a kind whose collector was off or saw
-    nothing is left out."""
+    """RUN/flamegraphs/php.svg, php-offcpu.svg and native.svg (the `lockdown flamegraph`
+    defaults over the whole capture), titled with the target's name; a kind whose collectors
+    were off or saw nothing is left out."""
     written = []
     target = (bundle.manifest.get("target") or {}).get("name") or bundle.root.name
-    for kind in sorted(KINDS, reverse=True):          # php first: what users open first
-        label = "PHP" if kind == "php" else "Native"
+    labels = {"php": "PHP stacks", "php-offcpu": "PHP stacks off the CPU (us)", "native": "Native stacks"}
+    for kind in labels:          # php first: what users open first
         try:
-            svg = capture_flamegraph(bundle, kind, f"{label} stacks: {target}")
+            svg = capture_flamegraph(bundle, kind, f"{labels[kind]}: {target}")
         except BundleError:
             raise
         except LockdownError:
