@@ -45,6 +45,25 @@ def test_each_sample_stands_for_the_time_since_the_one_before_less_the_cpu_perf_
     assert [f.name for f in significant(o.functions)] == ["fetch"]
 
 
+def test_waiting_for_a_cpu_is_taken_out_in_proportion_to_each_functions_cpu():
+    """On a busy host every function waits in the run queue for the CPU it asks for: with 20 ms
+    of run-queue delay over 40 ms of CPU, computing 40 ms is expected to queue 20 ms, and only
+    what is beyond that is blocked time."""
+    # 40 ms computing (4 perf samples) over 60 ms of wall, then a 60 ms sleep
+    a = profile("a", 1, [(30, 6, "main;compute"), (60, 6, "main;compute"), (120, 12, "main;fetch")])
+    cpu = [perf(1, t) for t in (5, 15, 35, 45)]
+    o = off_cpu([a], cpu, 5.0, senders=set(), run_delay_us={"a": 20_000})
+    assert o.queue_per_cpu == 0.5
+    by = {f.name: f for f in o.functions}
+    assert (by["compute"].off_cpu_us, by["compute"].queue_us, by["compute"].blocked_us) == (20_000, 20_000, 0)
+    assert (by["fetch"].off_cpu_us, by["fetch"].queue_us, by["fetch"].blocked_us) == (60_000, 0, 60_000)
+    assert by["compute"].error_us == 10_000 * 5 ** 0.5 * 1.5      # the queue's estimate rests on the same samples
+    assert [f.name for f in o.functions] == ["fetch", "compute"]          # by blocked time
+    assert [f.name for f in significant(o.functions)] == ["fetch"]
+    # a request without the scheduler's figures: no queue is taken out
+    assert off_cpu([a], cpu, 5.0, senders=set(), run_delay_us={}).queue_per_cpu == 0
+
+
 def test_the_off_cpu_flame_graph_weighs_each_stack_by_its_wait_in_us():
     a = profile("a", 1, [(40, 4, "main;compute"), (20, 4, "main;compute"), (100, 11, "main;fetch")])
     b = profile("b", 1, [(210, 2, "main;fetch")])
@@ -88,27 +107,30 @@ def test_functions_that_call_a_database_builtin_send_sql():
     assert o.functions[0].sql and o.sql_known
 
 
-def off_cpu_json(wall=40_000, rows=None, sql_known=True):
+def off_cpu_json(wall=40_000, rows=None, sql_known=True, queue_per_cpu=0.25):
     return {"requests": 10, "wall_us": wall, "cpu_us": 10_000, "off_cpu_us": wall - 10_000, "sql_known": sql_known,
-            "perf_period_us": 10_101.01, "excimer_period_ms": 4.0, "functions_sampled": 7,
-            "functions": rows if rows is not None else [
+            "queue_per_cpu": queue_per_cpu, "perf_period_us": 10_101.01, "excimer_period_ms": 4.0,
+            "functions_sampled": 7, "functions": rows if rows is not None else [
                 {"name": "wpdb::_do_query", "wall_us": 9_000, "cpu_us": 1_000, "off_cpu_us": 8_000,
-                 "error_us": 500, "sql": True, "stack": "main;wpdb::_do_query"},
+                 "queue_us": 250, "blocked_us": 7_750, "error_us": 500, "sql": True, "stack": "main;wpdb::_do_query"},
                 {"name": "Http::get", "wall_us": 5_000, "cpu_us": 100, "off_cpu_us": 4_900,
-                 "error_us": 300, "sql": False, "stack": "main;Http::get"}]}
+                 "queue_us": 25, "blocked_us": 4_875, "error_us": 300, "sql": False, "stack": "main;Http::get"}]}
 
 
 def test_the_text_lists_the_rows_and_run_names_a_long_wait_outside_sql():
     o = off_cpu_json()
     lines = off_cpu_lines(o)
     assert lines[1].startswith("off the CPU, by PHP function (Excimer wall samples less perf's on-CPU samples, "
-                               "10 requests): 30.0 of 40.0 ms a request; waits shorter than the 4 ms")
-    assert lines[3] == "      8.00   0.50     89%  wpdb::_do_query [sends SQL]  <- main;wpdb::_do_query"
-    assert lines[4] == "      4.90   0.30     98%  Http::get  <- main;Http::get"
-    assert longest_wait(o)["name"] == "Http::get"                   # 12% of the wall time, not SQL
-    assert longest_wait({**o, "wall_us": 50_000}) is None           # 9.8%
-    none = off_cpu_lines(off_cpu_json(rows=[], sql_known=False))
-    assert "(no xhprof: senders of SQL not marked)" in none[1] and none[2] == "  none of the 7 functions sampled does"
+                               "10 requests): 30.0 of 40.0 ms a request; waiting for a CPU is taken as 0.25 ms per "
+                               "ms of a function's CPU (the capture's run-queue delay), the rest is what it waited "
+                               "for (blocked); waits shorter than the 4 ms")
+    assert lines[3] == "      7.75   0.50    0.25     86%  wpdb::_do_query [sends SQL]  <- main;wpdb::_do_query"
+    assert lines[4] == "      4.88   0.30    0.03     98%  Http::get  <- main;Http::get"
+    assert longest_wait(o)["name"] == "Http::get"                   # 12.2% of the wall time, not SQL
+    assert longest_wait({**o, "wall_us": 49_000}) is None           # 9.95%
+    none = off_cpu_lines(off_cpu_json(rows=[], sql_known=False, queue_per_cpu=0.0))
+    assert "(no xhprof: senders of SQL not marked)" in none[1] and "waiting for a CPU is taken" not in none[1]
+    assert none[2] == "  none of the 7 functions sampled does"
     assert off_cpu_lines(None) == []
 
 
@@ -133,7 +155,8 @@ def test_a_function_that_sleeps_is_named_with_its_wait(lockdown, tmp_path):
     o = json.loads(a.stdout)["off_cpu"]
     first = o["functions"][0]
     assert first["name"] == "remote_call" and not first["sql"] and not o["sql_known"], o
-    assert 25_000 <= first["off_cpu_us"] <= first["wall_us"] and first["off_cpu_us"] >= 0.8 * first["wall_us"], first
+    assert 25_000 <= first["blocked_us"] <= first["off_cpu_us"] <= first["wall_us"], first
+    assert first["blocked_us"] >= 0.8 * first["wall_us"], first
     assert first["stack"] == "index.php;page;remote_call"         # relative to the app tree
     text = lockdown("analyze", out).stdout
     assert "remote_call  <- index.php;page;remote_call" in text and "off the CPU, by PHP function" in text

@@ -95,7 +95,7 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]],
                                 "sample_count": count}
     xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}
-    waits = _off_cpu(bundle.manifest.get("capture") or {}, profiles, samples, xh, instrumented,
+    waits = _off_cpu(bundle.manifest.get("capture") or {}, requests, profiles, samples, xh, instrumented,
                      bundle.manifest.get("run_dir"))
     if waits is not None:
         out["off_cpu"] = waits
@@ -132,14 +132,15 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     return out
 
 
-def _off_cpu(capture: dict, profiles: list, samples: list, xh: dict, instrumented: set,
+def _off_cpu(capture: dict, requests: list, profiles: list, samples: list, xh: dict, instrumented: set,
              run_dir: str | None, top: int = 15) -> dict | None:
     """Where PHP waited off the CPU (analyzers/off_cpu.py): Excimer on the wall clock and perf
     both collected. Rows kept only where the estimate stands out of its sampling error."""
     if capture.get("excimer_clock", "wall") != "wall":
         return None
+    delays = {r.id: r.sched["run_delay_us"] for r in requests if r.sched and "run_delay_us" in r.sched}
     found = off_cpu.off_cpu(profiles, samples, capture.get("excimer_period_ms"),
-                            off_cpu.sql_senders(xh.values()) if xh else None, instrumented)
+                            off_cpu.sql_senders(xh.values()) if xh else None, instrumented, run_delay_us=delays)
     if found is None:
         return None
     rows = off_cpu.significant(found.functions)

@@ -50,6 +50,8 @@ class OffCpuFunction:
     wall_us: float
     cpu_us: float           # estimated from perf's samples in its intervals
     off_cpu_us: float       # wall - cpu, never below 0
+    queue_us: float         # the run-queue wait its CPU time explains (cpu x the capture's delay per CPU)
+    blocked_us: float       # off-CPU beyond that queueing, never below 0: what it waited for
     error_us: float         # the estimate's sampling error (about one standard error)
     sql: bool               # calls a builtin that waits for the database (xhprof)
     stack: str              # the stack that waited most under it, root..leaf, last frames only
@@ -61,6 +63,7 @@ class OffCpu:
     wall_us: float
     cpu_us: float
     off_cpu_us: float
+    queue_per_cpu: float                # run-queue delay per unit of CPU over these requests (0 unknown)
     sql_known: bool                     # xhprof named the functions that send SQL
     perf_period_us: float
     functions: list[OffCpuFunction] = field(default_factory=list)
@@ -107,11 +110,18 @@ def _intervals(profiles: list[ExcimerProfile], samples: list[PerfSample], period
 
 
 def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None,
-            senders: set[str] | None, exclude: set[str] = frozenset(), frames_shown: int = 4) -> OffCpu | None:
+            senders: set[str] | None, exclude: set[str] = frozenset(), frames_shown: int = 4,
+            run_delay_us: dict[str, int] | None = None) -> OffCpu | None:
     """Wall, estimated CPU and off-CPU time per leaf PHP function over the profiles' requests
     (`exclude` left out), means per request. `samples` are perf's, of the same requests; only
     the worker's main thread counts (Excimer's timer thread is another). None without
-    profiles, perf samples or a period."""
+    profiles, perf samples or a period.
+
+    Off the CPU includes waiting in the run queue, which on a busy host every function does in
+    proportion to the CPU it asks for: given each request's run-queue delay (`run_delay_us`,
+    from the scheduler), a function's share of it is taken as its CPU time times the capture's
+    delay per unit of CPU, and `blocked_us` is what is left: the waits the function itself
+    made (plus the run-queue wait after waking from them)."""
     profiles = [p for p in profiles if p.request not in exclude and p.samples]
     walked = _intervals(profiles, samples, period_ms)
     if walked is None:
@@ -131,22 +141,26 @@ def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms
         leaf = stack.rsplit(";", 1)[-1]
         if off > worst.get(leaf, (-math.inf, ""))[0]:
             worst[leaf] = (off, stack)
+    total_wall = sum(wall.values())
+    total_cpu = sum(on_samples.values()) * perf_period_ns
+    delays = [(run_delay_us or {}).get(p.request) for p in profiles]
+    per_cpu = (sum(delays) * 1e3 / total_cpu if total_cpu and all(d is not None for d in delays) else 0.0)
     rows = []
     for name, w in wall.items():
         cpu = on_samples[name] * perf_period_ns
+        off = max(0.0, w - cpu)
+        queue = min(off, min(cpu, w) * per_cpu)
         rows.append(OffCpuFunction(
             name=name, wall_us=w / 1e3 / n_req, cpu_us=min(cpu, w) / 1e3 / n_req,
-            off_cpu_us=max(0.0, w - cpu) / 1e3 / n_req,
-            error_us=math.sqrt(on_samples[name] + 1) * perf_period_ns / 1e3 / n_req,
+            off_cpu_us=off / 1e3 / n_req, queue_us=queue / 1e3 / n_req, blocked_us=(off - queue) / 1e3 / n_req,
+            error_us=math.sqrt(on_samples[name] + 1) * perf_period_ns * (1 + per_cpu) / 1e3 / n_req,
             sql=bool(senders) and name in senders,
             stack=";".join(worst[name][1].split(";")[-frames_shown:])))
-    rows.sort(key=lambda r: (-r.off_cpu_us, r.name))
-    total_wall = sum(wall.values())
-    total_cpu = sum(on_samples.values()) * perf_period_ns
+    rows.sort(key=lambda r: (-r.blocked_us, -r.off_cpu_us, r.name))
     off_total = max(0.0, total_wall - total_cpu) / 1e3 / n_req
     return OffCpu(requests=n_req, wall_us=total_wall / 1e3 / n_req, cpu_us=total_cpu / 1e3 / n_req,
-                  off_cpu_us=off_total, sql_known=senders is not None, perf_period_us=perf_period_ns / 1e3,
-                  functions=rows)
+                  off_cpu_us=off_total, queue_per_cpu=round(per_cpu, 4), sql_known=senders is not None,
+                  perf_period_us=perf_period_ns / 1e3, functions=rows)
 
 
 def off_cpu_stacks(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None,
@@ -165,5 +179,5 @@ def off_cpu_stacks(profiles: list[ExcimerProfile], samples: list[PerfSample], pe
 
 
 def significant(rows: list[OffCpuFunction], min_us: float = 100.0) -> list[OffCpuFunction]:
-    """The rows whose off-CPU time is at least twice its error and `min_us` a request."""
-    return [r for r in rows if r.off_cpu_us >= max(min_us, 2 * r.error_us)]
+    """The rows whose blocked time is at least twice its error and `min_us` a request."""
+    return [r for r in rows if r.blocked_us >= max(min_us, 2 * r.error_us)]

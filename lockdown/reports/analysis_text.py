@@ -114,19 +114,22 @@ def off_cpu_lines(o: dict | None, top: int = 10) -> list[str]:
     """Where PHP waited off the CPU (analysis.json off_cpu), rows that stand out of their error."""
     if not o:
         return []
+    queue = (f"; waiting for a CPU is taken as {o['queue_per_cpu']:.2f} ms per ms of a function's CPU "
+             f"(the capture's run-queue delay), the rest is what it waited for (blocked)" if o["queue_per_cpu"] else "")
     lines = ["", f"off the CPU, by PHP function (Excimer wall samples less perf's on-CPU samples, "
                  f"{o['requests']} requests): {o['off_cpu_us'] / 1000:.1f} of {o['wall_us'] / 1000:.1f} ms "
-                 f"a request; waits shorter than the {o['excimer_period_ms']:g} ms Excimer period spread over "
-                 f"the functions sampled after them, so only functions that stand out of their sampling "
-                 f"error are listed" + ("" if o["sql_known"] else " (no xhprof: senders of SQL not marked)")]
+                 f"a request{queue}; waits shorter than the {o['excimer_period_ms']:g} ms Excimer period spread "
+                 f"over the functions sampled after them, so only functions whose blocked time stands out of its "
+                 f"sampling error are listed" + ("" if o["sql_known"] else " (no xhprof: senders of SQL not marked)")]
     if not o["functions"]:
         lines.append(f"  none of the {o['functions_sampled']} functions sampled does")
         return lines
-    lines.append(f"  {'off ms':>8s} {'+-':>6s} {'of wall':>7s}  function (the stack that waited most, last frames)")
+    lines.append(f"  {'blocked':>8s} {'+-':>6s} {'queued':>7s} {'of wall':>7s}  function (the stack that waited "
+                 f"most, last frames), ms a request")
     for f in o["functions"][:top]:
-        share = 100 * f["off_cpu_us"] / f["wall_us"] if f["wall_us"] else 0.0
-        lines.append(f"  {f['off_cpu_us'] / 1000:8.2f} {f['error_us'] / 1000:6.2f} {share:6.0f}%  "
-                     f"{f['name']}{' [sends SQL]' if f['sql'] else ''}  <- {f['stack'][-90:]}")
+        share = 100 * f["blocked_us"] / f["wall_us"] if f["wall_us"] else 0.0
+        lines.append(f"  {f['blocked_us'] / 1000:8.2f} {f['error_us'] / 1000:6.2f} {f['queue_us'] / 1000:7.2f} "
+                     f"{share:6.0f}%  {f['name']}{' [sends SQL]' if f['sql'] else ''}  <- {f['stack'][-90:]}")
     return lines
 
 
@@ -134,7 +137,7 @@ def longest_wait(o: dict | None) -> dict | None:
     """The function that waited longest off the CPU, not one that sends SQL (so far as xhprof
     tells), when it waited at least OFF_CPU_NOTE_PCT of the requests' wall time."""
     rows = [f for f in (o or {}).get("functions", []) if not f["sql"]]
-    if rows and o["wall_us"] and 100 * rows[0]["off_cpu_us"] / o["wall_us"] >= OFF_CPU_NOTE_PCT:
+    if rows and o["wall_us"] and 100 * rows[0]["blocked_us"] / o["wall_us"] >= OFF_CPU_NOTE_PCT:
         return rows[0]
     return None
 
@@ -156,10 +159,10 @@ def notable_lines(a: dict) -> list[str]:
     wait = longest_wait(a.get("off_cpu"))
     if wait:
         o = a["off_cpu"]
-        out.append(f"  {wait['name'][:60]} waited {wait['off_cpu_us'] / 1000:.1f} ms a request off the CPU"
+        out.append(f"  {wait['name'][:60]} waited {wait['blocked_us'] / 1000:.1f} ms a request off the CPU"
                    + (", not sending SQL" if o["sql_known"] else "")
-                   + f" ({100 * wait['off_cpu_us'] / o['wall_us']:.0f}% of the wall time): a remote call, a sleep, "
-                   f"a lock, the disk, or waiting for a CPU")
+                   + f" ({100 * wait['blocked_us'] / o['wall_us']:.0f}% of the wall time): a remote call, a sleep, "
+                   f"a lock or the disk")
     long = [t for t in a.get("tail") or [] if t["ratio"] >= NOTE_RATIO]
     if long:
         t = long[0]

@@ -377,8 +377,8 @@ def _functions(a: dict) -> dict:
             "builtins": [_pick(x, BUILTIN) for x in b.get("top") or []], "off_cpu": _off_cpu(a)}
 
 
-OFF_CPU = "requests wall_us cpu_us off_cpu_us sql_known excimer_period_ms functions_sampled"
-OFF_CPU_ROW = "name wall_us cpu_us off_cpu_us error_us sql stack"
+OFF_CPU = "requests wall_us cpu_us off_cpu_us queue_per_cpu sql_known excimer_period_ms functions_sampled"
+OFF_CPU_ROW = "name wall_us cpu_us off_cpu_us queue_us blocked_us error_us sql stack"
 
 
 def _off_cpu(a: dict) -> dict | None:
@@ -389,7 +389,7 @@ def _off_cpu(a: dict) -> dict | None:
     rows = []
     for r in o.get("functions") or []:
         row = _pick(r, OFF_CPU_ROW)
-        row["share_pct"] = 100 * row["off_cpu_us"] / row["wall_us"] if row["wall_us"] else None
+        row["share_pct"] = 100 * row["blocked_us"] / row["wall_us"] if row["wall_us"] else None
         rows.append(row)
     return {**_pick(o, OFF_CPU), "rows": rows}
 
