@@ -320,7 +320,7 @@ def test_flame_graph_titles_name_the_target(run, monkeypatch):
     monkeypatch.setattr(run_documents, "capture_flamegraph",
                         lambda bundle, kind, title, **kw: titles.append(title) or "<svg/>")
     run_documents.write_flamegraphs(open_bundle(run / "bundle"), run)
-    assert titles == ["PHP stacks: wordpress", "Native stacks: wordpress"]
+    assert titles == ["PHP stacks: wordpress", "PHP stacks off the CPU (us): wordpress", "Native stacks: wordpress"]
 
 
 # -- C2, C6, C7: one format per kind of number; units; grammar --------------------------------

@@ -144,9 +144,8 @@ def _off_cpu(capture: dict, requests: list, profiles: list, samples: list, xh: d
     if found is None:
         return None
     rows = off_cpu.significant(found.functions)
-    if run_dir:     # script frames relative to the app tree, as in the flame graphs
-        for r in rows:
-            r.stack = r.stack.replace(f"{run_dir.rstrip('/')}/app/", "")
+    for r in rows:
+        r.stack = off_cpu.app_relative(r.stack, run_dir)
     return {**{k: v for k, v in asdict(found).items() if k != "functions"},
             "excimer_period_ms": capture.get("excimer_period_ms"),
             "functions": [asdict(r) for r in rows[:top]], "functions_significant": len(rows),

@@ -181,3 +181,8 @@ def off_cpu_stacks(profiles: list[ExcimerProfile], samples: list[PerfSample], pe
 def significant(rows: list[OffCpuFunction], min_us: float = 100.0) -> list[OffCpuFunction]:
     """The rows whose blocked time is at least twice its error and `min_us` a request."""
     return [r for r in rows if r.blocked_us >= max(min_us, 2 * r.error_us)]
+
+
+def app_relative(stack: str, run_dir: str | None) -> str:
+    """Script frames named relative to the capture's app tree, as the flame graphs name them."""
+    return stack.replace(f"{run_dir.rstrip('/')}/app/", "") if run_dir else stack

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from ...bundle.model import PerfSample, RequestRecord, Statement
+from ...bundle.model import ExcimerProfile, PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
 from ..builtins import entries, function_totals
 from ..engine_state import EngineState, app_tree, summarize
@@ -36,6 +36,7 @@ class Context:
     native: list[PerfSample]                    # named samples of timed requests
     manifest: dict
     thresholds: dict = field(default_factory=dict)
+    excimer_profiles: list[ExcimerProfile] = field(default_factory=list)   # with sample times
 
     # -- requests -------------------------------------------------------------------------
     @cached_property
@@ -225,12 +226,14 @@ def build_context(bundle: Bundle, thresholds: dict) -> Context:
     native = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()),
                                    jit=jit_name(bundle.manifest))
               if s.request in timed]
+    profiles = bundle.excimer()
     return Context(
         requests=requests,
         statements=bundle.statements(),
         xhprof_profiles={rid: bundle.xhprof(rid) for rid in bundle.xhprof_ids()},
-        excimer={p.request: p.folded() for p in bundle.excimer()},
+        excimer={p.request: p.folded() for p in profiles},
         native=native,
         manifest=bundle.manifest,
         thresholds=thresholds,
+        excimer_profiles=profiles,
     )

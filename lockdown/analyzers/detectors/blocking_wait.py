@@ -1,0 +1,109 @@
+"""blocking-wait (informational): a PHP function that waits off the CPU in the request path, not
+for SQL: a remote call (curl_exec, file_get_contents of a URL), a sleep, a lock (flock), a
+process it starts, a large read. A page that waits on another service is as slow as that
+service, and its worker can serve nobody else meanwhile.
+
+From lockdown/analyzers/off_cpu.py: Excimer's wall samples less perf's on-CPU samples of the
+worker, by PHP function, the run-queue wait its CPU explains taken out. A function is reported
+when its blocked time stands out of its sampling error (`off_cpu.significant`), it sends no SQL
+(it calls no database builtin in xhprof; statements have their own detectors), and it blocks
+at least `min_share_pct` of the timed requests' wall time and `min_ms` a request. What it
+waited in comes from xhprof where the capture has it: the builtins it calls, by their wall
+time (tideways_xhprof measures a builtin's wall time, waits included).
+
+Informational: the fix depends on what is waited for (cache a remote answer, move the call to
+a background job or a queue, give it a timeout, take the lock for less time), so there is no
+patch to check; `share_pct` is None as for every informational finding, and the share is in
+the summary and `details`.
+"""
+from __future__ import annotations
+
+from ..findings import Evidence, Finding
+from ..off_cpu import app_relative, off_cpu, significant, sql_senders
+from .context import Context
+
+ID = "blocking-wait"
+
+
+def detect(ctx: Context) -> list[Finding]:
+    cfg = ctx.thresholds.get(ID, {})
+    capture = ctx.manifest.get("capture") or {}
+    if capture.get("excimer_clock", "wall") != "wall" or not ctx.excimer_profiles:
+        return []
+    timed = ctx.timed_ids
+    delays = {r.id: r.sched["run_delay_us"] for r in ctx.timed if r.sched and "run_delay_us" in r.sched}
+    found = off_cpu([p for p in ctx.excimer_profiles if p.request in timed], ctx.native,
+                    capture.get("excimer_period_ms"),
+                    sql_senders(ctx.xhprof_profiles.values()) if ctx.xhprof_profiles else None,
+                    run_delay_us=delays)
+    if found is None or not found.wall_us:
+        return []
+    out = []
+    for row in significant(found.functions):
+        share = 100.0 * row.blocked_us / found.wall_us
+        if row.sql or share < cfg.get("min_share_pct", 5.0) or row.blocked_us < cfg.get("min_ms", 1.0) * 1000:
+            continue
+        out.append(_finding(ctx, found, row, share))
+        if len(out) >= cfg.get("max_findings", 3):
+            break
+    return out
+
+
+def _finding(ctx: Context, found, row, share: float) -> Finding:
+    waited_in = _builtins_called(ctx, row.name)
+    source = (f"Excimer wall samples less perf's on-CPU samples of {found.requests} timed requests "
+              f"(analyzers/off_cpu.py)")
+    evidence = [
+        Evidence("blocked off the CPU, ms a request (+- one standard error)",
+                 f"{row.blocked_us / 1000:.2f} +- {row.error_us / 1000:.2f}", source),
+        Evidence("share of the requests' wall time, %", round(share, 1), source),
+        Evidence("its wall time as the leaf of the PHP stacks, ms a request", round(row.wall_us / 1000, 2), source),
+        Evidence("waiting for a CPU its own CPU explains, taken out, ms a request", round(row.queue_us / 1000, 2),
+                 "the requests' run-queue delay (requests.jsonl sched) per unit of CPU"),
+        Evidence("the stack that waited most (last frames)", app_relative(row.stack, ctx.manifest.get("run_dir")),
+                 "excimer.jsonl"),
+    ]
+    profiles = sorted(ctx.xhprof_profiles)
+    for name, calls, wall_us in waited_in:
+        evidence.append(Evidence(f"{name} called by it, calls and wall ms a request", f"{calls:g}, {wall_us / 1000:.2f}",
+                                 f"xhprof of {', '.join(profiles[:3])}{' ...' if len(profiles) > 3 else ''}"))
+    what = (f"; in xhprof it spends that time in {', '.join(n for n, _, _ in waited_in)}" if waited_in else "")
+    summary = (f"{row.name} waits {row.blocked_us / 1000:.1f} ms a request off the CPU, not for SQL "
+               f"({share:.0f}% of the timed requests' wall time){what}. A request that waits on a remote "
+               f"service, a sleep, a lock or a slow read is as slow as what it waits for, and its php-fpm "
+               f"worker serves nobody else meanwhile. Look at what it waits for: cache a remote answer, "
+               f"move the call to a background job or a queue, give it a short timeout, hold the lock "
+               f"for less time.")
+    seen = sorted(p.request for p in ctx.excimer_profiles if p.request in ctx.timed_ids
+                  and any(s.rsplit(";", 1)[-1] == row.name for s in p.stacks))
+    return Finding(id=ID, title=f"{row.name} waits {row.blocked_us / 1000:.1f} ms a request off the CPU",
+                   severity="info", share_pct=None, summary=summary, evidence=evidence,
+                   urls=sorted({ctx.url_of[r] for r in seen}), requests=seen[:5],
+                   details={"function": row.name, "blocked_us": round(row.blocked_us, 1),
+                            "error_us": round(row.error_us, 1), "queue_us": round(row.queue_us, 1),
+                            "wall_share_pct": round(share, 2),
+                            "stack": app_relative(row.stack, ctx.manifest.get("run_dir")),
+                            "waited_in": [{"builtin": n, "calls_per_request": c, "wall_us_per_request": round(w, 1)}
+                                          for n, c, w in waited_in]})
+
+
+def _builtins_called(ctx: Context, function: str, top: int = 3) -> list[tuple[str, float, float]]:
+    """The builtins `function` calls directly, by wall time a profiled request: (name, calls,
+    wall us), those with at least a tenth of the biggest one's time."""
+    internal = set(ctx.manifest.get("php", {}).get("internal_functions") or [])
+    classes = set(ctx.manifest.get("php", {}).get("internal_classes") or [])
+    calls: dict[str, float] = {}
+    wall: dict[str, float] = {}
+    for profile in ctx.xhprof_profiles.values():
+        for key, m in profile.items():
+            caller, sep, callee = key.partition("==>")
+            callee = callee.split("@", 1)[0]
+            if not sep or caller != function:
+                continue
+            if callee not in internal and callee.split("::", 1)[0] not in classes:
+                continue
+            calls[callee] = calls.get(callee, 0) + (m.get("ct") or 0)
+            wall[callee] = wall.get(callee, 0) + (m.get("wt") or 0)
+    n = len(ctx.xhprof_profiles) or 1
+    rows = sorted(((c, calls[c] / n, wall[c] / n) for c in wall), key=lambda r: -r[2])[:top]
+    return [r for r in rows if rows and r[2] >= 0.1 * rows[0][2] and r[2] > 0]
