@@ -107,9 +107,6 @@ def database_status_lines(d: dict | None) -> list[str]:
     return lines
 
 
-OFF_CPU_NOTE_PCT = 10.0     # `lockdown run` names a wait outside SQL from this share of the wall time
-
-
 def off_cpu_lines(o: dict | None, top: int = 10) -> list[str]:
     """Where PHP waited off the CPU (analysis.json off_cpu), rows that stand out of their error."""
     if not o:
@@ -133,15 +130,6 @@ def off_cpu_lines(o: dict | None, top: int = 10) -> list[str]:
     return lines
 
 
-def longest_wait(o: dict | None) -> dict | None:
-    """The function that waited longest off the CPU, not one that sends SQL (so far as xhprof
-    tells), when it waited at least OFF_CPU_NOTE_PCT of the requests' wall time."""
-    rows = [f for f in (o or {}).get("functions", []) if not f["sql"]]
-    if rows and o["wall_us"] and 100 * rows[0]["blocked_us"] / o["wall_us"] >= OFF_CPU_NOTE_PCT:
-        return rows[0]
-    return None
-
-
 def notable_lines(a: dict) -> list[str]:
     """What `lockdown run` says after analysing, when anything is notable: a capture that
     mostly queued for the CPUs, the database server's flagged counters, the longest tail."""
@@ -156,13 +144,6 @@ def notable_lines(a: dict) -> list[str]:
     flagged = [c["name"] for c in (d or {}).get("checks", []) if c["flagged"]]
     if flagged:
         out.append(f"  database server: {', '.join(flagged)} (its counters over the capture)")
-    wait = longest_wait(a.get("off_cpu"))
-    if wait:
-        o = a["off_cpu"]
-        out.append(f"  {wait['name'][:60]} waited {wait['blocked_us'] / 1000:.1f} ms a request off the CPU"
-                   + (", not sending SQL" if o["sql_known"] else "")
-                   + f" ({100 * wait['blocked_us'] / o['wall_us']:.0f}% of the wall time): a remote call, a sleep, "
-                   f"a lock or the disk")
     long = [t for t in a.get("tail") or [] if t["ratio"] >= NOTE_RATIO]
     if long:
         t = long[0]
