@@ -19,47 +19,66 @@ def perf(pid, t_ms, tid=None):
                       period=PERIOD, request=None, frames=[])
 
 
-def profile(request, pid, samples):
+def profile(request, pid, samples, start_ms=None):
     """samples: (time ms, weight, stack)."""
     stacks = sorted({s for _, _, s in samples})
-    return ExcimerProfile(request, pid, stacks, [[int(t * MS), w, stacks.index(s)] for t, w, s in samples])
+    return ExcimerProfile(request, pid, stacks, [[int(t * MS), w, stacks.index(s)] for t, w, s in samples],
+                          start_ns=None if start_ms is None else int(start_ms * MS))
+
+
+# Excimer's timer fires every 5 ms (at 5, 10, 15 ... ms); a sample 10 us after a fire was taken
+# promptly, in PHP code; one taken later was held up in a builtin of its function.
+COMPUTE_40_MS = [(5 * k + 0.01, 1, "main;compute") for k in range(1, 9)]      # 0 .. 40.01 ms
+CPU_40_MS = [9, 19, 29, 39]                                                  # perf: 10 ms of CPU each
 
 
 def test_each_sample_stands_for_the_time_since_the_one_before_less_the_cpu_perf_saw():
-    # request a on worker 1: 40 ms computing (4 perf samples), then 60 ms in a sleep that
-    # ends in the sample at 100 ms (its weight, 11 timer periods, is not what counts: the time
-    # since the sample before it is); the first sample stands for its weight in 5 ms periods
-    a = profile("a", 1, [(40, 4, "main;compute"), (20, 4, "main;compute"), (100, 11, "main;fetch")])
-    cpu = [perf(1, t) for t in (5, 15, 25, 35)]
+    # computing from the profiler's start to 40.01 ms; a sleep in fetch until 102.3 ms, whose
+    # sample comes 2.3 ms after the fire at 100 (late: the sleep spanned 12 fires); a 2 ms
+    # sleep between fires (102.5-104.5) ends in compute's prompt sample at 105.01: off the CPU,
+    # but no function's blocked time; the request ends at 110 ms
+    a = profile("a", 1, [*COMPUTE_40_MS, (102.3, 12, "main;fetch"), (105.01, 1, "main;compute")], start_ms=0)
+    cpu = [perf(1, t) for t in CPU_40_MS]
     cpu += [perf(1, 70, tid=2)]                      # Excimer's timer thread: not the request's
     cpu += [perf(2, 70)]                             # another worker
-    o = off_cpu([a], cpu, 5.0, senders=set())
-    assert (o.requests, o.wall_us, o.cpu_us, o.off_cpu_us, o.perf_period_us) == (1, 100_000, 40_000, 60_000, 10_000)
+    o = off_cpu([a], cpu, 5.0, senders=set(), ends={"a": 110 * MS})
+    # the totals take in the 4.99 ms after the last sample
+    assert (o.requests, o.wall_us, o.cpu_us, o.off_cpu_us, o.perf_period_us) == (1, 110_000, 40_000, 70_000, 10_000)
     by = {f.name: f for f in o.functions}
     assert [f.name for f in o.functions] == ["fetch", "compute"]
-    assert (by["fetch"].wall_us, by["fetch"].cpu_us, by["fetch"].off_cpu_us) == (60_000, 0, 60_000)
-    assert (by["compute"].wall_us, by["compute"].cpu_us, by["compute"].off_cpu_us) == (40_000, 40_000, 0)
+    assert (by["fetch"].wall_us, by["fetch"].cpu_us, by["fetch"].off_cpu_us, by["fetch"].blocked_us) == (
+        62_290, 0, 62_290, 62_290)
+    assert (by["compute"].wall_us, by["compute"].cpu_us, by["compute"].off_cpu_us, by["compute"].blocked_us) == (
+        42_720, 40_000, 2_720, 0)
     assert by["fetch"].error_us == 10_000                       # sqrt(0 + 1) perf periods
     assert by["compute"].error_us == 10_000 * 5 ** 0.5
     assert by["fetch"].stack == "main;fetch" and not by["fetch"].sql
     assert [f.name for f in significant(o.functions)] == ["fetch"]
+    # without the profiler's start (older bundles), the first sample stands for its weight in
+    # periods: from 0.01 ms on
+    assert off_cpu([profile("a", 1, COMPUTE_40_MS)], cpu, 5.0, set()).wall_us == 40_000
 
 
 def test_waiting_for_a_cpu_is_taken_out_in_proportion_to_each_functions_cpu():
     """On a busy host every function waits in the run queue for the CPU it asks for: with 20 ms
-    of run-queue delay over 40 ms of CPU, computing 40 ms is expected to queue 20 ms, and only
-    what is beyond that is blocked time."""
-    # 40 ms computing (4 perf samples) over 60 ms of wall, then a 60 ms sleep
-    a = profile("a", 1, [(30, 6, "main;compute"), (60, 6, "main;compute"), (120, 12, "main;fetch")])
+    of run-queue delay over 40 ms of CPU, computing 40 ms is expected to queue 20 ms, wherever
+    its samples land, and only what a function's late samples waited beyond that is blocked."""
+    # compute's samples, at each fire to 60.01 ms, are prompt, but their intervals hold 20 ms of
+    # waiting (preempted); then a late sample after a 60 ms sleep (2 ms after the fire at 120),
+    # and a late compute sample, held up until 2 ms after the fire at 150
+    a = profile("a", 1, [*[(5 * k + 0.01, 1, "main;compute") for k in range(1, 13)],
+                         (122.01, 12, "main;fetch"), (152.0, 6, "main;compute")], start_ms=0)
     cpu = [perf(1, t) for t in (5, 15, 35, 45)]
     o = off_cpu([a], cpu, 5.0, senders=set(), run_delay_us={"a": 20_000})
     assert o.queue_per_cpu == 0.5
     by = {f.name: f for f in o.functions}
-    assert (by["compute"].off_cpu_us, by["compute"].queue_us, by["compute"].blocked_us) == (20_000, 20_000, 0)
-    assert (by["fetch"].off_cpu_us, by["fetch"].queue_us, by["fetch"].blocked_us) == (60_000, 0, 60_000)
+    # compute: 60.01 + 29.99 ms of wall, 40 of CPU; its late interval (122.01-152] was off the
+    # CPU 29.99 ms, less the 20 ms of queueing its CPU explains
+    assert (by["compute"].off_cpu_us, by["compute"].queue_us, by["compute"].blocked_us) == (50_000, 20_000, 9_990)
+    assert (by["fetch"].off_cpu_us, by["fetch"].queue_us, by["fetch"].blocked_us) == (62_000, 0, 62_000)
     assert by["compute"].error_us == 10_000 * 5 ** 0.5 * 1.5      # the queue's estimate rests on the same samples
     assert [f.name for f in o.functions] == ["fetch", "compute"]          # by blocked time
-    assert [f.name for f in significant(o.functions)] == ["fetch"]
+    assert [f.name for f in significant(o.functions)] == ["fetch"]       # compute's 10 ms is within its error
     # a request without the scheduler's figures: no queue is taken out
     assert off_cpu([a], cpu, 5.0, senders=set(), run_delay_us={}).queue_per_cpu == 0
 
@@ -122,8 +141,8 @@ def test_the_text_lists_the_rows_that_stand_out():
     lines = off_cpu_lines(o)
     assert lines[1].startswith("off the CPU, by PHP function (Excimer wall samples less perf's on-CPU samples, "
                                "10 requests): 30.0 of 40.0 ms a request; waiting for a CPU is taken as 0.25 ms per "
-                               "ms of a function's CPU (the capture's run-queue delay), the rest is what it waited "
-                               "for (blocked); waits shorter than the 4 ms")
+                               "ms of a function's CPU (the capture's run-queue delay) and taken out; blocked: waits "
+                               "in one builtin call longer than the 4 ms Excimer period (a lower bound")
     assert lines[3] == "      7.75   0.50    0.25     86%  wpdb::_do_query [sends SQL]  <- main;wpdb::_do_query"
     assert lines[4] == "      4.88   0.30    0.03     98%  Http::get  <- main;Http::get"
     none = off_cpu_lines(off_cpu_json(rows=[], sql_known=False, queue_per_cpu=0.0))

@@ -140,7 +140,8 @@ def _off_cpu(capture: dict, requests: list, profiles: list, samples: list, xh: d
         return None
     delays = {r.id: r.sched["run_delay_us"] for r in requests if r.sched and "run_delay_us" in r.sched}
     found = off_cpu.off_cpu(profiles, samples, capture.get("excimer_period_ms"),
-                            off_cpu.sql_senders(xh.values()) if xh else None, instrumented, run_delay_us=delays)
+                            off_cpu.sql_senders(xh.values()) if xh else None, instrumented, run_delay_us=delays,
+                            ends={r.id: r.end_ns for r in requests})
     if found is None:
         return None
     rows = off_cpu.significant(found.functions)

@@ -1,27 +1,29 @@
 """Where PHP waited: Excimer's wall-clock samples less perf's on-CPU samples, by PHP function.
 
-Excimer on the wall clock takes a sample at the first function call or loop after its timer
-fired; a sample stands here for the time since the sample before it (the first one for its
-weight in periods), so that a request's samples tile its time exactly, and a wait ends in the
-sample taken right after it, on the PHP function that waited. perf samples the worker's thread
-only while it runs on a CPU, one sample per `period` ns of CPU. The perf samples of the worker
-that fall in an Excimer sample's interval estimate the CPU time in it; the rest of the interval
-the worker was off the CPU: blocked (a statement's reply, a remote call, a sleep, a lock, the disk)
-or runnable and waiting for a CPU. Summed per function, the estimate is unbiased (each perf
-sample counts in full, never clipped per interval); its sampling error, given with each row, is
-taken as sqrt(n + 1) perf periods for n perf samples (n = 0 still leaves doubt: a function
-that used a whole perf period of CPU would show no sample one time in e).
+Excimer's timer fires every period; the sample is taken at the next interrupt check of the VM
+(a user function call, a loop), in the function then running, and weighs the fires since the
+last sample. A sample stands here for the time since the sample before it (the first one for
+the time since the profiler started), so that a request's samples tile its time. perf samples
+the worker's thread only while it runs on a CPU, one sample per perf period of CPU: the worker's
+perf samples inside a sample's interval estimate the CPU time in it, and the rest of the
+interval the worker was off the CPU: blocked (a statement's reply, a remote call, a sleep, a
+lock, the disk) or runnable and waiting for a CPU.
 
-What it can name: waits of at least an Excimer period (a remote call, a sleep, a lock, a large
-read), during which the timer fires, so that the interval of the sample taken after the wait is
-mostly the wait. A wait much shorter than the period (one fast statement) is spread over the
-functions whose samples follow it. `significant` keeps the rows whose off-CPU time is at least
-twice its error.
+Which waits are a function's own: a sample that weighs more than one fire was held up for more
+than a whole period in one builtin call (the VM checks for the timer between PHP calls and
+loops, not inside a builtin), made by the PHP code the sample names; its interval's off-CPU
+time is that call's wait (`blocked`, less the run-queue wait the function's CPU explains). A
+wait shorter than a period ends in an interval whose sample says nothing about what waited
+(it may be the function called next), so it counts as off the CPU but as no function's blocked
+time: blocked time is a lower bound, close for waits of several periods (a remote call, a
+sleep, a lock, a large read) and nothing for short ones (one fast statement).
 
-Excimer takes a sample at the next function call or loop after its timer fired, so the time of
-a blocking builtin (curl_exec, usleep, mysqli::query) lands on the PHP function that called it:
-the rows name the PHP code that waited. xhprof's call graph names which of them send SQL
-(`sql_senders`), so that waiting for the database is told apart from other waits.
+The error given with each row is taken as sqrt(n + 1) perf periods for n perf samples (n = 0
+still leaves doubt: a function that used a whole perf period of CPU would show no sample one
+time in e), grown by the queue taken out, which rests on the same samples.
+
+xhprof's call graph names the functions that send SQL (`sql_senders`), so that waiting for the
+database is told apart from other waits.
 """
 from __future__ import annotations
 
@@ -51,10 +53,10 @@ class OffCpuFunction:
     cpu_us: float           # estimated from perf's samples in its intervals
     off_cpu_us: float       # wall - cpu, never below 0
     queue_us: float         # the run-queue wait its CPU time explains (cpu x the capture's delay per CPU)
-    blocked_us: float       # off-CPU beyond that queueing, never below 0: what it waited for
+    blocked_us: float       # off-CPU time of its late samples' intervals beyond that queueing: what it waited for
     error_us: float         # the estimate's sampling error (about one standard error)
     sql: bool               # calls a builtin that waits for the database (xhprof)
-    stack: str              # the stack that waited most under it, root..leaf, last frames only
+    stack: str              # the stack that was blocked most under it (else its first), last frames only
 
 
 @dataclass
@@ -81,9 +83,20 @@ def sql_senders(xhprof_profiles) -> set[str]:
     return senders
 
 
-def _intervals(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None):
-    """(perf's sample period in ns, [(profile, stack, interval ns, perf samples in it)]), or None
-    without profiles, main-thread perf samples or a period."""
+@dataclass
+class Interval:
+    """The time one Excimer sample stands for, and what perf saw in it."""
+    request: str
+    stack: str
+    span_ns: float
+    perf_samples: int
+    delayed: bool            # the timer fired more than once before it: it ends a builtin call of its function
+
+
+def _intervals(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None,
+               ends: dict[str, int] | None = None):
+    """(perf's sample period in ns, the intervals, the tails after each request's last sample as
+    (span ns, perf samples)), or None without profiles, main-thread perf samples or a period."""
     if not profiles or not samples or not period_ms or period_ms <= 0:
         return None
     period_ns = period_ms * 1e6
@@ -97,70 +110,83 @@ def _intervals(profiles: list[ExcimerProfile], samples: list[PerfSample], period
         return None
     for t in times.values():
         t.sort()
-    out = []
+    out, tails = [], []
+
+    def on_cpu(t, start, end):
+        return bisect.bisect_right(t, end) - bisect.bisect_right(t, start)
+
     for p in profiles:
         t = times.get(p.pid, [])
         ordered = sorted(p.samples, key=lambda s: s[0])
-        previous = ordered[0][0] - ordered[0][1] * period_ns
-        for time_ns, _weight, i in ordered:
-            n = bisect.bisect_right(t, time_ns) - bisect.bisect_right(t, previous)
-            out.append((p, p.stacks[i], time_ns - previous, n))
+        first_t, first_w = ordered[0][0], ordered[0][1]
+        previous = p.start_ns if p.start_ns is not None and p.start_ns <= first_t else first_t - first_w * period_ns
+        for time_ns, weight, i in ordered:
+            out.append(Interval(p.request, p.stacks[i], time_ns - previous, on_cpu(t, previous, time_ns), weight > 1))
             previous = time_ns
-    return periods.most_common(1)[0][0], out
+        end = (ends or {}).get(p.request)
+        if end is not None and end > previous:
+            tails.append((end - previous, on_cpu(t, previous, end)))
+    return periods.most_common(1)[0][0], out, tails
 
 
 def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None,
             senders: set[str] | None, exclude: set[str] = frozenset(), frames_shown: int = 4,
-            run_delay_us: dict[str, int] | None = None) -> OffCpu | None:
-    """Wall, estimated CPU and off-CPU time per leaf PHP function over the profiles' requests
-    (`exclude` left out), means per request. `samples` are perf's, of the same requests; only
-    the worker's main thread counts (Excimer's timer thread is another). None without
-    profiles, perf samples or a period.
+            run_delay_us: dict[str, int] | None = None, ends: dict[str, int] | None = None) -> OffCpu | None:
+    """Wall, estimated CPU, off-CPU and blocked time per leaf PHP function over the profiles'
+    requests (`exclude` left out), means per request. `samples` are perf's, of the same
+    requests; only the worker's main thread counts (Excimer's timer thread is another). The
+    totals take in the time from each request's last sample to its end (`ends`, ns). None
+    without profiles, perf samples or a period.
 
     Off the CPU includes waiting in the run queue, which on a busy host every function does in
-    proportion to the CPU it asks for: given each request's run-queue delay (`run_delay_us`,
-    from the scheduler), a function's share of it is taken as its CPU time times the capture's
-    delay per unit of CPU, and `blocked_us` is what is left: the waits the function itself
-    made (plus the run-queue wait after waking from them)."""
+    proportion to the CPU it asks for, wherever its samples land: given each request's
+    run-queue delay (`run_delay_us`, from the scheduler), a function's share of it is taken as
+    its CPU time times the capture's delay per unit of CPU (`queue_us`), and `blocked_us` is
+    the off-CPU time of its late samples' intervals less that share: the waits the function
+    itself made (plus the run-queue wait after waking from them)."""
     profiles = [p for p in profiles if p.request not in exclude and p.samples]
-    walked = _intervals(profiles, samples, period_ms)
+    walked = _intervals(profiles, samples, period_ms, ends)
     if walked is None:
         return None
-    perf_period_ns, intervals = walked
+    pp, intervals, tails = walked
     wall: Counter = Counter()
     on_samples: Counter = Counter()
+    late_off: Counter = Counter()
     by_stack: Counter = Counter()
-    for _p, stack, span, n in intervals:
-        leaf = stack.rsplit(";", 1)[-1]
-        wall[leaf] += span
-        on_samples[leaf] += n
-        by_stack[stack] += span - n * perf_period_ns
+    for iv in intervals:
+        leaf = iv.stack.rsplit(";", 1)[-1]
+        wall[leaf] += iv.span_ns
+        on_samples[leaf] += iv.perf_samples
+        if iv.delayed:
+            late_off[leaf] += iv.span_ns - iv.perf_samples * pp
+            by_stack[iv.stack] += iv.span_ns - iv.perf_samples * pp
     n_req = len(profiles)
     worst: dict[str, tuple[float, str]] = {}
-    for stack, off in by_stack.items():
-        leaf = stack.rsplit(";", 1)[-1]
-        if off > worst.get(leaf, (-math.inf, ""))[0]:
-            worst[leaf] = (off, stack)
-    total_wall = sum(wall.values())
-    total_cpu = sum(on_samples.values()) * perf_period_ns
+    for iv in intervals:
+        leaf = iv.stack.rsplit(";", 1)[-1]
+        off = by_stack.get(iv.stack, -math.inf)
+        if leaf not in worst or off > worst[leaf][0]:
+            worst[leaf] = (off, iv.stack)
+    total_wall = sum(wall.values()) + sum(span for span, _ in tails)
+    total_cpu = (sum(on_samples.values()) + sum(n for _, n in tails)) * pp
     delays = [(run_delay_us or {}).get(p.request) for p in profiles]
     per_cpu = (sum(delays) * 1e3 / total_cpu if total_cpu and all(d is not None for d in delays) else 0.0)
     rows = []
     for name, w in wall.items():
-        cpu = on_samples[name] * perf_period_ns
-        off = max(0.0, w - cpu)
-        queue = min(off, min(cpu, w) * per_cpu)
+        cpu = min(on_samples[name] * pp, w)
+        off = w - cpu
+        queue = min(off, cpu * per_cpu)
         rows.append(OffCpuFunction(
-            name=name, wall_us=w / 1e3 / n_req, cpu_us=min(cpu, w) / 1e3 / n_req,
-            off_cpu_us=off / 1e3 / n_req, queue_us=queue / 1e3 / n_req, blocked_us=(off - queue) / 1e3 / n_req,
-            error_us=math.sqrt(on_samples[name] + 1) * perf_period_ns * (1 + per_cpu) / 1e3 / n_req,
+            name=name, wall_us=w / 1e3 / n_req, cpu_us=cpu / 1e3 / n_req,
+            off_cpu_us=off / 1e3 / n_req, queue_us=queue / 1e3 / n_req,
+            blocked_us=max(0.0, late_off[name] - cpu * per_cpu) / 1e3 / n_req,
+            error_us=math.sqrt(on_samples[name] + 1) * pp * (1 + per_cpu) / 1e3 / n_req,
             sql=bool(senders) and name in senders,
             stack=";".join(worst[name][1].split(";")[-frames_shown:])))
     rows.sort(key=lambda r: (-r.blocked_us, -r.off_cpu_us, r.name))
-    off_total = max(0.0, total_wall - total_cpu) / 1e3 / n_req
     return OffCpu(requests=n_req, wall_us=total_wall / 1e3 / n_req, cpu_us=total_cpu / 1e3 / n_req,
-                  off_cpu_us=off_total, queue_per_cpu=round(per_cpu, 4), sql_known=senders is not None,
-                  perf_period_us=perf_period_ns / 1e3, functions=rows)
+                  off_cpu_us=max(0.0, total_wall - total_cpu) / 1e3 / n_req, queue_per_cpu=round(per_cpu, 4),
+                  sql_known=senders is not None, perf_period_us=pp / 1e3, functions=rows)
 
 
 def off_cpu_stacks(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None,
@@ -171,10 +197,10 @@ def off_cpu_stacks(profiles: list[ExcimerProfile], samples: list[PerfSample], pe
     walked = _intervals([p for p in profiles if p.request not in exclude and p.samples], samples, period_ms)
     if walked is None:
         return {}
-    perf_period_ns, intervals = walked
+    pp, intervals, _tails = walked
     off: Counter = Counter()
-    for _p, stack, span, n in intervals:
-        off[stack] += span - n * perf_period_ns
+    for iv in intervals:
+        off[iv.stack] += iv.span_ns - iv.perf_samples * pp
     return {stack: round(ns / 1e3) for stack, ns in off.items() if ns / 1e3 >= 0.5}
 
 

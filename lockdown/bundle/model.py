@@ -223,6 +223,7 @@ class ExcimerProfile(_Record):
     pid: int
     stacks: list[str]
     samples: list
+    start_ns: int | None = None     # when the profiler started (CLOCK_MONOTONIC); older bundles lack it
 
     def problem(self) -> str | None:
         return samples_problem(self.samples, len(self.stacks))

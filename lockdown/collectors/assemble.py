@@ -85,7 +85,7 @@ def excimer(raw: Path, records: list[RequestRecord], writer: BundleWriter) -> di
             continue
         start = d["start_ns"]
         profiles.append(ExcimerProfile(d["request"], d["pid"], d["stacks"],
-                                       [[start + t, w, i] for t, w, i in d["samples"]]))
+                                       [[start + t, w, i] for t, w, i in d["samples"]], start_ns=start))
     writer.write_jsonl("excimer.jsonl", profiles)
     with_stacks = {p.request for p in profiles if p.samples}
     return {"requests": len(profiles), "requests_with_samples": len(with_stacks),

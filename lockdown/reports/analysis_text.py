@@ -112,12 +112,12 @@ def off_cpu_lines(o: dict | None, top: int = 10) -> list[str]:
     if not o:
         return []
     queue = (f"; waiting for a CPU is taken as {o['queue_per_cpu']:.2f} ms per ms of a function's CPU "
-             f"(the capture's run-queue delay), the rest is what it waited for (blocked)" if o["queue_per_cpu"] else "")
+             f"(the capture's run-queue delay) and taken out" if o["queue_per_cpu"] else "")
     lines = ["", f"off the CPU, by PHP function (Excimer wall samples less perf's on-CPU samples, "
                  f"{o['requests']} requests): {o['off_cpu_us'] / 1000:.1f} of {o['wall_us'] / 1000:.1f} ms "
-                 f"a request{queue}; waits shorter than the {o['excimer_period_ms']:g} ms Excimer period spread "
-                 f"over the functions sampled after them, so only functions whose blocked time stands out of its "
-                 f"sampling error are listed" + ("" if o["sql_known"] else " (no xhprof: senders of SQL not marked)")]
+                 f"a request{queue}; blocked: waits in one builtin call longer than the {o['excimer_period_ms']:g} ms "
+                 f"Excimer period (a lower bound; shorter waits count only in the total), listed where it stands "
+                 f"out of its sampling error" + ("" if o["sql_known"] else " (no xhprof: senders of SQL not marked)")]
     if not o["functions"]:
         lines.append(f"  none of the {o['functions_sampled']} functions sampled does")
         return lines

@@ -4,7 +4,9 @@ process it starts, a large read. A page that waits on another service is as slow
 service, and its worker can serve nobody else meanwhile.
 
 From lockdown/analyzers/off_cpu.py: Excimer's wall samples less perf's on-CPU samples of the
-worker, by PHP function, the run-queue wait its CPU explains taken out. A function is reported
+worker, by PHP function, counting only waits in builtin calls longer than an Excimer period
+(a sample held up for more than a period names the function that made the call), the run-queue
+wait its CPU explains taken out. A function is reported
 when its blocked time stands out of its sampling error (`off_cpu.significant`), it sends no SQL
 (it calls no database builtin in xhprof; statements have their own detectors), and it blocks
 at least `min_share_pct` of the timed requests' wall time and `min_ms` a request. What it
@@ -35,7 +37,7 @@ def detect(ctx: Context) -> list[Finding]:
     found = off_cpu([p for p in ctx.excimer_profiles if p.request in timed], ctx.native,
                     capture.get("excimer_period_ms"),
                     sql_senders(ctx.xhprof_profiles.values()) if ctx.xhprof_profiles else None,
-                    run_delay_us=delays)
+                    run_delay_us=delays, ends={r.id: r.end_ns for r in ctx.timed})
     if found is None or not found.wall_us:
         return []
     out = []
