@@ -16,6 +16,9 @@ def test_doctor_passes_here(lockdown):
                    "perf sampling with DWARF call graphs", "mariadbd", "nginx",
                    "writable run directory"):
         assert needed in names
+    # FFI: optional (concurrent captures fall back to /proc/self/net/tcp without it)
+    [ffi] = [c for c in data["checks"] if c["name"] == "php extension ffi"]
+    assert ffi["ok"] and not ffi["required"], ffi
     # the host's steadiness: measured, never required, a warning with advice above 5%
     [row] = [c for c in data["checks"] if c["name"] == "host steadiness (benchmark precision)"]
     m = re.fullmatch(r"(\d+) core\(s\) busy for 2 s: work per 0.2 s varied ([\d.]+)% \(CV\), "

@@ -172,6 +172,9 @@ def run_checks() -> list[Check]:
         extension_check("mysqli", "php8.2-mysql", deps=("mysqlnd",)),
         extension_check("tideways_xhprof", "php8.2-tideways"),
         extension_check("excimer", "php-excimer"),
+        # optional: captures at concurrency > 1 ask their sockets for their ports through FFI,
+        # and read /proc/self/net/tcp (milliseconds a request) without it
+        extension_check("ffi", "php8.2-common", required=False),
         perf_check(),
         _version_check("mariadbd", ["mariadbd", "--version"], "mariadb-server"),
         _version_check("mariadb-install-db", ["mariadb-install-db", "--help"], "mariadb-server",
