@@ -195,3 +195,12 @@ def test_a_function_that_sleeps_is_named_with_its_wait(lockdown, tmp_path):
     # raised thresholds: nothing to say
     quiet = {**load_thresholds(), "blocking-wait": {"min_share_pct": 99.0, "min_ms": 1.0, "max_findings": 3}}
     assert blocking_wait.detect(build_context(open_bundle(out), quiet)) == []
+
+
+def test_recursion_levels_are_the_function_and_a_half_microsecond_is_no_frame():
+    """xhprof names a function's nested levels f@1, f@2: they send SQL as f does. A stack whose
+    off-CPU time rounds to no microsecond is no frame of the flame graph."""
+    xh = [{"Tree::walk==>Tree::walk@1": {"ct": 1}, "Tree::walk@1==>mysqli_query": {"ct": 2}}]
+    assert sql_senders(xh) == {"Tree::walk"}
+    half = profile("h", 1, [(5.0005, 1, "main;half"), (5.0015, 1, "main;whole")], start_ms=5)
+    assert off_cpu_stacks([half], [perf(1, 1)], 5.0) == {"main;whole": 1}      # 0.5 us rounds to 0

@@ -78,8 +78,8 @@ def sql_senders(xhprof_profiles) -> set[str]:
     for profile in xhprof_profiles:
         for key in profile:
             caller, sep, callee = key.partition("==>")
-            if sep and _DB_CALL.match(callee):
-                senders.add(caller)
+            if sep and _DB_CALL.match(callee.split("@", 1)[0]):
+                senders.add(caller.split("@", 1)[0])     # f@2: f, one level deeper in its own recursion
     return senders
 
 
@@ -201,7 +201,8 @@ def off_cpu_stacks(profiles: list[ExcimerProfile], samples: list[PerfSample], pe
     off: Counter = Counter()
     for iv in intervals:
         off[iv.stack] += iv.span_ns - iv.perf_samples * pp
-    return {stack: round(ns / 1e3) for stack, ns in off.items() if ns / 1e3 >= 0.5}
+    weights = {stack: round(ns / 1e3) for stack, ns in off.items()}
+    return {stack: us for stack, us in weights.items() if us >= 1}
 
 
 def significant(rows: list[OffCpuFunction], min_us: float = 100.0) -> list[OffCpuFunction]:

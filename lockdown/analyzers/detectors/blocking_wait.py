@@ -99,7 +99,7 @@ def _builtins_called(ctx: Context, function: str, top: int = 3) -> list[tuple[st
     for profile in ctx.xhprof_profiles.values():
         for key, m in profile.items():
             caller, sep, callee = key.partition("==>")
-            callee = callee.split("@", 1)[0]
+            caller, callee = caller.split("@", 1)[0], callee.split("@", 1)[0]
             if not sep or caller != function:
                 continue
             if callee not in internal and callee.split("::", 1)[0] not in classes:
