@@ -204,3 +204,23 @@ def test_recursion_levels_are_the_function_and_a_half_microsecond_is_no_frame():
     assert sql_senders(xh) == {"Tree::walk"}
     half = profile("h", 1, [(5.0005, 1, "main;half"), (5.0015, 1, "main;whole")], start_ms=5)
     assert off_cpu_stacks([half], [perf(1, 1)], 5.0) == {"main;whole": 1}      # 0.5 us rounds to 0
+
+
+def test_no_off_cpu_view_without_a_wall_clock_profile_and_perf(lockdown, tmp_path):
+    """Excimer on the CPU clock sees no waits, and without perf there is no CPU to take out:
+    the off-CPU flame graph says which in one line and writes nothing; analyze leaves the view
+    out."""
+    cpu_clock, no_perf = tmp_path / "cpu", tmp_path / "noperf"
+    for out, args in ((cpu_clock, ("--excimer-clock", "cpu")), (no_perf, ("--collect", "excimer"))):
+        r = lockdown("profile", "hello", "-n", "20", "--no-overhead-check", "-o", out, *args)
+        assert r.returncode == 0, r.stderr[-2000:]
+    svg = tmp_path / "off.svg"
+    r = lockdown("flamegraph", cpu_clock, "--kind", "php-offcpu", "-o", svg)
+    assert r.returncode != 0 and r.stderr.strip().splitlines() == [
+        f"lockdown: error: {cpu_clock}: Excimer sampled the CPU clock in this capture, which shows no waits; "
+        f"capture again with --excimer-clock wall (the default)"]
+    r = lockdown("flamegraph", no_perf, "--kind", "php-offcpu", "-o", svg)
+    assert r.returncode != 0 and "were the excimer and perf collectors both on?" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not svg.exists()
+    for bundle in (cpu_clock, no_perf):
+        assert "off_cpu" not in json.loads(lockdown("analyze", bundle, "--json").stdout)

@@ -72,7 +72,8 @@ def stacks(bundle: Bundle, kind: str, request: str | None = None, url: str | Non
               if kind == "php" else php_off_cpu_stacks(bundle, ids))
     if not folded:
         where = f"request {request}" if request else f"URL {url}" if url else "this capture"
-        collector = {"native": "perf", "php": "excimer"}.get(kind, "excimer and perf")
-        raise LockdownError(f"{bundle.root}: no {kind} stacks for {where} (was the {collector} "
-                            f"collector on? see `lockdown validate {bundle.root}`)")
+        collectors = {"native": "was the perf collector", "php": "was the excimer collector"}.get(
+            kind, "were the excimer and perf collectors both")
+        raise LockdownError(f"{bundle.root}: no {kind} stacks for {where} ({collectors} on? see "
+                            f"`lockdown validate {bundle.root}`)")
     return folded
