@@ -453,8 +453,9 @@ def test_the_builtins_a_function_waits_in_by_wall_time_a_profiled_request():
                                               "g==>flock": {"ct": 1, "wt": 8}, "g==>strlen": {"ct": 1, "wt": 1}}})
     assert blocking_wait._builtins_called(many, "g") == [("usleep", 1, 10), ("fopen", 1, 9), ("flock", 1, 8)]
     assert blocking_wait._builtins_called(many, "g", top=4)[3] == ("strlen", 1, 1)
-    ctx.manifest["php"] = {}                                             # no lists of builtins: none known
-    assert blocking_wait._builtins_called(ctx, "remote_call") == []
+    unknown = context([], [], [], xhprof=xh)
+    unknown.manifest["php"] = {}                                         # no lists of builtins: none known
+    assert blocking_wait._builtins_called(unknown, "remote_call") == []
 
 
 # -- text ------------------------------------------------------------------------------------------

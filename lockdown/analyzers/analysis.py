@@ -95,8 +95,7 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         out["php_functions"] = {"samples": total, "top": [asdict(f) for f in funcs[:top]],
                                 "sample_count": count}
     xh = {i: bundle.xhprof(i) for i in bundle.xhprof_ids() if i in ids}
-    waits = _off_cpu(bundle.manifest.get("capture") or {}, requests, profiles, samples, xh, instrumented,
-                     bundle.manifest.get("run_dir"))
+    waits = _off_cpu(bundle.manifest, requests, profiles, samples, xh, instrumented)
     if waits is not None:
         out["off_cpu"] = waits
     php = bundle.manifest.get("php", {})
@@ -132,23 +131,16 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     return out
 
 
-def _off_cpu(capture: dict, requests: list, profiles: list, samples: list, xh: dict, instrumented: set,
-             run_dir: str | None, top: int = 15) -> dict | None:
+def _off_cpu(manifest: dict, requests: list, profiles: list, samples: list, xh: dict, instrumented: set,
+             top: int = 15) -> dict | None:
     """Where PHP waited off the CPU (analyzers/off_cpu.py): Excimer on the wall clock and perf
     both collected. Rows kept only where the estimate stands out of its sampling error."""
-    if capture.get("excimer_clock", "wall") != "wall":
-        return None
-    delays = {r.id: r.sched["run_delay_us"] for r in requests if r.sched and "run_delay_us" in r.sched}
-    found = off_cpu.off_cpu(profiles, samples, capture.get("excimer_period_ms"),
-                            off_cpu.sql_senders(xh.values()) if xh else None, instrumented, run_delay_us=delays,
-                            ends={r.id: r.end_ns for r in requests})
+    found = off_cpu.of_capture(manifest, requests, profiles, samples, list(xh.values()), instrumented)
     if found is None:
         return None
     rows = off_cpu.significant(found.functions)
-    for r in rows:
-        r.stack = off_cpu.app_relative(r.stack, run_dir)
     return {**{k: v for k, v in asdict(found).items() if k != "functions"},
-            "excimer_period_ms": capture.get("excimer_period_ms"),
+            "excimer_period_ms": (manifest.get("capture") or {}).get("excimer_period_ms"),
             "functions": [asdict(r) for r in rows[:top]], "functions_significant": len(rows),
             "functions_sampled": len(found.functions)}
 

@@ -33,7 +33,8 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from ..bundle.model import ExcimerProfile, PerfSample
+from ..bundle.model import ExcimerProfile, PerfSample, RequestRecord
+from .builtins import entries
 
 # builtins that send a statement, or connect, and wait for the server's reply
 _DB_CALL = re.compile(
@@ -76,10 +77,9 @@ def sql_senders(xhprof_profiles) -> set[str]:
     ("caller==>callee" keys)."""
     senders = set()
     for profile in xhprof_profiles:
-        for key in profile:
-            caller, sep, callee = key.partition("==>")
-            if sep and _DB_CALL.match(callee.split("@", 1)[0]):
-                senders.add(caller.split("@", 1)[0])     # f@2: f, one level deeper in its own recursion
+        for caller, callee, _ in entries(profile):      # f@2 is f, one level deeper in its recursion
+            if caller is not None and _DB_CALL.match(callee):
+                senders.add(caller)
     return senders
 
 
@@ -187,6 +187,30 @@ def off_cpu(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms
     return OffCpu(requests=n_req, wall_us=total_wall / 1e3 / n_req, cpu_us=total_cpu / 1e3 / n_req,
                   off_cpu_us=max(0.0, total_wall - total_cpu) / 1e3 / n_req, queue_per_cpu=round(per_cpu, 4),
                   sql_known=senders is not None, perf_period_us=pp / 1e3, functions=rows)
+
+
+def wall_clock(capture: dict) -> bool:
+    """Excimer sampled the wall clock (the default), the only profile that shows waits."""
+    return capture.get("excimer_clock", "wall") == "wall"
+
+
+def of_capture(manifest: dict, requests: list[RequestRecord], profiles: list[ExcimerProfile],
+               samples: list[PerfSample], xhprof_profiles: list[dict], exclude: set[str] = frozenset()) -> OffCpu | None:
+    """`off_cpu` over a bundle's requests, as the analysis and the blocking-wait detector both
+    read it: the requests' run-queue delays and ends, the SQL senders from their xhprof
+    profiles (unknown without any), stacks named relative to the app tree. None unless
+    Excimer sampled the wall clock."""
+    capture = manifest.get("capture") or {}
+    if not wall_clock(capture):
+        return None
+    found = off_cpu(profiles, samples, capture.get("excimer_period_ms"),
+                    sql_senders(xhprof_profiles) if xhprof_profiles else None, exclude,
+                    run_delay_us={r.id: r.sched["run_delay_us"] for r in requests
+                                  if r.sched and "run_delay_us" in r.sched},
+                    ends={r.id: r.end_ns for r in requests})
+    for row in found.functions if found else []:
+        row.stack = app_relative(row.stack, manifest.get("run_dir"))
+    return found
 
 
 def off_cpu_stacks(profiles: list[ExcimerProfile], samples: list[PerfSample], period_ms: float | None,

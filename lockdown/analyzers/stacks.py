@@ -9,10 +9,12 @@ from ..bundle.store import Bundle
 from ..errors import LockdownError
 from .analysis import select
 from .folded import fold_excimer, fold_perf_records
-from .off_cpu import off_cpu_stacks
+from .off_cpu import app_relative, off_cpu_stacks, wall_clock
 from .symbolize import jit_name, symbolize, tables_for
 
 KINDS = ("native", "php", "php-offcpu")
+# each kind's graph title, in the order a run writes them (php first: what users open first)
+TITLES = {"php": "PHP stacks", "php-offcpu": "PHP stacks off the CPU (us)", "native": "Native stacks"}
 
 
 def request_ids(bundle: Bundle, request: str | None = None, url: str | None = None) -> set[str]:
@@ -41,14 +43,13 @@ def php_stacks(bundle: Bundle, ids: set[str]) -> dict:
 
 
 def relative_scripts(folded: dict, manifest: dict) -> dict:
-    """Script frames named relative to the capture's app tree."""
+    """Script frames named relative to the capture's app tree (`off_cpu.app_relative`)."""
     run_dir = manifest.get("run_dir")
     if not run_dir:
         return folded
-    prefix = f"{run_dir.rstrip('/')}/app/"
     out: dict = {}
     for stack, weight in folded.items():
-        key = stack.replace(prefix, "")
+        key = app_relative(stack, run_dir)
         out[key] = out.get(key, 0) + weight
     return out
 
@@ -57,7 +58,7 @@ def php_off_cpu_stacks(bundle: Bundle, ids: set[str]) -> dict:
     """PHP stacks weighted by the microseconds they spent off the CPU (analyzers/off_cpu.py):
     Excimer on the wall clock and perf, both of the chosen requests."""
     capture = bundle.manifest.get("capture") or {}
-    if capture.get("excimer_clock", "wall") != "wall":
+    if not wall_clock(capture):
         raise LockdownError(f"{bundle.root}: Excimer sampled the CPU clock in this capture, which "
                             f"shows no waits; capture again with --excimer-clock wall (the default)")
     samples = [s for s in bundle.perf_samples() if s.request in ids]

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from ..analyzers.folded import format_folded, read_folded
-from ..analyzers.stacks import KINDS, stacks
+from ..analyzers.stacks import KINDS, TITLES, stacks
 from ..bundle.store import open_bundle
 from ..errors import LockdownError
 from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph, render_flamegraph
@@ -18,7 +18,6 @@ from .destinations import check_not_input, say_written
 from .main import main
 
 FORMATS = ("svg", "folded", "speedscope")
-TITLES = {"php": "PHP stacks", "native": "Native stacks", "php-offcpu": "PHP stacks off the CPU (us)"}
 
 
 def _format_of(out: Path, given: str | None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..analyzers.stacks import TITLES
 from ..bundle.store import Bundle, BundleError
 from ..errors import LockdownError
 from .html_report import capture_flamegraph, report_html
@@ -44,10 +45,9 @@ def write_flamegraphs(bundle: Bundle, run_dir: Path) -> list[Path]:
     were off or saw nothing is left out."""
     written = []
     target = (bundle.manifest.get("target") or {}).get("name") or bundle.root.name
-    labels = {"php": "PHP stacks", "php-offcpu": "PHP stacks off the CPU (us)", "native": "Native stacks"}
-    for kind in labels:          # php first: what users open first
+    for kind, label in TITLES.items():
         try:
-            svg = capture_flamegraph(bundle, kind, f"{labels[kind]}: {target}")
+            svg = capture_flamegraph(bundle, kind, f"{label}: {target}")
         except BundleError:
             raise
         except LockdownError:

@@ -21,7 +21,7 @@ the summary and `details`.
 from __future__ import annotations
 
 from ..findings import Evidence, Finding
-from ..off_cpu import app_relative, off_cpu, significant, sql_senders
+from ..off_cpu import of_capture, significant
 from .context import Context
 
 ID = "blocking-wait"
@@ -29,15 +29,8 @@ ID = "blocking-wait"
 
 def detect(ctx: Context) -> list[Finding]:
     cfg = ctx.thresholds.get(ID, {})
-    capture = ctx.manifest.get("capture") or {}
-    if capture.get("excimer_clock", "wall") != "wall" or not ctx.excimer_profiles:
-        return []
-    timed = ctx.timed_ids
-    delays = {r.id: r.sched["run_delay_us"] for r in ctx.timed if r.sched and "run_delay_us" in r.sched}
-    found = off_cpu([p for p in ctx.excimer_profiles if p.request in timed], ctx.native,
-                    capture.get("excimer_period_ms"),
-                    sql_senders(ctx.xhprof_profiles.values()) if ctx.xhprof_profiles else None,
-                    run_delay_us=delays, ends={r.id: r.end_ns for r in ctx.timed})
+    found = of_capture(ctx.manifest, ctx.timed, [p for p in ctx.excimer_profiles if p.request in ctx.timed_ids],
+                       ctx.native, list(ctx.xhprof_profiles.values()))
     if found is None or not found.wall_us:
         return []
     out = []
@@ -62,8 +55,7 @@ def _finding(ctx: Context, found, row, share: float) -> Finding:
         Evidence("its wall time as the leaf of the PHP stacks, ms a request", round(row.wall_us / 1000, 2), source),
         Evidence("waiting for a CPU its own CPU explains, taken out, ms a request", round(row.queue_us / 1000, 2),
                  "the requests' run-queue delay (requests.jsonl sched) per unit of CPU"),
-        Evidence("the stack that waited most (last frames)", app_relative(row.stack, ctx.manifest.get("run_dir")),
-                 "excimer.jsonl"),
+        Evidence("the stack that waited most (last frames)", row.stack, "excimer.jsonl"),
     ]
     profiles = sorted(ctx.xhprof_profiles)
     for name, calls, wall_us in waited_in:
@@ -84,7 +76,7 @@ def _finding(ctx: Context, found, row, share: float) -> Finding:
                    details={"function": row.name, "blocked_us": round(row.blocked_us, 1),
                             "error_us": round(row.error_us, 1), "queue_us": round(row.queue_us, 1),
                             "wall_share_pct": round(share, 2),
-                            "stack": app_relative(row.stack, ctx.manifest.get("run_dir")),
+                            "stack": row.stack,
                             "waited_in": [{"builtin": n, "calls_per_request": c, "wall_us_per_request": round(w, 1)}
                                           for n, c, w in waited_in]})
 
@@ -92,20 +84,13 @@ def _finding(ctx: Context, found, row, share: float) -> Finding:
 def _builtins_called(ctx: Context, function: str, top: int = 3) -> list[tuple[str, float, float]]:
     """The builtins `function` calls directly, by wall time a profiled request: (name, calls,
     wall us), those with at least a tenth of the biggest one's time."""
-    internal = set(ctx.manifest.get("php", {}).get("internal_functions") or [])
-    classes = set(ctx.manifest.get("php", {}).get("internal_classes") or [])
     calls: dict[str, float] = {}
     wall: dict[str, float] = {}
-    for profile in ctx.xhprof_profiles.values():
-        for key, m in profile.items():
-            caller, sep, callee = key.partition("==>")
-            caller, callee = caller.split("@", 1)[0], callee.split("@", 1)[0]
-            if not sep or caller != function:
-                continue
-            if callee not in internal and callee.split("::", 1)[0] not in classes:
-                continue
-            calls[callee] = calls.get(callee, 0) + (m.get("ct") or 0)
-            wall[callee] = wall.get(callee, 0) + (m.get("wt") or 0)
+    for edges in ctx.xhprof_edges.values():
+        for (caller, callee), m in edges.items():
+            if caller == function and ctx.is_internal(callee):
+                calls[callee] = calls.get(callee, 0) + m["ct"]
+                wall[callee] = wall.get(callee, 0) + m["wt"]
     n = len(ctx.xhprof_profiles) or 1
     rows = sorted(((c, calls[c] / n, wall[c] / n) for c in wall), key=lambda r: -r[2])[:top]
     return [r for r in rows if rows and r[2] >= 0.1 * rows[0][2] and r[2] > 0]
