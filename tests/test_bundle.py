@@ -329,7 +329,7 @@ def test_fast_pages_are_judged_by_what_their_windows_can_hold():
     assert fast["perf samples attributed"].ok, fast["perf samples attributed"].detail
     assert "cover 76% of the client's, so at least 68% is expected" in fast["perf samples attributed"].detail
     assert fast["PHP stacks per request"].ok
-    assert "10 shorter than three 4 ms sampling periods have none" in fast["PHP stacks per request"].detail
+    assert "10 shorter than three 4 ms sampling periods (their wait for a CPU not counted) have none" in fast["PHP stacks per request"].detail
     # the same losses on 200 ms pages are a broken capture
     slow = {c.name: c for c in coverage_checks(_Captured([200_000] * 10, 4.0, 1500, 3, 1, stacks=False))}
     assert not slow["perf samples attributed"].ok and "expected" not in slow["perf samples attributed"].detail
@@ -404,16 +404,20 @@ def test_coverage_checks_count_what_each_collector_should_have_left():
     assert not c["perf samples attributed"].ok and "expected" not in c["perf samples attributed"].detail
     assert checks({"requests": {"sent": 1}}, [_rq(1)])["requests logged"].ok
     # Excimer: a request without stacks is missing unless shorter than three sampling periods
-    def timed(i, wall_us):
+    def timed(i, wall_us, run_delay_us=None):
         return RequestRecord(id=f"r{i}", pid=7, method="GET", uri="/", status=200, start_ns=0, end_ns=1,
-                             start_unix=1.7e9, wall_us=wall_us, cpu_us=1, peak_memory=1, instrumented=False)
+                             start_unix=1.7e9, wall_us=wall_us, cpu_us=1, peak_memory=1, instrumented=False,
+                             sched=None if run_delay_us is None else {"run_delay_us": run_delay_us})
     ex = {"capture": {"collect": ["excimer"], "excimer_period_ms": 2}}
     stacks = [ExcimerProfile(request="r1", pid=7, stacks=["main"], samples=[[1, 1, 0]])]
     c = checks(ex, [timed(1, 50_000), timed(2, 5_999)], excimer=stacks)["PHP stacks per request"]
     assert c.ok and c.detail == ("1 of 2 requests have Excimer stacks; 1 shorter than three 2 ms sampling "
-                                 "periods have none, as can happen")
+                                 "periods (their wait for a CPU not counted) have none, as can happen")
     c = checks(ex, [timed(1, 50_000), timed(2, 6_000)], excimer=stacks)["PHP stacks per request"]
     assert not c.ok and c.detail == "1 of 2 requests have Excimer stacks (missing: r2)"
+    # the run queue's wait is taken out (a 7.4 ms page queued for 5.5 ms had no sample), and only it
+    assert checks(ex, [timed(1, 50_000), timed(2, 7_356, 5_507)], excimer=stacks)["PHP stacks per request"].ok
+    assert not checks(ex, [timed(1, 50_000), timed(2, 7_356, 1_356)], excimer=stacks)["PHP stacks per request"].ok
     c = checks(ex, [timed(1, 50_000)], excimer=stacks)["PHP stacks per request"]
     assert c.ok and c.detail == "1 of 1 requests have Excimer stacks"
     assert not checks({"capture": {"collect": ["excimer"]}}, [timed(2, 1)])["PHP stacks per request"].ok
