@@ -305,8 +305,8 @@ def detect(ctx: Context) -> list:
             f"{r['name']} {r['calls_per_request']:g} calls, {r['exclusive_us_per_request']:.0f} us"
             for r in called[:5]) + ".")
         if len(called) < len(rows):
-            parts.append(f"Not listed: {', '.join(opcodes)}, "
-                         "VM opcodes rather than calls outside the instrumented worker.")
+            parts.append(f"Not listed: {', '.join(opcodes)}: outside the instrumented worker "
+                         "PHP compiles these to VM opcodes, not calls.")
     if shares:
         parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(shares.items())[:6]) + ".")
     parts.append("Informational: where to look first, in the spirit of HHVM's lockdown lists; "
