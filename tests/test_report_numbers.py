@@ -183,6 +183,17 @@ def test_a_paired_only_change_is_named_as_such(tmp_path):
     assert "paired ratios alone" not in format_verify(data)
 
 
+def test_verify_names_each_differential_flame_graph_in_words():
+    """verify.json keys its graphs by kind and widths; the terminal says which is which."""
+    data = copy.deepcopy(VERIFY_ALL)
+    data["diff_svg"] = {"php": "diff-php.svg", "php_before_widths": "diff-php-before.svg",
+                        "native": None, "native_before_widths": None}
+    lines = format_verify(data).splitlines()
+    assert "  PHP differential flame graph, widths from after: diff-php.svg" in lines
+    assert "  PHP differential flame graph, widths from before (what the fix removed): diff-php-before.svg" in lines
+    assert not any("native" in x or "_before_widths" in x for x in lines)
+
+
 # -- A2: verify is recommended only where there is something to verify ------------------------
 
 def test_informational_findings_recommend_no_verify(run):

@@ -71,7 +71,9 @@ def format_verify(result: dict) -> str:
             lines.append(f"    {', '.join(e['findings'])}: {n.rps(e['without_rps'])} -> {n.rps(e['all_rps'])} req/s, "
                          f"change {n.change(c['change_pct'])} {n.estimate_name(c)} ({ci})"
                          + ("" if c["significant"] else "; the interval includes zero"))
-    for kind, name in (result.get("diff_svg") or {}).items():
+    for key, name in (result.get("diff_svg") or {}).items():
         if name:
-            lines.append(f"  {kind} differential flame graph: {name}")
+            kind, before, _ = key.partition("_before_widths")
+            lines.append(f"  {'PHP' if kind == 'php' else kind} differential flame graph, widths from "
+                         + ("before (what the fix removed): " if before else "after: ") + name)
     return "\n".join(lines)
