@@ -194,6 +194,20 @@ def test_verify_names_each_differential_flame_graph_in_words():
     assert not any("native" in x or "_before_widths" in x for x in lines)
 
 
+def test_new_findings_of_the_recapture_are_named_by_title(run):
+    """A re-capture numbers its keys afresh: its repeated-call can be about another function
+    than the run's repeated-call the fix removed; the title says which, in both outputs."""
+    data = copy.deepcopy(VERIFY_ALL)
+    data["reprofile"]["new"] = ["fs-scan"]
+    data["reprofile"]["findings"] = [{"key": "fs-scan", "id": "fs-scan", "title": "scan of <plugins> & themes"}]
+    lines = format_verify(data).splitlines()
+    i = lines.index("  new in the re-capture (not in the run), by the re-capture's keys:")
+    assert lines[i + 1] == "    fs-scan: scan of <plugins> & themes"
+    (run / "verify" / "all" / "verify.json").write_text(json.dumps(data))
+    html = report_html(run)
+    assert "<code>fs-scan</code> (scan of &lt;plugins&gt; &amp; themes)" in html
+
+
 # -- A2: verify is recommended only where there is something to verify ------------------------
 
 def test_informational_findings_recommend_no_verify(run):

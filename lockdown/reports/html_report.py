@@ -41,6 +41,7 @@ from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
 from .reproduce import run_command, suggest_verify
 from .run_results import REDO_RUN, RunDirError, read_findings_file, read_json, reading, run_bundle
+from .verify_text import new_findings
 from .writeup import pages_line
 
 MAX_REQUESTS = 200        # requests in the drill-down (slowest first)
@@ -540,7 +541,7 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "estimate": numbers.estimate_name(change), "paired": numbers.paired_clause(bench),
             "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
             "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
-            "new": [_text(k) for k in re_.get("new") or []],
+            "new": new_findings(re_),
             "gone_of": _gone_of(re_.get("gone_by_finding")),
             "gone_by": re_.get("gone_by_finding") if isinstance(re_.get("gone_by_finding"), dict) else {},
             "pages": _pages(data.get("responses")),

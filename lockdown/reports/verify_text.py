@@ -45,6 +45,14 @@ def verdict_line(result: dict) -> str:
     return f"finding {result['finding']['key']}: {gone}"
 
 
+def new_findings(reprofile: dict) -> list[tuple[str, str]]:
+    """The re-capture's findings the run did not have, as (key, title): keys are numbered per
+    capture, so a new repeated-call can carry the key of the one the fix removed, and only its
+    title says what it is about."""
+    titles = {f.get("key"): f.get("title") for f in reprofile.get("findings") or [] if isinstance(f, dict)}
+    return [(str(k), str(titles.get(k) or "")) for k in reprofile.get("new") or []]
+
+
 def format_verify(result: dict) -> str:
     paired = paired_line(result)
     together = result.get("findings") or []
@@ -56,8 +64,8 @@ def format_verify(result: dict) -> str:
              *([f"  ({paired})"] if paired else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
              f"  {verdict_line(result)}",
-             *([f"  new in the re-capture (not in the run): {', '.join(new)}"]
-               if (new := result["reprofile"].get("new")) else []),
+             *([f"  new in the re-capture (not in the run), by the re-capture's keys:"]
+               + [f"    {key}: {title}" for key, title in new] if (new := new_findings(result["reprofile"])) else []),
              *([f"  re-capture's candidates dismissed by the argument probe: "
                 f"{', '.join(d.get('function', '?') for d in dismissed)}"]
                if (dismissed := result["reprofile"].get("dismissed")) else []),
