@@ -64,7 +64,7 @@ def format_verify(result: dict) -> str:
              *([f"  ({paired})"] if paired else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
              f"  {verdict_line(result)}",
-             *([f"  new in the re-capture (not in the run), by the re-capture's keys:"]
+             *(["  new in the re-capture (not in the run), by the re-capture's keys:"]
                + [f"    {key}: {title}" for key, title in new] if (new := new_findings(result["reprofile"])) else []),
              *([f"  re-capture's candidates dismissed by the argument probe: "
                 f"{', '.join(d.get('function', '?') for d in dismissed)}"]
