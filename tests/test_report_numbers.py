@@ -611,3 +611,19 @@ def test_report_says_three_runs_are_too_few_to_take_the_host_out(run):
     assert ("The host's speed (a probe thread's fixed loop) varied 3.0% (CV) over the runs and steal took up to "
             "0.0% of the CPU; 3 runs are too few to take it out of the coefficient of variation (4 needed).") in \
         text.replace("&#39;", "'")
+
+
+def test_report_lists_the_hot_native_functions_escaped_with_their_shares(run):
+    a = json.loads((run / "analysis.json").read_text())
+    a["native_functions"] = {"samples": 200, "top": [
+        {"name": "zend_hash_find", "dso": "php-fpm8.2", "subsystem": "hashtable",
+         "self_samples": 41, "inclusive_samples": 48},
+        {"name": "f<script>", "dso": "x&y.so", "subsystem": "other", "self_samples": 1, "inclusive_samples": 1}]}
+    (run / "analysis.json").write_text(json.dumps(a))
+    html = report_html(run)
+    assert ('<td class="n">20.5</td><td class="n">24.0</td><td class="n">41</td><td class="n">48</td>'
+            '<td>hashtable</td><td class="name"><code>zend_hash_find</code></td>') in html
+    assert "<code>f&lt;script&gt;</code></td><td class=\"mono\">x&amp;y.so</td>" in html
+    del a["native_functions"]
+    (run / "analysis.json").write_text(json.dumps(a))
+    assert "Hot native functions" not in report_html(run)

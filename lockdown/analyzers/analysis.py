@@ -13,6 +13,7 @@ from ..bundle.store import Bundle
 from ..errors import LockdownError
 from . import budget, db_status, engine_state, off_cpu, query_digest, round_trip, subsystems, tail
 from .builtins import hot_builtins
+from .native_functions import hot_native
 from .php_functions import hot_functions
 from .symbolize import Identity, jit_name, symbolize, tables_for
 
@@ -71,6 +72,8 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
                              "by_url": {u: _shares(c) for u, c in sorted(per_url.items())},
                              # each URL's shares rest on this many samples: 8 make 12.5% steps
                              "samples_by_url": {u: sum(c.values()) for u, c in sorted(per_url.items())}}
+        natives, total = hot_native(samples, top)
+        out["native_functions"] = {"samples": total, "top": [asdict(f) for f in natives]}
     budgets = budget.request_budgets(requests, statements, samples)
     out["budget_by_url"] = {u: asdict(b) for u, b in sorted(budget.by_url(requests, budgets).items())}
     out["budget_overall"] = asdict(budget.mean_budget(

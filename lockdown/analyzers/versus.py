@@ -71,16 +71,19 @@ def _queries(b: dict, n: dict) -> list[dict]:
     return sorted(rows, key=lambda r: -abs(r["ms"]["after"] - r["ms"]["before"]))[:TOP]
 
 
-def _functions(base: dict, new: dict) -> list[dict]:
-    """PHP functions' self share of the Excimer samples, in percentage points, of the functions
-    in both analyses' top rows (a function outside one side's top has no known share there)."""
+def _functions(base: dict, new: dict, block: str = "php_functions") -> list[dict]:
+    """Functions' self share of the samples, in percentage points, of the functions in both
+    analyses' top rows (a function outside one side's top has no known share there): PHP
+    functions of Excimer's samples, or native ones (`native_functions`, named `name [file]`)
+    of perf's."""
     def shares(a):
-        f = a.get("php_functions") or {}
+        f = a.get(block) or {}
         total = f.get("samples") or 0
-        return {h["name"]: 100.0 * h["self_samples"] / total for h in f.get("top") or []} if total else {}
+        return {(f"{h['name']} [{h['dso']}]" if "dso" in h else h["name"]): 100.0 * h["self_samples"] / total
+                for h in f.get("top") or []} if total else {}
     b, n = shares(base), shares(new)
     rows = [{"function": k, "before": b[k], "after": n[k]} for k in set(b) & set(n)]
-    return sorted(rows, key=lambda r: -abs(r["after"] - r["before"]))[:TOP]
+    return sorted(rows, key=lambda r: (-abs(r["after"] - r["before"]), r["function"]))[:TOP]
 
 
 def versus(base: dict, new: dict, base_queries: dict, new_queries: dict) -> dict:
@@ -92,4 +95,5 @@ def versus(base: dict, new: dict, base_queries: dict, new_queries: dict) -> dict
             "urls_only_in_baseline": sorted(set(base["budget_by_url"]) - set(new["budget_by_url"])),
             "urls_only_here": sorted(set(new["budget_by_url"]) - set(base["budget_by_url"])),
             "subsystems_ms": _subsystems(base, new), "queries": _queries(base_queries, new_queries),
-            "functions_self_pct": _functions(base, new)}
+            "functions_self_pct": _functions(base, new),
+            "native_self_pct": _functions(base, new, "native_functions")}

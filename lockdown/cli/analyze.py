@@ -24,11 +24,11 @@ from .main import main
                    "subsystems, the query classes and the PHP functions, before -> after.")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
 def analyze_cmd(bundle, top, request_id, url, baseline, as_json):
-    """Where BUNDLE's time went: on-CPU by engine subsystem, the engine's caches, the time
-    budget per URL and per request (CPU, database wait, waiting for a CPU, other wait), each
-    URL's slowest tenth against its middle half, hot PHP functions and builtins, where PHP waited
-    off the CPU, the database server's counters and the query digest; over the whole capture,
-    one URL (--url) or one request (--request)."""
+    """Where BUNDLE's time went: on-CPU by engine subsystem and native function, the engine's
+    caches, the time budget per URL and per request (CPU, database wait, waiting for a CPU,
+    other wait), each URL's slowest tenth against its middle half, hot PHP functions and
+    builtins, where PHP waited off the CPU, the database server's counters and the query
+    digest; over the whole capture, one URL (--url) or one request (--request)."""
     if baseline is not None and request_id is not None:
         raise click.UsageError("--baseline compares whole captures or one URL (--url), not one request: "
                                "request ids differ between captures")

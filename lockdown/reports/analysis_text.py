@@ -184,6 +184,22 @@ def versus_lines(v: dict | None) -> list[str]:
     if v["functions_self_pct"]:
         lines.append("  PHP functions, self % of samples: " + ", ".join(
             f"{r['function']} {r['before']:.1f} -> {r['after']:.1f}" for r in v["functions_self_pct"][:6]))
+    if v.get("native_self_pct"):
+        lines.append("  native functions, self % of samples: " + ", ".join(
+            f"{r['function']} {r['before']:.1f} -> {r['after']:.1f}" for r in v["native_self_pct"][:6]))
+    return lines
+
+
+def native_lines(n: dict | None, top: int = 15) -> list[str]:
+    """The hot native functions, as `perf report` lists them, with their subsystem."""
+    if not n or not n.get("samples") or not n.get("top"):
+        return []
+    total = n["samples"]
+    lines = ["", f"hot native functions (perf, {total} samples of the timed requests; self: the leaf, "
+                 f"incl: anywhere on the stack): self% incl% subsystem name [file]"]
+    for f in n["top"][:top]:
+        lines.append(f"  {100 * f['self_samples'] / total:5.1f} {100 * f['inclusive_samples'] / total:5.1f}  "
+                     f"{f['subsystem']:12s} {f['name']} [{f['dso']}]")
     return lines
 
 
@@ -204,6 +220,7 @@ def format_analysis(a: dict, top: int = 15) -> str:
                          f"{ident['samples']} perf samples of the capture ({ident['leaf_unknown_pct']:.1f}%; "
                          f"{before:.1f}% before naming {ident['frames_named']} frames from symbol tables "
                          f"and .eh_frame)")
+    lines += native_lines(a.get("native_functions"), top)
     lines += engine_lines(a.get("engine_state"))
     lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual; "
                   "queue: the part of other wait spent waiting for a CPU, beyond db wait):",

@@ -279,7 +279,20 @@ def _subsystems(a: dict) -> dict | None:
             "unknown_pct": ident.get("leaf_unknown_pct"), "named": ident.get("frames_named"),
             # the share is of every perf sample of the capture (symbolized before the timed
             # requests are picked), not of the `samples` above: name its own base
-            "unknown_n": ident.get("leaf_unknown_after"), "all_samples": ident.get("samples")}
+            "unknown_n": ident.get("leaf_unknown_after"), "all_samples": ident.get("samples"),
+            "native": _native(a.get("native_functions"))}
+
+
+def _native(n) -> dict | None:
+    """analysis.json native_functions with each row's shares; None when not analysed."""
+    if not isinstance(n, dict) or not n.get("samples"):
+        return None
+    total = n["samples"]
+    rows = [_pick(f, "name dso subsystem self_samples inclusive_samples") for f in n.get("top") or []]
+    for r in rows:
+        r["self_pct"] = 100 * (r["self_samples"] or 0) / total
+        r["incl_pct"] = 100 * (r["inclusive_samples"] or 0) / total
+    return {"samples": total, "rows": rows} if rows else None
 
 
 def _budget(a: dict) -> dict:
