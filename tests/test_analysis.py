@@ -162,6 +162,11 @@ def test_xhprof_exclusive_time_and_builtins():
     rows = hot_builtins([profile, profile], ["str_replace", "strlen"], ["PDO"])
     assert [(b.name, b.calls, b.exclusive_us, b.inclusive_us, b.allocations) for b in rows] == \
         [("str_replace", 68, 500, 500, 136), ("PDO::query", 6, 500, 500, 0)]
+    # its callers by the time of their calls of it, over every profile; a recursion level is its function
+    assert rows[0].callers == ({"name": "render", "calls": 68, "inclusive_us": 500},)
+    assert rows[1].callers == ({"name": "main()", "calls": 6, "inclusive_us": 500},)
+    many = {f"f{i}==>strlen": {"ct": 1, "wt": w} for i, w in enumerate((5, 40, 40, 9))}
+    assert [c["name"] for c in hot_builtins([many], ["strlen"], [])[0].callers] == ["f1", "f2", "f3"]
     # allocations: summed over the profiles that count them, None when none does
     bare = {k: {m: x for m, x in v.items() if m != "mem.na"} for k, v in profile.items()}
     assert [b.allocations for b in hot_builtins([bare, profile], ["str_replace"], [])] == [68]

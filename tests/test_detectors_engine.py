@@ -521,7 +521,11 @@ def test_hot_builtins_exact_calls_per_request():
     assert rows["hrtime"]["calls"] == 1 and "getrusage" not in rows and "register_shutdown_function" not in rows
     assert "tideways_xhprof_disable" not in rows and "render" not in rows and "helper" not in rows
     assert f.details["builtin_source"].startswith("the engine's internal")
-    assert ev(f, "is_array: calls per request") == "175, 3500"
+    # its callers, by their share of its inclusive time (render 4000 + 1000 us, helper 2000;
+    # tideways' doubled self-edge is not a caller)
+    assert ev(f, "is_array: calls per request") == "175, 3500; render 71%, helper 29%"
+    assert rows["is_array"]["callers"] == [{"name": "render", "share_pct": 71.4}, {"name": "helper", "share_pct": 28.6}]
+    assert rows["array_map"]["callers"] == [{"name": "render", "share_pct": 100.0}]
     # exclusive share over the instrumented requests' measured wall time (2 x 100 ms)
     assert rows["is_array"]["exclusive_share_pct"] == 3.5
     assert f.details["top_exclusive_share_pct"] == pytest.approx(100 * (7000 + 1000 + 3000 + 10 + 1) / 200_000, abs=0.01)

@@ -424,13 +424,16 @@ def test_builtins_compiled_to_opcodes_are_marked(run):
     a = json.loads((run / "analysis.json").read_text())
     row = {"calls": 9, "exclusive_us": 900, "inclusive_us": 900, "allocations": None, "calls_per_request": 4.5}
     a["builtins"] = {"profiles": 2, "top": [{**row, "name": "is_array", "compiled_to_opcode": True},
-                                            {**row, "name": "str_replace", "compiled_to_opcode": False}]}
+                                            {**row, "name": "str_replace", "compiled_to_opcode": False,
+                                             "callers": [{"name": "render<b>", "calls": 6, "inclusive_us": 600},
+                                                         {"name": "main()", "calls": 3, "inclusive_us": 300}]}]}
     text = format_analysis({**a, "bundle": "b", "target": "t"})
-    assert "  is_array *\n" in text and "  str_replace\n" in text
+    assert "  is_array *\n" in text and "  str_replace  <- render<b> 67%, main() 33%\n" in text
     assert "* a VM opcode, not a call, in the timed requests" in text
     (run / "analysis.json").write_text(json.dumps(a))
     html = report_html(run)
     assert "<code>is_array</code> *</td>" in html and "<code>str_replace</code></td>" in html
+    assert "<td><code>render&lt;b&gt;</code> 67%, <code>main()</code> 33%</td>" in html
     assert "* A VM opcode, not a call, in the timed requests" in text_of(html)
     a["builtins"]["top"] = a["builtins"]["top"][1:]          # none marked: no note
     assert "VM opcode" not in format_analysis({**a, "bundle": "b", "target": "t"})

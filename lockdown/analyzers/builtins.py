@@ -40,6 +40,12 @@ class Builtin:
     inclusive_us: int
     allocations: int | None     # mem.na, with --xhprof-flags memory_alloc
     compiled_to_opcode: bool = False  # a call only under xhprof (COMPILED_TO_OPCODES)
+    # the functions that call it most, by the inclusive time of their calls of it: name,
+    # calls, inclusive_us (CALLERS of them; "main()" for the script's own top level)
+    callers: tuple = ()
+
+
+CALLERS = 3
 
 
 def base_name(name: str) -> str:
@@ -97,9 +103,15 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
     functions = {f.lower() for f in internal_functions}
     classes = {c.lower() for c in internal_classes}
     total: dict[str, Counter] = {}
+    edges: dict[str, dict[str, Counter]] = {}
     with_allocs = False
     internal = lambda name: is_internal(name, functions, classes)
     for p in profiles:
+        for parent, child, v in entries(p, internal):
+            if parent is not None and parent != child and internal(child):
+                e = edges.setdefault(child, {}).setdefault(parent, Counter())
+                e["calls"] += v.get("ct", 0)
+                e["inclusive_us"] += v.get("wt", 0)
         for name, t in function_totals(p, internal).items():
             if not internal(name):
                 continue
@@ -111,9 +123,16 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
                 with_allocs = True
                 c["allocations"] += t["allocations"]
     rows = [Builtin(n, c["calls"], c["exclusive_us"], c["inclusive_us"],
-                    c["allocations"] if with_allocs else None, compiled_to_opcode(n))
+                    c["allocations"] if with_allocs else None, compiled_to_opcode(n), _callers(edges.get(n, {})))
             for n, c in total.items()]
     return sorted(rows, key=lambda b: (-b.exclusive_us, -b.calls, b.name))
+
+
+def _callers(by_caller: dict[str, Counter]) -> tuple:
+    """The CALLERS callers with the most inclusive time in their calls (then calls, then name)."""
+    ranked = sorted(by_caller.items(), key=lambda kv: (-kv[1]["inclusive_us"], -kv[1]["calls"], kv[0]))
+    return tuple({"name": name, "calls": c["calls"], "inclusive_us": c["inclusive_us"]}
+                 for name, c in ranked[:CALLERS])
 
 
 def is_doubled_edge(parent: str | None, child: str, is_internal: Callable[[str], bool]) -> bool:

@@ -190,6 +190,15 @@ def versus_lines(v: dict | None) -> list[str]:
     return lines
 
 
+def callers_text(b: dict) -> str:
+    """` <- f 62%, g 20%`: a builtin's top callers by their share of its inclusive time."""
+    total = b.get("inclusive_us") or 0
+    callers = [c for c in b.get("callers") or [] if isinstance(c, dict)]
+    if not total or not callers:
+        return ""
+    return "  <- " + ", ".join(f"{c['name']} {100 * c['inclusive_us'] / total:.0f}%" for c in callers)
+
+
 def native_lines(n: dict | None, top: int = 15) -> list[str]:
     """The hot native functions, as `perf report` lists them, with their subsystem."""
     if not n or not n.get("samples") or not n.get("top"):
@@ -257,11 +266,12 @@ def format_analysis(a: dict, top: int = 15) -> str:
     hb = a.get("builtins")
     if hb and hb["top"]:
         lines += ["", f"hot builtins (xhprof, {hb['profiles']} instrumented requests): "
-                      f"exclusive ms, calls, allocations, name"]
+                      f"exclusive ms, calls, allocations, name <- its callers, by their share of its time"]
         for b in hb["top"][:top]:
             allocs = "-" if b["allocations"] is None else str(b["allocations"])
             mark = " *" if b.get("compiled_to_opcode") else ""
-            lines.append(f"  {b['exclusive_us'] / 1000:8.2f} {b['calls']:8d} {allocs:>8s}  {b['name']}{mark}")
+            lines.append(f"  {b['exclusive_us'] / 1000:8.2f} {b['calls']:8d} {allocs:>8s}  {b['name']}{mark}"
+                         + callers_text(b))
         if any(b.get("compiled_to_opcode") for b in hb["top"][:top]):
             lines.append("  * a VM opcode, not a call, in the timed requests: tideways_xhprof makes PHP compile it "
                          "as a call (docs/analysis.md)")

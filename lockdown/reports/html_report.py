@@ -388,7 +388,17 @@ def _functions(a: dict) -> dict:
     b = a.get("builtins") or {}
     return {"samples": total, "base": numbers.excimer_weight(total, f.get("sample_count")),
             "rows": rows, "profiles": b.get("profiles"),
-            "builtins": [_pick(x, BUILTIN) for x in b.get("top") or []], "off_cpu": _off_cpu(a)}
+            "builtins": [_builtin(x) for x in b.get("top") or []], "off_cpu": _off_cpu(a)}
+
+
+def _builtin(x) -> dict:
+    """A hot builtin's row, with its callers' shares of its inclusive time."""
+    row = _pick(x, BUILTIN)
+    total = row["inclusive_us"] or 0
+    callers = x.get("callers") if isinstance(x, dict) and isinstance(x.get("callers"), list) else []
+    row["callers"] = [(_text(c.get("name")), 100 * (c.get("inclusive_us") or 0) / total)
+                      for c in callers if isinstance(c, dict)] if total else []
+    return row
 
 
 OFF_CPU = "requests wall_us cpu_us off_cpu_us queue_per_cpu sql_known excimer_period_ms functions_sampled"

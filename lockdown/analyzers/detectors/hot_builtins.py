@@ -221,6 +221,8 @@ def detect(ctx: Context) -> list:
             notes.append("builtins identified by a heuristic (no internal function list in the manifest)")
         calls: Counter = Counter()
         excl: Counter = Counter()
+        incl: Counter = Counter()
+        callers: dict[str, Counter] = {}
         for rid in rids:
             mine = Counter()
             for (p, c), e in ctx.xhprof_edges.get(rid, {}).items():
@@ -228,6 +230,8 @@ def detect(ctx: Context) -> list:
                     mine[c] += e["ct"]
                 elif p == "main()" and c in _PREPEND_MAIN_CALLS and e["ct"] >= 1:
                     mine[c] += 1
+                elif p != c:
+                    callers.setdefault(c, Counter())[p] += e.get("wt", 0)
             for f, n in callee_calls(ctx, rid).items():
                 if f == "main()" or _CAPTURE_CALLEES.match(f) or _CAPTURE_CALLERS.match(f) or not is_builtin(f):
                     continue
@@ -235,6 +239,7 @@ def detect(ctx: Context) -> list:
                     continue
                 calls[f] += n - mine[f]
                 excl[f] += ctx.xhprof[rid].get(f, {}).get("exclusive_us", 0)
+                incl[f] += ctx.xhprof[rid].get(f, {}).get("inclusive_us", 0)
             doubled = 0
             for key in ctx.xhprof_profiles.get(rid, {}):
                 parent, sep, child = key.partition("==>")
@@ -250,7 +255,11 @@ def detect(ctx: Context) -> list:
             rows.append({"name": f, "calls": calls[f], "calls_per_request": round(calls[f] / n, 1),
                          "exclusive_us": excl[f], "exclusive_us_per_request": round(excl[f] / n, 1),
                          "exclusive_share_pct": round(100.0 * excl[f] / wall, 2) if wall else None,
-                         "compiled_to_opcode": compiled_to_opcode(f)})
+                         "compiled_to_opcode": compiled_to_opcode(f),
+                         # where an engineer looks next: the callers with most of its time
+                         "callers": [{"name": p, "share_pct": round(100.0 * wt / incl[f], 1) if incl[f] else None}
+                                     for p, wt in sorted((callers.get(f) or {}).items(),
+                                                         key=lambda kv: (-kv[1], kv[0]))[:3]]})
         opcodes = [r["name"] for r in rows if r["compiled_to_opcode"]]
         if opcodes:
             notes.append(f"{', '.join(opcodes)}: the engine compiles these calls to VM opcodes in the timed "
@@ -260,8 +269,11 @@ def detect(ctx: Context) -> list:
         details.update(builtins=rows, profiles=rids, builtin_source=source,
                        top_exclusive_share_pct=round(100.0 * sum(excl[f] for f in names) / wall, 2) if wall else None)
         for r in rows[:5]:
-            evidence.append(Evidence(f"{r['name']}: calls per request, exclusive us per request",
-                                     f"{r['calls_per_request']:g}, {r['exclusive_us_per_request']:.0f}", sources(rids)))
+            by = ", ".join(f"{c['name']} {c['share_pct']:.0f}%" for c in r["callers"] if c["share_pct"] is not None)
+            evidence.append(Evidence(f"{r['name']}: calls per request, exclusive us per request"
+                                     + ("; its callers, by share of its time" if by else ""),
+                                     f"{r['calls_per_request']:g}, {r['exclusive_us_per_request']:.0f}"
+                                     + (f"; {by}" if by else ""), sources(rids)))
         if wall:
             evidence.append(Evidence(f"top {len(rows)} builtins' exclusive time, % of the instrumented requests' "
                                      "wall time",
