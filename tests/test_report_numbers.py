@@ -601,6 +601,13 @@ def test_report_names_the_runs_set_aside_and_numbers_runs_as_measured(run):
             "run 2 (11.5 req/s): host capacity -14.2% off the runs&#39; median; measured 3 runs; CV over all of them "
             "12.34% (--keep-disturbed keeps every run).") in text.replace("&#34;", '"')
     assert "run 3" in text
+    # the write-up's baseline table numbers the runs as measured and says what was set aside
+    summary = writeups(load_results(run))["SUMMARY.md"]
+    rows = [line.split(" | ")[0] for line in summary.splitlines() if line.startswith("| ") and " req/s" not in line
+            and line.split(" | ")[0][2:].isdigit()]
+    assert rows == ["| 1", "| 3"], rows
+    assert ("Runs are numbered as measured. Set aside: run 2 (11.5 req/s): host capacity -14.2% off the runs' "
+            "median. Measured 3 runs; CV over all of them 12.34% (--keep-disturbed keeps every run).") in summary
 
 
 def test_report_says_three_runs_are_too_few_to_take_the_host_out(run):
