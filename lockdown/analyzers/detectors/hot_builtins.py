@@ -118,7 +118,7 @@ def share_by_url(ctx: Context, chosen) -> dict[str, float]:
 
 
 def cpu_fraction(ctx: Context) -> float:
-    """CPU time over wall time of the timed requests (getrusage), to turn a share of on-CPU
+    """CPU time over wall time of the timed requests (cpu_us), to turn a share of on-CPU
     samples into a share of request time. 1.0 when unknown."""
     wall = sum(r.wall_us for r in ctx.timed)
     cpu = sum(r.cpu_us for r in ctx.timed)
