@@ -433,7 +433,7 @@ def test_builtins_compiled_to_opcodes_are_marked(run):
     (run / "analysis.json").write_text(json.dumps(a))
     html = report_html(run)
     assert "<code>is_array</code> *</td>" in html and "<code>str_replace</code></td>" in html
-    assert "<td><code>render&lt;b&gt;</code> 67%, <code>main()</code> 33%</td>" in html
+    assert "<td class=\"name\"><code>render&lt;b&gt;</code> 67%, <code>main()</code> 33%</td>" in html
     assert "* A VM opcode, not a call, in the timed requests" in text_of(html)
     a["builtins"]["top"] = a["builtins"]["top"][1:]          # none marked: no note
     assert "VM opcode" not in format_analysis({**a, "bundle": "b", "target": "t"})
