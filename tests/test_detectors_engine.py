@@ -526,6 +526,14 @@ def test_hot_builtins_exact_calls_per_request():
     assert ev(f, "is_array: calls per request") == "175, 3500; render 71%, helper 29%"
     assert rows["is_array"]["callers"] == [{"name": "render", "share_pct": 71.4}, {"name": "helper", "share_pct": 28.6}]
     assert rows["array_map"]["callers"] == [{"name": "render", "share_pct": 100.0}]
+    # render takes most of the time of several rows: named once as their common cause
+    assert f.details["shared_callers"][0]["caller"] == "render"
+    assert f.details["shared_callers"] == [{"caller": "render", "builtins": ["is_array", "str_replace", "array_map",
+                                                                            "strlen"],
+                                            "min_share_pct": 71.4, "max_share_pct": 100.0}]
+    assert ("Calls from render take most of the time of is_array, str_replace, array_map, strlen (71-100% each): "
+            "one function to look at for 4 of the top builtins.") in f.summary
+
     # exclusive share over the instrumented requests' measured wall time (2 x 100 ms)
     assert rows["is_array"]["exclusive_share_pct"] == 3.5
     assert f.details["top_exclusive_share_pct"] == pytest.approx(100 * (7000 + 1000 + 3000 + 10 + 1) / 200_000, abs=0.01)
@@ -536,6 +544,16 @@ def test_hot_builtins_exact_calls_per_request():
     assert any(n.startswith("is_array, strlen: the engine compiles") for n in f.details["notes"])
     assert f.title == "Hot builtins: str_replace, array_map, hrtime"
     assert "(xhprof, per request): str_replace 20 calls" in f.summary and "Not listed: is_array, strlen: outside the instrumented worker PHP compiles these to VM opcodes" in f.summary
+
+
+def test_shared_callers_need_half_the_time_of_two_rows():
+    row = lambda name, *callers: {"name": name, "callers": [{"name": c, "share_pct": p} for c, p in callers]}  # noqa: E731
+    rows = [row("a", ("f", 60.0), ("g", 40.0)), row("b", ("f", 50.0)), row("c", ("g", 90.0), ("f", 10.0)),
+            row("d", ("g", 49.9)), row("e", ("h", 70.0), ("k", None)), row("x", ("h", 80.0))]
+    assert hot_builtins.shared_callers(rows) == [
+        {"caller": "f", "builtins": ["a", "b"], "min_share_pct": 50.0, "max_share_pct": 60.0},
+        {"caller": "h", "builtins": ["e", "x"], "min_share_pct": 70.0, "max_share_pct": 80.0}]
+    assert hot_builtins.shared_callers(rows[2:4]) == [] and hot_builtins.shared_callers([]) == []
 
 
 def test_hot_builtins_top_is_a_threshold():

@@ -200,6 +200,25 @@ def _is_leaf_everywhere(ctx: Context) -> set[str]:
     return {n for n in names if n not in callers and n != "main()"}
 
 
+def shared_callers(rows: list[dict], min_share_pct: float = 50.0) -> list[dict]:
+    """Callers that account for at least `min_share_pct` of the time of two or more of the
+    builtin rows: several rows of the table with one cause (WordPress: is_array,
+    array_key_exists, is_string and count, 69-83% each from _wp_array_get)."""
+    by: dict[str, list[tuple[str, float]]] = {}
+    for r in rows:
+        for c in r.get("callers") or []:
+            if c["share_pct"] is not None and c["share_pct"] >= min_share_pct:
+                by.setdefault(c["name"], []).append((r["name"], c["share_pct"]))
+    return [{"caller": name, "builtins": [b for b, _ in hits], "min_share_pct": min(p for _, p in hits),
+             "max_share_pct": max(p for _, p in hits)}
+            for name, hits in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])) if len(hits) >= 2]
+
+
+def _span(lo: float, hi: float) -> str:
+    """`69-83%`, or `100%` when both ends round alike."""
+    return f"{lo:.0f}%" if f"{lo:.0f}" == f"{hi:.0f}" else f"{lo:.0f}-{hi:.0f}%"
+
+
 def detect(ctx: Context) -> list:
     rids = profiled(ctx)
     if not rids and not ctx.native:
@@ -319,6 +338,13 @@ def detect(ctx: Context) -> list:
         if len(called) < len(rows):
             parts.append(f"Not listed: {', '.join(opcodes)}: outside the instrumented worker "
                          "PHP compiles these to VM opcodes, not calls.")
+        shared = shared_callers(rows)
+        if shared:
+            details["shared_callers"] = shared
+            parts.append(" ".join(
+                f"Calls from {c['caller']} take most of the time of {', '.join(c['builtins'])} "
+                f"({_span(c['min_share_pct'], c['max_share_pct'])} each): one function to look at for "
+                f"{len(c['builtins'])} of the top builtins." for c in shared))
     if shares:
         parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(shares.items())[:6]) + ".")
     parts.append("Informational: where to look first, in the spirit of HHVM's lockdown lists; "
