@@ -117,9 +117,6 @@ def test_hot_builtins_callers_are_summed_over_profiles_and_name_only_callers():
     assert [r.name for r in hot_builtins([a, b], ["strlen"], [])] == ["strlen"]
 
 
-@pytest.mark.xfail(strict=True, reason="builtins.hot_builtins skips caller-less xhprof keys (tideways' record of a "
-                                       "call from a file's top-level code), so main() is never a caller, unlike "
-                                       "Builtin.callers' comment, docs/analysis.md and the hot-builtins detector")
 def test_top_level_calls_are_main():
     prof = {"main()": {"ct": 1, "wt": 100}, "define": {"ct": 5, "wt": 50}, "main()==>render": {"ct": 1, "wt": 40},
             "render==>define": {"ct": 1, "wt": 10}}
@@ -165,9 +162,6 @@ def test_detector_without_time_in_a_builtin_has_callers_without_shares_and_plain
     assert _evidence(f, "strlen") == ("strlen: calls per request, exclusive us per request", "5, 0")
 
 
-@pytest.mark.xfail(strict=True, reason="detectors/hot_builtins.callee_calls counts a caller-less key twice: once as "
-                                       "the (main(), f) edge Context.xhprof_edges makes of it (since 5a8474f) and "
-                                       "again as a caller-less key")
 def test_detector_counts_a_top_level_call_once():
     prof = {"main()": {"ct": 1, "wt": 1}, "define": {"ct": 5, "wt": 50}, "main()==>render": {"ct": 1, "wt": 40},
             "render==>define": {"ct": 1, "wt": 10}}

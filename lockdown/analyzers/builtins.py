@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 _RECURSION = re.compile(r"@\d+$")
+ROOT = "main()"      # xhprof's name for code outside any function
 
 # PHP 7.4-8.x compiles a call of these to a VM opcode instead of a function call (TYPE_CHECK,
 # STRLEN, COUNT, ARRAY_KEY_EXISTS, CAST, DEFINED, INIT_USER_CALL, ...: zend_compile.c's
@@ -108,8 +109,9 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
     internal = lambda name: is_internal(name, functions, classes)
     for p in profiles:
         for parent, child, v in entries(p, internal):
-            if parent is not None and parent != child and internal(child):
-                e = edges.setdefault(child, {}).setdefault(parent, Counter())
+            # a call from a file's top-level code has no caller in tideways' array: main()'s
+            if child != ROOT and (parent or ROOT) != child and internal(child):
+                e = edges.setdefault(child, {}).setdefault(parent or ROOT, Counter())
                 e["calls"] += v.get("ct", 0)
                 e["inclusive_us"] += v.get("wt", 0)
         for name, t in function_totals(p, internal).items():

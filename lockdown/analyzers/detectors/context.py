@@ -15,16 +15,12 @@ from functools import cached_property
 
 from ...bundle.model import ExcimerProfile, PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
-from ..builtins import entries, function_totals
+from ..builtins import ROOT, entries, function_totals
 from ..engine_state import EngineState, app_tree, summarize
 from ..query_digest import by_request, fingerprint
 from ..round_trip import RoundTrip, measure
 from ..sql_caller import caller_of
 from ..symbolize import jit_name, symbolize, tables_for
-
-
-
-ROOT = "main()"      # xhprof's name for code outside any function
 
 
 @dataclass

@@ -143,11 +143,8 @@ def callee_calls(ctx: Context, rid: str) -> Counter:
     recursion, which this undercounts -- callers of this helper ask about builtins)."""
     calls: Counter = Counter()
     for (parent, child), e in ctx.xhprof_edges.get(rid, {}).items():
-        if parent != child:
+        if parent != child:          # a call from top-level code is an edge from main() there
             calls[child] += e["ct"]
-    for key, v in ctx.xhprof_profiles.get(rid, {}).items():
-        if "==>" not in key:
-            calls[base_name(key)] += v.get("ct", 0)
     return calls
 
 
