@@ -19,6 +19,8 @@ from ..harness.bench import BenchOptions, run_bench
 from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..progress import for_command
+from ..remediation.apply import remedy
+from ..remediation.base import load_base
 from ..remediation.propose import propose_all
 from ..reports.analysis_text import notable_lines
 from ..reports.bench_table import format_bench
@@ -54,18 +56,26 @@ from .main import deadline, main
 @click.option("--no-bench", is_flag=True, help="Skip the benchmark (profile and detect only).")
 @click.option("--no-probe", is_flag=True,
               help="Skip the argument probe that checks repeated-call candidates (docs/detectors.md).")
+@click.option("--on-top-of", "on_top_of", type=click.Path(file_okay=False, path_type=Path), default=None,
+              metavar="VERIFIED",
+              help="The next round: serve TARGET with the fixes of a confirmed `lockdown verify` applied "
+                   "(VERIFIED: its result directory, DIR/verify/all or DIR/verify/KEY; a run directory means "
+                   "its verify/all), and find what is left. `lockdown verify` of this run applies them to "
+                   "both arms.")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("findings.json with the benchmark summary and the paths written")
 def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every, thresholds, php_ini, no_bench, no_probe,
-            timeout, json_out):
+            on_top_of, timeout, json_out):
     """Benchmark TARGET, capture it per request, analyse the capture, detect known pathologies
     and propose checked patches; print the findings and write them to OUTPUT."""
     t = resolve(target)
     limits = load_thresholds(thresholds)
     given = _given_options(click.get_current_context())
     check_destination(json_out)
-    ini = parse_ini(php_ini)
+    base = load_base(on_top_of, t.name) if on_top_of is not None else None
+    # the base's php.ini (its verified after arm's), the options given on top
+    ini = {**(base.php_ini if base else {}), **parse_ini(php_ini)}
     taken = run_marker.unfinished(out.resolve(), "-o")
     if taken:
         raise LockdownError(taken)
@@ -73,18 +83,22 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     run_marker.claim(out)          # DIR/incomplete.json until the report is written
     say = for_command(f"run {t.name}", json_out is not None)
     bench = None
+    fixes = remedy(base.remediations, say) if base else None
+    if base:
+        say(f"[base] on top of {len(base.remediations)} verified fix(es) from {base.source}: "
+            + ", ".join(r.kind + (f" {r.file}" if r.file else "") for r in base.remediations))
     with deadline(timeout):
         if not no_bench:
             say(f"== bench {t.name}")
             bench = run_bench(t, out / "bench-run", BenchOptions(runs=runs, duration=duration,
                                                                    warmup_duration=warmup_duration, php_ini=ini),
-                              say=say)
+                              say=say, remedy=fixes, base=base.source if base else None)
             write_json_atomic(out / "bench.json", bench)
             say(format_bench(bench))
         say(f"== profile {t.name}")
         settings = CaptureSettings(xhprof_every=xhprof_every)
         bundle_dir = run_profile(t, out / "profile-run", out / "bundle",
-                                 ProfileOptions(requests=requests, capture=settings, php_ini=ini),
+                                 ProfileOptions(requests=requests, capture=settings, php_ini=ini, remedy=fixes),
                                  say=say)
         bundle = open_bundle(bundle_dir)
         say("== analyze")
@@ -98,8 +112,8 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
         dismissed: list[dict] = []
         if not no_probe:
             findings, dismissed = check_repeated_calls(t, findings, limits, out / "probe-run", php_ini=ini,
-                                                       say=say)
-        findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=say)
+                                                       remedy=fixes, say=say)
+        findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=say, base=base)
     document = {
         "format": FINDINGS_FORMAT, "target": t.name, "bundle": str(bundle_dir),
         # what `lockdown verify DIR` needs to serve and capture the target the same way again
@@ -108,7 +122,9 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
                 # how to run it again (reports/reproduce.py): TARGET as it resolves anywhere,
                 # and the options given, as `lockdown run` takes them
                 "target_arg": str(t.directory) if _is_path(target) else target,
-                "options": given},
+                "options": given,
+                # the verified fixes this run started from (--on-top-of); verify applies them too
+                **({"base": base.to_json()} if base else {})},
         "findings": [f.to_json() for f in findings],
         "dismissed": dismissed}
     write_json_atomic(out / "findings.json", document)
@@ -138,7 +154,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
 # The options a run records (findings.json run.options) so its command can be given again:
 # everything that changes what is measured or found; not -o, --json or --timeout.
 RECORDED = ("runs", "duration", "warmup_duration", "requests", "xhprof_every", "thresholds", "php_ini",
-            "no_bench", "no_probe")
+            "no_bench", "no_probe", "on_top_of")
 
 
 def _given_options(ctx: click.Context) -> list[str]:
@@ -154,7 +170,7 @@ def _given_options(ctx: click.Context) -> list[str]:
         elif name == "php_ini":
             for item in value:
                 out += [flag, item]
-        elif name == "thresholds":
+        elif name in ("thresholds", "on_top_of"):
             out += [flag, str(Path(value).resolve())]
         else:
             out += [flag, str(value)]

@@ -118,14 +118,19 @@ def versions() -> dict:
             "load": None, "kernel": platform.release(), "python": platform.python_version()}
 
 
-def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print) -> dict:
-    """Run every phase; return the result dict (the `--json` shape)."""
+def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print, remedy=None,
+              base: str | None = None) -> dict:
+    """Run every phase; return the result dict (the `--json` shape). `remedy` patches the
+    stack's copies first (`lockdown run --on-top-of`: fixes verified in `base`, a verify
+    result directory); such a bench is not of the target as it ships, so not canonical."""
     stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
-                              php_ini=dict(opts.php_ini))
+                              php_ini=dict(opts.php_ini), remedy=remedy)
+    non_default = opts.non_default() + (["on_top_of"] if base else [])
     result = {
         "target": target.name,
-        "canonical": not opts.non_default(),
-        "non_default_options": opts.non_default(),
+        "canonical": not non_default,
+        "non_default_options": non_default,
+        **({"on_top_of": base} if base else {}),
         "config": {**asdict(opts), "urls": [asdict(u) for u in target.urls], "cpus": os.cpu_count(),
                    "host": platform.node(), "versions": versions()},
         "run_dir": str(run_dir),

@@ -3,6 +3,7 @@ from probing the registry, a generic per-request memo for a probed repeated call
 knows, and the php.ini lines engine detectors already carry."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from ..analyzers.findings import Finding
@@ -10,11 +11,32 @@ from ..bundle.model import Statement
 from ..harness.prepare import prepare
 from ..targets.config import Target
 from . import memoize, recipes, registry_probe
+from .base import Base, patched_tree
 
 
 def propose_all(findings: list[Finding], statements: list[Statement], target: Target, run_dir: Path,
-                say=print) -> list[Finding]:
+                say=print, base: Base | None = None) -> list[Finding]:
+    """`findings` with their remediations, made and checked against the prepared app tree, or
+    against a copy of it with `base`'s diffs applied (`lockdown run --on-top-of`; removed
+    when done)."""
     app = prepare(target, say=say).app
+    if base is not None:
+        app = patched_tree(app, base, run_dir / "base-app")
+    try:
+        found = _propose(findings, statements, target, run_dir, app, say)
+        if base is not None:        # say which tree the diffs were checked against
+            for f in found:
+                for r in f.remediations:
+                    r.checked = r.checked.replace("from the prepared app tree",
+                                                  "from the prepared app tree with the base's diffs applied")
+        return found
+    finally:
+        if base is not None:
+            shutil.rmtree(run_dir / "base-app", ignore_errors=True)
+
+
+def _propose(findings: list[Finding], statements: list[Statement], target: Target, run_dir: Path, app: Path,
+             say) -> list[Finding]:
     catalogue = recipes.load_recipes()
     for f in findings:
         if not f.is_defect:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import paths
@@ -37,6 +37,7 @@ from ..signals import held
 from ..targets.config import Target
 from ..targets.registry import resolve
 from .apply import ini_changes, remedy
+from .base import Base
 
 VERIFY_FORMAT = 1
 
@@ -52,6 +53,7 @@ class RunRecord:
     xhprof_every: int
     thresholds: dict
     bundle: Path
+    base: Base | None = None        # fixes the run started from (run --on-top-of): both arms get them
 
 
 def load_run(directory: Path) -> RunRecord:
@@ -64,7 +66,7 @@ def load_run(directory: Path) -> RunRecord:
         return RunRecord(directory, target, findings, dict(run.get("php_ini", {})),
                          int(run.get("requests", 120)), int(run.get("xhprof_every", 10)),
                          with_defaults(run.get("thresholds")),
-                         run_bundle(directory, data))
+                         run_bundle(directory, data), Base.from_json(run.get("base")))
     except (ValueError, KeyError, TypeError) as e:
         raise LockdownError(f"{path}: damaged ({type(e).__name__}: {e}); run `lockdown run` again")
 
@@ -253,6 +255,11 @@ def _summary(f: Finding) -> dict:
     return {"key": f.key, "id": f.id, "title": f.title, "subject": f.subject, "share_pct": f.share_pct}
 
 
+def _base_of(run: RunRecord) -> list[Remediation]:
+    """The remediations of the fixes `run` started from (none for a run of the target as it ships)."""
+    return list(run.base.remediations) if run.base else []
+
+
 def _left_out(run: RunRecord, findings: list[Finding], rems: list[Remediation], say) -> dict[str, tuple]:
     """The extra arms of `--each`: every distinct remediation left out once ("all but it"),
     arm name -> (the findings it fixes, its remediation's identity, the arm's StackOptions).
@@ -262,7 +269,7 @@ def _left_out(run: RunRecord, findings: list[Finding], rems: list[Remediation], 
         groups.setdefault(_ident(f.remediations[0]), []).append(f.key)
     arms = {}
     for n, (ident, keys) in enumerate(groups.items(), 1):
-        others = [r for r in rems if _ident(r) != ident]
+        others = _base_of(run) + [r for r in rems if _ident(r) != ident]
         say(f"[each] arm without-{n}: all fixes but {', '.join(keys)}")
         arms[f"without-{n}"] = (keys, ident, StackOptions(php_ini=ini_changes(others, run.php_ini),
                                                           remedy=remedy(others, say)))
@@ -290,8 +297,12 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
             requests: int | None, probe: bool, work: Path, final: Path, say, each: bool = False) -> dict:
     t = run.target
     after_ini = ini_changes(rems, run.php_ini)
-    patch = remedy(rems, say)
-    before_opts = StackOptions(php_ini=dict(run.php_ini))
+    base = _base_of(run)
+    patch = remedy(base + rems, say)
+    # a run on top of verified fixes (run --on-top-of): the before arm is the site as they left it
+    if base:
+        say(f"[base] both arms start from the {len(base)} fix(es) verified in {run.base.source}")
+    before_opts = StackOptions(php_ini=dict(run.php_ini), remedy=remedy(base, say) if base else None)
     after_opts = StackOptions(php_ini=after_ini, remedy=patch)
     if len(findings) == 1:
         finding = _summary(findings[0])
@@ -331,6 +342,9 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         "remediations": [{"kind": r.kind, "file": r.file, "content": r.content, "steps": r.steps}
                          for r in rems],
         "php_ini": {"before": run.php_ini, "after": after_ini},
+        # applied to both arms (run --on-top-of); a run on top of this verification starts from them too
+        "base_remediations": [asdict(r) for r in base],
+        "base_source": run.base.source if run.base else None,
         "responses": ab.pop("responses", None),
         "bench": ab,
         "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,

@@ -22,6 +22,8 @@ def canonical_text(result: dict) -> str:
             parts.append("php.ini overrides")
         elif key == "mysql":
             parts.append("an existing MariaDB server (--mysql)")
+        elif key == "on_top_of":
+            parts.append(f"fixes verified in {result.get('on_top_of')} applied (--on-top-of)")
         elif key == "rerun_disturbed":
             parts.append("every run kept (--keep-disturbed)")
         elif key == "host_tolerance":

@@ -40,7 +40,7 @@ from .bench_table import canonical_text, set_aside_lines
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
 from .reproduce import run_command, suggest_verify
-from .run_results import REDO_RUN, RunDirError, read_findings_file, read_json, reading, run_bundle
+from .run_results import REDO_RUN, RunDirError, base_text, read_findings_file, read_json, reading, run_bundle
 from .verify_text import new_findings
 from .writeup import pages_line
 
@@ -179,6 +179,9 @@ def _methodology(run: dict) -> dict:
             ("captured", m.get("created")), ("lockdown", m.get("lockdown_version")),
             ("command", run_command(run["dir"], run["findings"].get("target") or "?", run["findings"].get("run"),
                                     run["bench"]))]
+    started = base_text(run["findings"].get("run"))
+    if started:
+        rows.append(("starting point", started))
     bench_rows = []
     if bench:
         ini = cfg.get("php_ini") or {}

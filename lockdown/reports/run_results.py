@@ -145,3 +145,16 @@ def load_results(directory: Path) -> RunResults:
             verified[key] = v
     run = data.get("run") if isinstance(data.get("run"), dict) else {}
     return RunResults(directory, data["target"], findings, bench, manifest, bundle, verified, run)
+
+
+def base_text(run: dict | None) -> str | None:
+    """What a run started from (findings.json run.base, `lockdown run --on-top-of`), in words;
+    None for a run of the target as it ships."""
+    base = (run or {}).get("base") if isinstance(run, dict) else None
+    if not isinstance(base, dict):
+        return None
+    rems = [r for r in base.get("remediations") or [] if isinstance(r, dict)]
+    what = ", ".join(f"{r.get('kind')} {r.get('file')}" if r.get("file") else str(r.get("kind")) for r in rems)
+    return (f"the {len(rems)} fix(es) verified in {base.get('source')} ({what}), applied to every copy this run "
+            f"served, and to both arms of its verifications (--on-top-of)")
+

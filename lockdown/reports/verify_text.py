@@ -60,6 +60,8 @@ def format_verify(result: dict) -> str:
              + ("CONFIRMED" if result["confirmed"] else "NOT CONFIRMED"),
              *([f"  fixed together: {', '.join(f['key'] for f in together)}"] if len(together) > 1 else []),
              f"  remediation: {', '.join(r['kind'] + (' ' + r['file'] if r.get('file') else '') for r in result['remediations'])}",
+             *([f"  both arms on top of the {len(result.get('base_remediations') or [])} fix(es) verified in "
+                f"{result['base_source']}"] if result.get("base_source") else []),
              f"  throughput: {effect_line(result)}",
              *([f"  ({paired})"] if paired else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),

@@ -13,7 +13,7 @@ from ..analyzers.findings import Finding, predicted_ratio, split_steps
 from . import numbers as n
 from .bench_table import canonical_text, set_aside_lines
 from .reproduce import run_command, suggest_verify, verify_command
-from .run_results import RunResults
+from .run_results import RunResults, base_text
 
 
 def _cell(v) -> str:
@@ -132,7 +132,7 @@ def summary_markdown(r: RunResults) -> str:
     together = _together(r)        # several findings fixed at once (verify --all, or --finding repeated)
     return _ENV.get_template("summary.md.j2").render(
         r=r, b=r.bench, m=r.manifest, verified=verified, together=together, cmd=_commands(r),
-        aside=set_aside_lines(r.bench) if r.bench else [],
+        aside=set_aside_lines(r.bench) if r.bench else [], started=base_text(r.run),
         confirmed=sorted((v for v in verified if v["confirmed"]), key=lambda v: -v["bench"]["change"]["change_pct"]),
         failed=[v for v in verified if not v["confirmed"]],
         defects=[f for f in r.findings if f.is_defect],

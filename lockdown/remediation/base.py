@@ -1,0 +1,96 @@
+"""The next round of a lockdown: `lockdown run TARGET --on-top-of VERIFIED` serves TARGET with
+fixes already verified (a `lockdown verify` result: DIR/verify/all, DIR/verify/KEY) applied to
+every copy it starts, so that what it finds is what is left once they are in.
+
+Once the first fixes are in, the bottleneck moves: on WordPress, `verify --all` of the two
+memoizations (+23.8%) re-captured two new repeated calls. A second `run` of the unpatched
+target would find the first ones again; this one starts from the patched state. Its bench,
+capture, argument probe and patch checks all see the patched copy, its findings' patches are
+made against the patched files, and `lockdown verify` of its findings applies the base to
+both arms, so each fix is measured against the site as the earlier round left it. Rounds
+chain: a base's own base comes along.
+
+Only a confirmed verification is a base: a fix that did not measure faster, or whose finding
+stayed, is not a state to build on.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..analyzers.findings import Remediation
+from ..errors import LockdownError
+from ..harness.app_tree import diff_files, link_copy, own
+
+VERIFY_FILE = "verify.json"
+
+
+@dataclass
+class Base:
+    """Fixes a run starts from: their remediations (earlier rounds' first) and the php.ini
+    their verification's after arm ran with."""
+    source: str                       # the verify result directory they were confirmed in
+    remediations: list[Remediation]
+    php_ini: dict
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "php_ini": self.php_ini,
+                "remediations": [asdict(r) for r in self.remediations]}
+
+    @classmethod
+    def from_json(cls, d) -> "Base | None":
+        """A recorded base (findings.json run.base); None when the run had none."""
+        if not d:
+            return None
+        return cls(str(d["source"]), [Remediation(**r) for r in d["remediations"]], dict(d["php_ini"]))
+
+
+def load_base(path: Path, target_name: str) -> Base:
+    """The confirmed verification at `path` (a verify result directory, or a run directory,
+    meaning its verify/all) as the base of a run of `target_name`."""
+    where = path / VERIFY_FILE if (path / VERIFY_FILE).is_file() else path / "verify" / "all" / VERIFY_FILE
+    hint = ("give a `lockdown verify` result directory (DIR/verify/all or DIR/verify/KEY) of a confirmed "
+            "verification")
+    try:
+        data = json.loads(where.read_text())
+        remediations = [Remediation(**r) for r in data["remediations"]]
+        earlier = [Remediation(**r) for r in data.get("base_remediations") or []]
+        after_ini = dict(data["php_ini"]["after"])
+        target, confirmed = data["target"], data["confirmed"]
+    except FileNotFoundError:
+        raise LockdownError(f"--on-top-of {path}: no {VERIFY_FILE} there or in its verify/all; {hint}")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise LockdownError(f"--on-top-of {path}: {where} is damaged ({type(e).__name__}: {e}); "
+                            f"verify again, or {hint}")
+    if target != target_name:
+        raise LockdownError(f"--on-top-of {path}: those fixes were verified on {target!r}, not {target_name!r}")
+    if not confirmed:
+        raise LockdownError(f"--on-top-of {path}: that verification did not confirm its fixes (not faster, or "
+                            f"a finding stayed); build only on confirmed fixes")
+    return Base(str(where.parent.resolve()), earlier + remediations, after_ini)
+
+
+def patched_tree(app: Path, base: Base, dest: Path) -> Path:
+    """`dest`: a copy of the prepared app tree `app` with the base's diffs applied, for making
+    and checking the next round's patches against the files as the base leaves them. The
+    copy is links, each patched file made its own first; SQL and a diff's follow-up steps (a
+    cache rebuild) do not change source files and are not run here."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    link_copy(app, dest)
+    for r in base.remediations:
+        if r.kind != "diff":
+            continue
+        for rel in diff_files(r.content):
+            own(dest, rel)
+        done = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch"],
+                              input=r.content, text=True, cwd=dest, capture_output=True)
+        if done.returncode != 0:
+            raise LockdownError(f"--on-top-of: the base's diff against {r.file} does not apply to the prepared "
+                                f"app tree ({(done.stdout + done.stderr).strip().splitlines()[-1:]}); "
+                                f"the target changed since it was verified: verify again")
+    return dest

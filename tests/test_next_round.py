@@ -1,0 +1,70 @@
+"""The next round of a lockdown (`lockdown run --on-top-of VERIFIED`, remediation/base.py): a
+run served with fixes already verified, whose patches are made against the patched files and
+whose verifications apply the base to both arms."""
+from __future__ import annotations
+
+import json
+
+from conftest import VERIFY_ARGS, prepared_root, tree_digest
+
+
+def test_a_second_round_starts_from_the_verified_fix(lockdown, minicms_verified, tmp_path):
+    """On top of minicms's verified db-static-cache fix (a diff of config.php): the l10n
+    lookups are gone from the second round, the other findings remain, and their config.php
+    diffs apply on top of that fix; verifying one applies both, and measures it against the
+    site with the first fix in."""
+    v, first, digest = minicms_verified
+    assert v.returncode == 0, v.stderr[-3000:]
+    base_dir = first / "verify" / "db-static-cache"
+    out = tmp_path / "round2"
+    r = lockdown("run", "minicms", "-o", out, "--on-top-of", base_dir, "--runs", "1", "--duration", "1",
+                 "--warmup-duration", "0", "--requests", "30", "--no-probe")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert f"[base] on top of 1 verified fix(es) from {base_dir}: diff config.php" in r.stdout
+    doc = json.loads((out / "findings.json").read_text())
+    keys = {f["key"] for f in doc["findings"]}
+    assert "db-static-cache" not in keys and {"fs-scan", "repeated-call"} <= keys, keys
+    base = doc["run"]["base"]
+    assert base["source"] == str(base_dir) and [x["file"] for x in base["remediations"]] == ["config.php"]
+    assert "--on-top-of" in doc["run"]["options"]
+    bench = json.loads((out / "bench.json").read_text())
+    assert not bench["canonical"] and "on_top_of" in bench["non_default_options"]
+    memo = next(f for f in doc["findings"] if f["key"] == "repeated-call")["remediations"][0]
+    assert memo["file"] == "config.php" and "with the base's diffs applied" in memo["checked"]
+    # the second fix, verified: both arms get the first, the after arm both diffs to config.php
+    vr = lockdown("verify", out, "--finding", "repeated-call", *VERIFY_ARGS)
+    assert vr.returncode in (0, 3), vr.stdout[-3000:] + vr.stderr[-3000:]
+    assert f"[base] both arms start from the 1 fix(es) verified in {base_dir}" in vr.stdout
+    before = vr.stdout.split("[start] before", 1)[1].split("[start] after", 1)[0]
+    assert "[remedy] patch -p1 config.php" in before
+    result = json.loads((out / "verify" / "repeated-call" / "verify.json").read_text())
+    assert result["base_source"] == str(base_dir) and len(result["base_remediations"]) == 1
+    assert result["reprofile"]["gone"] and result["responses"]["same"], result["responses"]
+    assert f"both arms on top of the 1 fix(es) verified in {base_dir}" in vr.stdout
+    summary = lockdown("writeup", out, "-o", tmp_path / "issues")
+    assert summary.returncode == 0
+    assert "**Starting point:** the 1 fix(es) verified in" in (tmp_path / "issues" / "SUMMARY.md").read_text()
+    # a third round starts from both
+    third = lockdown("run", "minicms", "-o", tmp_path / "round3", "--on-top-of", out / "verify" / "repeated-call",
+                     "--no-bench", "--requests", "10", "--no-probe")
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert "[base] on top of 2 verified fix(es)" in third.stdout
+    assert tree_digest(prepared_root("minicms") / "app") == digest      # nothing reached the prepared tree
+
+
+def test_only_a_confirmed_verification_of_the_same_target_is_a_base(lockdown, minicms_verified, tmp_path):
+    _, first, _ = minicms_verified
+    for where, says in ((tmp_path, "no verify.json there or in its verify/all"),
+                        (first / "verify" / "db-static-cache", "verified on 'minicms', not 'hello'")):
+        r = lockdown("run", "hello", "-o", tmp_path / "out", "--on-top-of", where, "--no-bench")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and says in r.stderr, r.stderr
+        assert not (tmp_path / "out").exists()
+    unconfirmed = tmp_path / "v"
+    unconfirmed.mkdir()
+    data = json.loads((first / "verify" / "db-static-cache" / "verify.json").read_text())
+    (unconfirmed / "verify.json").write_text(json.dumps({**data, "confirmed": False}))
+    r = lockdown("run", "minicms", "-o", tmp_path / "out", "--on-top-of", unconfirmed, "--no-bench")
+    assert r.returncode == 2 and "did not confirm its fixes" in r.stderr and not (tmp_path / "out").exists()
+    (unconfirmed / "verify.json").write_text("{")
+    r = lockdown("run", "minicms", "-o", tmp_path / "out", "--on-top-of", unconfirmed, "--no-bench")
+    assert r.returncode == 2 and "is damaged" in r.stderr and r.stderr.count("\n") == 1
