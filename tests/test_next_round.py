@@ -51,8 +51,11 @@ def test_a_second_round_starts_from_the_verified_fix(lockdown, minicms_verified,
     summary = lockdown("writeup", out, "-o", tmp_path / "issues")
     assert summary.returncode == 0
     assert "**Starting point:** the 1 fix(es) verified in" in (tmp_path / "issues" / "SUMMARY.md").read_text()
-    # a third round starts from both
-    third = lockdown("run", "minicms", "-o", tmp_path / "round3", "--on-top-of", out / "verify" / "repeated-call",
+    # a third round starts from both (confirmed or not, as above, on 1 s pairs)
+    base3 = tmp_path / "base3"
+    base3.mkdir()
+    (base3 / "verify.json").write_text(json.dumps({**result, "confirmed": True}))
+    third = lockdown("run", "minicms", "-o", tmp_path / "round3", "--on-top-of", base3,
                      "--no-bench", "--requests", "10", "--no-probe")
     assert third.returncode == 0, third.stderr[-2000:]
     assert "[base] on top of 2 verified fix(es)" in third.stdout
