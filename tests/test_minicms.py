@@ -25,7 +25,7 @@ APPS = REPO / "fixtures" / "apps"
 PAGES = {"home": "/", "list": "/?p=list", "page": "/?p=page&id=3"}
 SWITCHES = {"l10n_store": ("'db'", "'php'"), "view_counter": ("true", "false"),
             "listing_batch": ("false", "true"), "query_memo": ("false", "true"),
-            "theme_memo": ("false", "true")}
+            "theme_memo": ("false", "true"), "filter_cache": ("false", "true")}
 
 # The statements of each pathology, as minicms sends them.
 L10N = re.compile(r"^SELECT lc_value FROM l10n_cache WHERE lc_lang = 'en' AND lc_key = '([^']+)' LIMIT 1$")
@@ -118,7 +118,7 @@ def test_clean_is_prepared_again_when_a_shared_file_changes(tmp_path):
 
 
 def test_each_switch_is_one_config_line():
-    """config.php of the two targets differs in exactly the five switch lines."""
+    """config.php of the two targets differs in exactly the switch lines."""
     a = (APPS / "minicms" / "app" / "config.php").read_text().splitlines()
     b = (APPS / "minicms-clean" / "app" / "config.php").read_text().splitlines()
     assert len(a) == len(b)
