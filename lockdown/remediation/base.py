@@ -24,6 +24,7 @@ from pathlib import Path
 from ..analyzers.findings import Remediation
 from ..errors import LockdownError
 from ..harness.app_tree import diff_files, link_copy, own
+from .apply import PATCH
 
 VERIFY_FILE = "verify.json"
 
@@ -87,8 +88,7 @@ def patched_tree(app: Path, base: Base, dest: Path) -> Path:
             continue
         for rel in diff_files(r.content):
             own(dest, rel)
-        done = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch"],
-                              input=r.content, text=True, cwd=dest, capture_output=True)
+        done = subprocess.run([*PATCH, "--forward"], input=r.content, text=True, cwd=dest, capture_output=True)
         if done.returncode != 0:
             raise LockdownError(f"--on-top-of: the base's diff against {r.file} does not apply to the prepared "
                                 f"app tree ({(done.stdout + done.stderr).strip().splitlines()[-1:]}); "

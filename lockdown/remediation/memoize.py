@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..analyzers.findings import Finding, Remediation
 from ..harness.toolchain import tool
-from .recipes import check_applies, unified_diff
+from .recipes import PREPARED_TREE, check_applies, unified_diff
 
 SCRIPT = Path(__file__).with_name("php") / "memoize.php"
 DESCRIPTION = ("generic per-request memo of {function}, keyed on its arguments: right only if its "
@@ -55,7 +55,7 @@ def memoized(path: Path, function: str, line: int) -> tuple[str | None, str]:
         return None, str(answer.get("refused"))
 
 
-def propose(finding: Finding, patchable: list[str], app_dir: Path) -> list[Remediation]:
+def propose(finding: Finding, patchable: list[str], app_dir: Path, tree: str = PREPARED_TREE) -> list[Remediation]:
     """The memo diff for a probed repeated-call finding in a patchable file. When none can be
     made, `details.no_patch` says why, so the reader is not left wondering."""
     site = memo_site(finding)
@@ -71,5 +71,5 @@ def propose(finding: Finding, patchable: list[str], app_dir: Path) -> list[Remed
         finding.details["no_patch"] = f"no per-request memo of {function}: {why}"
         return []
     diff = unified_diff(rel, (app_dir / rel).read_text(errors="replace"), text)
-    return [Remediation(kind="diff", content=diff, checked=check_applies(app_dir, rel, diff), file=rel,
+    return [Remediation(kind="diff", content=diff, checked=check_applies(app_dir, rel, diff, tree), file=rel,
                         description=DESCRIPTION.format(function=function))]

@@ -19,31 +19,25 @@ def propose_all(findings: list[Finding], statements: list[Statement], target: Ta
     """`findings` with their remediations, made and checked against the prepared app tree, or
     against a copy of it with `base`'s diffs applied (`lockdown run --on-top-of`; removed
     when done)."""
-    app = prepare(target, say=say).app
-    if base is not None:
-        app = patched_tree(app, base, run_dir / "base-app")
+    app, tree = prepare(target, say=say).app, recipes.PREPARED_TREE
+    if base is None:
+        return _propose(findings, statements, target, run_dir, app, tree, say)
     try:
-        found = _propose(findings, statements, target, run_dir, app, say)
-        if base is not None:        # say which tree the diffs were checked against
-            for f in found:
-                for r in f.remediations:
-                    r.checked = r.checked.replace("from the prepared app tree",
-                                                  "from the prepared app tree with the base's diffs applied")
-        return found
+        return _propose(findings, statements, target, run_dir, patched_tree(app, base, run_dir / "base-app"),
+                        f"{tree} with the base's diffs applied", say)
     finally:
-        if base is not None:
-            shutil.rmtree(run_dir / "base-app", ignore_errors=True)
+        shutil.rmtree(run_dir / "base-app", ignore_errors=True)
 
 
 def _propose(findings: list[Finding], statements: list[Statement], target: Target, run_dir: Path, app: Path,
-             say) -> list[Finding]:
+             tree: str, say) -> list[Finding]:
     catalogue = recipes.load_recipes()
     for f in findings:
         if not f.is_defect:
             continue
         if f.id == "fs-scan":
             f.remediations.extend(registry_probe.propose(f, statements, target, run_dir / "probe", say))
-        f.remediations.extend(recipes.propose(f, list(target.patchable), app, catalogue))
+        f.remediations.extend(recipes.propose(f, list(target.patchable), app, catalogue, tree))
         if f.id == "repeated-call" and not f.remediations:
-            f.remediations.extend(memoize.propose(f, list(target.patchable), app))
+            f.remediations.extend(memoize.propose(f, list(target.patchable), app, tree))
     return findings

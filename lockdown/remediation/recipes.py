@@ -46,8 +46,12 @@ def unified_diff(rel: str, old: str, new: str) -> str:
                                         f"a/{rel}", f"b/{rel}"))
 
 
-def check_applies(app_dir: Path, rel: str, diff: str) -> str:
-    """Apply the diff with patch(1) to a copy of the file; return how it was checked."""
+PREPARED_TREE = "the prepared app tree"
+
+
+def check_applies(app_dir: Path, rel: str, diff: str, tree: str = PREPARED_TREE) -> str:
+    """Apply the diff with patch(1) to a copy of the file; return how it was checked (`tree`:
+    what `app_dir` is, in words)."""
     with tempfile.TemporaryDirectory(prefix="lockdown-patch-") as tmp:
         copy = Path(tmp) / rel
         copy.parent.mkdir(parents=True, exist_ok=True)
@@ -56,10 +60,11 @@ def check_applies(app_dir: Path, rel: str, diff: str) -> str:
                              cwd=tmp, capture_output=True)
         if run.returncode != 0:
             raise ValueError(f"patch does not apply to {rel}: {(run.stdout + run.stderr).strip()[:200]}")
-    return f"applies cleanly with patch -p1 to a copy of {rel} from the prepared app tree"
+    return f"applies cleanly with patch -p1 to a copy of {rel} from {tree}"
 
 
-def propose(finding: Finding, patchable: list[str], app_dir: Path, recipes: list[Recipe]) -> list[Remediation]:
+def propose(finding: Finding, patchable: list[str], app_dir: Path, recipes: list[Recipe],
+            tree: str = PREPARED_TREE) -> list[Remediation]:
     out = []
     for r in recipes:
         if r.finding != finding.id or r.file not in patchable:
@@ -74,7 +79,7 @@ def propose(finding: Finding, patchable: list[str], app_dir: Path, recipes: list
         if new is None or new == old:
             continue
         diff = unified_diff(r.file, old, new)
-        out.append(Remediation(kind="diff", content=diff, checked=check_applies(app_dir, r.file, diff),
+        out.append(Remediation(kind="diff", content=diff, checked=check_applies(app_dir, r.file, diff, tree),
                                file=r.file, steps=[list(s) for s in r.steps],
                                writes=list(r.writes) if r.writes is not None else None,
                                description=f"{r.source}"))
