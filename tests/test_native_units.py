@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from contexts import context, request
-from lockdown.analyzers.builtins import CALLERS, _callers, hot_builtins
+from lockdown.analyzers.builtins import CALLERS, hot_builtins, top_callers
 from lockdown.analyzers.detectors import hot_builtins as detector
 from lockdown.analyzers.native_functions import _key, _most, hot_native
 from lockdown.analyzers.versus import _functions
@@ -97,9 +97,9 @@ def test_callers_rank_by_time_then_calls_then_name():
           "c": Counter(inclusive_us=10, calls=5), "d": Counter(inclusive_us=50, calls=1),
           "e": Counter(inclusive_us=1, calls=100)}
     assert CALLERS == 3
-    assert _callers(by) == ({"name": "d", "calls": 1, "inclusive_us": 50}, {"name": "c", "calls": 5, "inclusive_us": 10},
+    assert top_callers(by) == ({"name": "d", "calls": 1, "inclusive_us": 50}, {"name": "c", "calls": 5, "inclusive_us": 10},
                             {"name": "a", "calls": 1, "inclusive_us": 10})
-    assert _callers({}) == ()
+    assert top_callers({}) == ()
 
 
 def test_hot_builtins_callers_are_summed_over_profiles_and_name_only_callers():

@@ -125,13 +125,14 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
                 with_allocs = True
                 c["allocations"] += t["allocations"]
     rows = [Builtin(n, c["calls"], c["exclusive_us"], c["inclusive_us"],
-                    c["allocations"] if with_allocs else None, compiled_to_opcode(n), _callers(edges.get(n, {})))
+                    c["allocations"] if with_allocs else None, compiled_to_opcode(n), top_callers(edges.get(n, {})))
             for n, c in total.items()]
     return sorted(rows, key=lambda b: (-b.exclusive_us, -b.calls, b.name))
 
 
-def _callers(by_caller: dict[str, Counter]) -> tuple:
-    """The CALLERS callers with the most inclusive time in their calls (then calls, then name)."""
+def top_callers(by_caller: dict[str, Counter]) -> tuple:
+    """The CALLERS callers with the most inclusive time in their calls (then calls, then name);
+    `by_caller`: caller -> Counter of calls and inclusive_us."""
     ranked = sorted(by_caller.items(), key=lambda kv: (-kv[1]["inclusive_us"], -kv[1]["calls"], kv[0]))
     return tuple({"name": name, "calls": c["calls"], "inclusive_us": c["inclusive_us"]}
                  for name, c in ranked[:CALLERS])

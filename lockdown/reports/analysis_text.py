@@ -190,13 +190,19 @@ def versus_lines(v: dict | None) -> list[str]:
     return lines
 
 
+def caller_shares(b: dict) -> list[tuple]:
+    """A hot builtin's callers (analysis.json builtins.top[].callers) as (name, % of the
+    builtin's inclusive time); none when it took no time."""
+    total = b.get("inclusive_us") or 0
+    callers = b.get("callers") if isinstance(b.get("callers"), list) else []
+    return [(c.get("name"), 100 * (c.get("inclusive_us") or 0) / total)
+            for c in callers if isinstance(c, dict)] if total else []
+
+
 def callers_text(b: dict) -> str:
     """` <- f 62%, g 20%`: a builtin's top callers by their share of its inclusive time."""
-    total = b.get("inclusive_us") or 0
-    callers = [c for c in b.get("callers") or [] if isinstance(c, dict)]
-    if not total or not callers:
-        return ""
-    return "  <- " + ", ".join(f"{c['name']} {100 * c['inclusive_us'] / total:.0f}%" for c in callers)
+    shares = caller_shares(b)
+    return "  <- " + ", ".join(f"{name} {pct:.0f}%" for name, pct in shares) if shares else ""
 
 
 def native_lines(n: dict | None, top: int = 15) -> list[str]:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..builtins import base_name, compiled_to_opcode
+from ..builtins import base_name, compiled_to_opcode, top_callers
 from ...php_ini import is_off, size_bytes
 from ..findings import Evidence, Finding
 from ..subsystems import breakdown, categorise, dso_name, passes_through
@@ -238,7 +238,7 @@ def detect(ctx: Context) -> list:
         calls: Counter = Counter()
         excl: Counter = Counter()
         incl: Counter = Counter()
-        callers: dict[str, Counter] = {}
+        callers: dict[str, dict[str, Counter]] = {}
         for rid in rids:
             mine = Counter()
             for (p, c), e in ctx.xhprof_edges.get(rid, {}).items():
@@ -247,7 +247,9 @@ def detect(ctx: Context) -> list:
                 elif p == "main()" and c in _PREPEND_MAIN_CALLS and e["ct"] >= 1:
                     mine[c] += 1
                 elif p != c:
-                    callers.setdefault(c, Counter())[p] += e.get("wt", 0)
+                    mine_of = callers.setdefault(c, {}).setdefault(p, Counter())
+                    mine_of["calls"] += e["ct"]
+                    mine_of["inclusive_us"] += e["wt"]
             for f, n in callee_calls(ctx, rid).items():
                 if f == "main()" or _CAPTURE_CALLEES.match(f) or _CAPTURE_CALLERS.match(f) or not is_builtin(f):
                     continue
@@ -273,9 +275,9 @@ def detect(ctx: Context) -> list:
                          "exclusive_share_pct": round(100.0 * excl[f] / wall, 2) if wall else None,
                          "compiled_to_opcode": compiled_to_opcode(f),
                          # where an engineer looks next: the callers with most of its time
-                         "callers": [{"name": p, "share_pct": round(100.0 * wt / incl[f], 1) if incl[f] else None}
-                                     for p, wt in sorted((callers.get(f) or {}).items(),
-                                                         key=lambda kv: (-kv[1], kv[0]))[:3]]})
+                         "callers": [{"name": c["name"],
+                                      "share_pct": round(100.0 * c["inclusive_us"] / incl[f], 1) if incl[f] else None}
+                                     for c in top_callers(callers.get(f) or {})]})
         opcodes = [r["name"] for r in rows if r["compiled_to_opcode"]]
         if opcodes:
             notes.append(f"{', '.join(opcodes)}: the engine compiles these calls to VM opcodes in the timed "
