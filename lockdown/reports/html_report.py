@@ -35,13 +35,13 @@ from ..bundle.store import Bundle, BundleError, open_bundle
 from ..errors import LockdownError
 from . import charts
 from . import numbers
-from .analysis_text import tail_besides, tail_parts
+from .analysis_text import caller_shares, tail_besides, tail_parts
 from .bench_table import canonical_text, set_aside_lines
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
 from .reproduce import run_command, suggest_verify
 from .run_results import REDO_RUN, RunDirError, base_text, read_findings_file, read_json, reading, run_bundle
-from .verify_text import new_findings
+from .verify_text import diff_graph_kind, new_findings
 from .writeup import pages_line
 
 MAX_REQUESTS = 200        # requests in the drill-down (slowest first)
@@ -397,10 +397,7 @@ def _functions(a: dict) -> dict:
 def _builtin(x) -> dict:
     """A hot builtin's row, with its callers' shares of its inclusive time."""
     row = _pick(x, BUILTIN)
-    total = row["inclusive_us"] or 0
-    callers = x.get("callers") if isinstance(x, dict) and isinstance(x.get("callers"), list) else []
-    row["callers"] = [(_text(c.get("name")), 100 * (c.get("inclusive_us") or 0) / total)
-                      for c in callers if isinstance(c, dict)] if total else []
+    row["callers"] = [(_text(name), pct) for name, pct in caller_shares(x if isinstance(x, dict) else {})]
     return row
 
 
@@ -554,8 +551,9 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
                 svg, note = None, f"{note}: the same graph is already on this page"
             elif m:
                 seen_ids.add(m.group(1))
-        label = (f"{kind[:-len('_before_widths')]} stacks, widths from before (what the patch removed shows, blue)"
-                 if kind.endswith("_before_widths") else f"{kind} stacks, widths from after")
+        stacks, before = diff_graph_kind(kind)
+        label = (f"{stacks} stacks, widths from before (what the patch removed shows, blue)" if before
+                 else f"{stacks} stacks, widths from after")
         diffs.append({"kind": kind, "label": label, "svg": svg, "note": note})
     return {"path": str(vpath), "confirmed": data.get("confirmed"),
             "design": bench.get("design"), "runs_per_arm": bench.get("runs_per_arm"),

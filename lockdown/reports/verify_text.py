@@ -53,6 +53,13 @@ def new_findings(reprofile: dict) -> list[tuple[str, str]]:
     return [(str(k), str(titles.get(k) or "")) for k in reprofile.get("new") or []]
 
 
+def diff_graph_kind(key: str) -> tuple[str, bool]:
+    """A verify.json diff_svg key as (stacks: php or native, drawn with BEFORE's widths):
+    `php`, `php_before_widths` (remediation/verify.py `_diff_svgs`)."""
+    kind, before, _ = key.partition("_before_widths")
+    return kind, bool(before)
+
+
 def format_verify(result: dict) -> str:
     paired = paired_line(result)
     together = result.get("findings") or []
@@ -83,7 +90,7 @@ def format_verify(result: dict) -> str:
                          + ("" if c["significant"] else "; the interval includes zero"))
     for key, name in (result.get("diff_svg") or {}).items():
         if name:
-            kind, before, _ = key.partition("_before_widths")
+            kind, before = diff_graph_kind(key)
             lines.append(f"  {'PHP' if kind == 'php' else kind} differential flame graph, widths from "
                          + ("before (what the fix removed): " if before else "after: ") + name)
     return "\n".join(lines)
