@@ -194,6 +194,18 @@ def test_verify_names_each_differential_flame_graph_in_words():
     assert not any("native" in x or "_before_widths" in x for x in lines)
 
 
+def test_report_labels_each_differential_flame_graph_beside_the_arms(run):
+    """The report reads diff_svg's keys as the terminal does; a missing graph is a note, and the
+    arms' figures stay (a label's variables once shadowed the before arm)."""
+    data = copy.deepcopy(VERIFY_ALL)
+    data["diff_svg"] = {"php": "diff-php.svg", "php_before_widths": "diff-php-before.svg"}
+    (run / "verify" / "all" / "verify.json").write_text(json.dumps(data))
+    text = text_of(report_html(run))
+    assert "php stacks, widths from after" in text
+    assert "php stacks, widths from before (what the patch removed shows, blue)" in text
+    assert "mean 10.1 req/s" in text and "mean 219.2 req/s" in text
+
+
 def test_new_findings_of_the_recapture_are_named_by_title(run):
     """A re-capture numbers its keys afresh: its repeated-call can be about another function
     than the run's repeated-call the fix removed; the title says which, in both outputs."""

@@ -551,9 +551,9 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
                 svg, note = None, f"{note}: the same graph is already on this page"
             elif m:
                 seen_ids.add(m.group(1))
-        stacks, before = diff_graph_kind(kind)
-        label = (f"{stacks} stacks, widths from before (what the patch removed shows, blue)" if before
-                 else f"{stacks} stacks, widths from after")
+        graph_of, before_widths = diff_graph_kind(kind)
+        label = (f"{graph_of} stacks, widths from before (what the patch removed shows, blue)" if before_widths
+                 else f"{graph_of} stacks, widths from after")
         diffs.append({"kind": kind, "label": label, "svg": svg, "note": note})
     return {"path": str(vpath), "confirmed": data.get("confirmed"),
             "design": bench.get("design"), "runs_per_arm": bench.get("runs_per_arm"),
