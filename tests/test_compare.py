@@ -24,6 +24,9 @@ def test_two_configurations_are_measured_in_interleaved_pairs_and_their_pages_co
     assert ab["after"]["php_ini_effective_overrides"].get("opcache.enable") == "0"
     assert "opcache.enable" not in ab["before"]["php_ini_effective_overrides"]
     assert ab["change"]["pairs"] == 5 and len(ab["change"]["ci95_pct"]) == 2
+    # no prediction to plan for: exactly --runs pairs, and how finely they resolve
+    assert "plan" not in ab and "power" not in ab["change"] and ab["change"]["resolvable_pct"] > 0
+    assert ("resolution: these pairs resolve changes of" in r.stdout) is not ab["change"]["significant"]
     # the page says which engine served it: the comparison finds the difference, and where
     pages = result["responses"]
     assert pages["urls"] == 2 and pages["same"] == 0

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from lockdown.analyzers.findings import Finding, Remediation
+from lockdown.analyzers.findings import Finding, Remediation, predicted_ratio
 from lockdown.analyzers.stats import compare_paired
 from lockdown.cli.verify import publish
 from lockdown.errors import LockdownError
@@ -113,6 +113,8 @@ def test_bad_run_directory_and_finding_get_one_line(lockdown, tmp_path):
     assert r.returncode == 2 and "has no concrete remediation" in r.stderr
     r = lockdown("verify", tmp_path, "--finding", "n-plus-one", "--runs", "4")
     assert r.returncode == 2 and "--runs" in r.stderr
+    r = lockdown("verify", tmp_path, "--finding", "fs-scan", "--runs", "8", "--max-runs", "6")
+    assert r.returncode == 2 and "--max-runs 6 is fewer than --runs 8" in r.stderr and r.stderr.count("\n") == 1
     r = lockdown("verify", tmp_path, "--all")
     assert r.returncode == 2 and "no finding in" in r.stderr and "concrete remediation" in r.stderr
     for args, words in ((("--all", "--finding", "n-plus-one"), "give --finding KEY (one or more) or --all"),
@@ -231,6 +233,15 @@ def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_veri
     # messages from the PHP array instead of the table: the same pages (minicms's truth
     # trailer, which names the configuration, is masked by the target's volatile pattern)
     assert result["responses"]["same"] == result["responses"]["urls"] == 5
+    # the pairs were planned for the change the finding's share predicts, from the noise of
+    # the first 5 (the pilot), and measured as planned
+    share = result["finding"]["share_pct"]
+    plan, bench = result["bench"]["plan"], result["bench"]
+    assert plan["predicted_change_pct"] == pytest.approx(100 * (predicted_ratio(share) - 1))
+    assert plan["pilot_runs"] == 5 and plan["max_runs"] == 15
+    assert plan["runs"] == min(max(5, plan["runs_needed"] or 15), 15) == plan["measured_runs"]
+    assert len(bench["before"]["runs"]) == len(bench["after"]["runs"]) == plan["runs"] == bench["runs_per_arm"]
+    assert 0 < bench["change"]["power"] <= 1 and bench["change"]["resolvable_pct"] > 0
     # the other findings are still there in the re-capture: only this one was fixed
     ids = {f["id"] for f in result["reprofile"]["findings"]}
     assert {"fs-scan", "repeated-call", "write-on-read"} <= ids and "db-static-cache" not in ids

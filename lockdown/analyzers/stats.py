@@ -41,12 +41,13 @@ def compare_paired(before: list[float], after: list[float]) -> dict:
     Student's t on the log ratios. Pairing cancels drift that moves both arms alike (a warming
     database, a noisy neighbour), which a comparison of the two means would count as noise.
 
-    `{"pairs", "ratio", "change_pct", "ci95_pct": [lo, hi], "significant", "method"}`;
-    `significant` means the interval excludes zero."""
+    `{"pairs", "ratio", "change_pct", "ci95_pct": [lo, hi], "significant", "se_log", "df",
+    "method"}`; `significant` means the interval excludes zero; `se_log` is the standard error
+    of the log ratio, on `df` degrees of freedom (what `pairs_needed` plans with)."""
     pairs = [(a, b) for a, b in zip(before, after) if a > 0 and b > 0]
     n = len(pairs)
     out = {"pairs": n, "ratio": None, "change_pct": None, "ci95_pct": [None, None],
-           "significant": False,
+           "significant": False, "se_log": None, "df": n - 1,
            "method": "paired: geometric mean of per-pair RPS ratios after/before, 95% CI from "
                      "Student's t on their logarithms"}
     if n == 0:
@@ -56,7 +57,8 @@ def compare_paired(before: list[float], after: list[float]) -> dict:
     out["ratio"] = math.exp(mean)
     out["change_pct"] = 100.0 * (math.exp(mean) - 1.0)
     if n >= 2:
-        half = t95(n - 1) * statistics.stdev(logs) / math.sqrt(n)
+        out["se_log"] = se = statistics.stdev(logs) / math.sqrt(n)
+        half = t95(n - 1) * se
         lo, hi = 100.0 * (math.exp(mean - half) - 1.0), 100.0 * (math.exp(mean + half) - 1.0)
         out["ci95_pct"] = [lo, hi]
         out["significant"] = lo > 0 or hi < 0
@@ -136,10 +138,12 @@ def compare_speed_adjusted(before: list[float], before_speed: list[float | None]
     if fit is None:
         return None
     beta, var, inv = fit
-    half = t95(len(runs) - 3) * math.sqrt(var * inv[1][1])
+    se = math.sqrt(var * inv[1][1])
+    half = t95(len(runs) - 3) * se
     lo, hi = 100.0 * (math.exp(beta[1] - half) - 1.0), 100.0 * (math.exp(beta[1] + half) - 1.0)
     return {"runs": len(runs), "ratio": math.exp(beta[1]), "change_pct": 100.0 * (math.exp(beta[1]) - 1.0),
             "ci95_pct": [lo, hi], "significant": lo > 0 or hi < 0, "elasticity": beta[2],
+            "se_log": se, "df": len(runs) - 3,
             "method": "log RPS regressed on the arm and the log of the host capacity measured "
                       "during each run (the probe's speed x the CPU share not stolen; covariate "
                       "adjustment); 95% CI from Student's t on the arm's coefficient"}
@@ -170,3 +174,46 @@ def ratios_speed_adjusted(groups: dict[str, list[tuple[float, float | None, floa
         out[name] = {"ratio": math.exp(beta[i]), "ci95": [math.exp(beta[i] - half), math.exp(beta[i] + half)],
                      "n": len(groups[name])}
     return {"elasticity": beta[-1], "groups": out}
+
+
+# -- how many pairs a change needs --------------------------------------------------------------
+# `verify` plans its pairs as an internal pilot (Wittes & Brittain, Stat. Med. 1990): the first
+# pairs measure the noise, and the number needed to resolve the change the finding predicts
+# follows from that noise alone, never from the change the pilot measured. Going on only while
+# the interval includes zero would look at the effect and inflate the 5% error; re-estimating
+# the size from the variance keeps the final 95% CI at its level (the inflation is negligible).
+
+Z_POWER = 0.8416       # standard normal quantile of the 80% power asked for
+
+
+def _normal_cdf(x: float) -> float:
+    return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
+
+
+def power(effect_log: float, se_log: float, df: int) -> float:
+    """The chance that a 95% CI excludes zero when the true change is `effect_log` (log ratio)
+    and the estimate's standard error is `se_log` on `df` degrees of freedom (normal
+    approximation of the estimate around the effect, Student's t for the interval)."""
+    if se_log <= 0:
+        return 1.0 if effect_log else 0.0
+    return _normal_cdf(abs(effect_log) / se_log - t95(df))
+
+
+def resolvable_pct(se_log: float, df: int) -> float:
+    """The smallest change, in percent, that an estimate with this standard error resolves
+    with 80% power (the minimum detectable effect): a smaller real change is more likely than
+    not to leave an interval that includes zero."""
+    return 100.0 * (math.exp((t95(df) + Z_POWER) * se_log) - 1.0)
+
+
+def pairs_needed(effect_log: float, se_log: float, pairs: int, df_at, limit: int = 1000) -> int | None:
+    """The fewest pairs m >= `pairs` that resolve the change `effect_log` with 80% power, the
+    standard error measured over `pairs` shrinking as sqrt(pairs / m); `df_at(m)` gives the
+    degrees of freedom at m pairs. None when even `limit` pairs would not (no change predicted,
+    or one lost in the noise)."""
+    if not effect_log:
+        return None
+    for m in range(max(pairs, 1), limit + 1):
+        if (t95(df_at(m)) + Z_POWER) * se_log * math.sqrt(pairs / m) <= abs(effect_log):
+            return m
+    return None

@@ -9,6 +9,7 @@ import click
 
 from ..paths import check_config_path
 from ..errors import LockdownError
+from ..harness.ab_bench import DEFAULT_MAX_RUNS
 from ..harness.bench import BenchOptions
 from ..remediation.verify import (distinct, load_run, pick_all, pick_finding, pick_remediations, verify,
                                   verify_key)
@@ -38,6 +39,10 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
               help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1]; "
                    "with one --finding only.")
 @ab_options("arm")
+@click.option("--max-runs", type=click.IntRange(5), default=DEFAULT_MAX_RUNS, show_default=True,
+              help="The most pairs: when the first --runs are too noisy to resolve the change the "
+                   "finding predicts (80% power), verify takes more, up to this many. Equal to "
+                   "--runs: exactly --runs.")
 @click.option("--requests", type=click.IntRange(10), default=None,
               help="Requests in the re-capture [default: as many as the run's capture].")
 @click.option("--no-probe", is_flag=True,
@@ -46,7 +51,7 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("verify.json (measured change, re-capture, paths)")
 def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, concurrency, workers, load,
-               warmup_duration, requests, no_probe, timeout, json_out):
+               warmup_duration, max_runs, requests, no_probe, timeout, json_out):
     """Verify a finding of the `lockdown run` in DIRECTORY by measurement: the RPS change with
     its 95% confidence interval, and whether a new capture still shows the finding. Several
     findings (--finding repeated, or --all) are fixed together and measured as one change.
@@ -58,6 +63,8 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
     if numbers and (everything or len(wanted) > 1):
         raise click.UsageError("--remediation picks among one finding's remediations; with several "
                                "findings the first remediation of each is applied")
+    if max_runs < runs:
+        raise click.UsageError(f"--max-runs {max_runs} is fewer than --runs {runs}: give at least as many")
     run = load_run(directory.resolve())
     check_config_path(run.directory, "copy the run directory to a path without them and verify it there")
     check_destination(json_out)
@@ -74,7 +81,7 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
                          load=load, warmup_duration=warmup_duration)
     with deadline(timeout):
         result = verify(run, findings, rems, bench, requests, probe=not no_probe, say=say, key=key,
-                        each=each)
+                        each=each, max_runs=max_runs)
     raise SystemExit(publish(run.directory, key, result, json_out))
 
 

@@ -11,11 +11,12 @@ fix left out once) are compared with the after arm, whose runs they share.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ..analyzers.stats import compare_paired, compare_speed_adjusted
+from ..analyzers.stats import compare_paired, compare_speed_adjusted, pairs_needed, power, resolvable_pct
 from ..targets.config import Target
 from .bench import (BenchOptions, load_version, measured_run, rps_of, run_line, sanity_check,
                     capacities_of, settle_opcache, summary_of, versions, warm_concurrent, warm_single)
@@ -24,6 +25,50 @@ from .stack import Stack, StackOptions
 
 ARMS = ("before", "after")
 DEFAULT_RUNS = 5       # per arm: `verify` and `compare` (cli/stack_options.ab_options)
+DEFAULT_MAX_RUNS = 15  # `verify`: the most pairs its plan may take (PairPlan)
+
+
+@dataclass
+class PairPlan:
+    """Take more pairs when the first ones (the pilot: BenchOptions.runs) are too noisy to
+    resolve the change a finding predicts with 80% power, up to `max_runs`: the internal pilot
+    of analyzers/stats.py, which plans from the pilot's noise, never from its result."""
+    predicted_pct: float | None     # the change the finding's share predicts; None: no plan
+    max_runs: int = DEFAULT_MAX_RUNS
+
+
+def _df_at(change: dict):
+    """Degrees of freedom of the verdict's estimate at m pairs: the speed-adjusted fit has
+    2m runs and 3 coefficients, the plain paired one m - 1."""
+    return (lambda m: 2 * m - 3) if "elasticity" in change else (lambda m: m - 1)
+
+
+def planned_runs(plan: PairPlan, pilot: dict, runs: int) -> dict:
+    """How many rounds to measure in all, given the verdict's estimate over the `runs` pilot
+    rounds: `{"pilot_runs", "max_runs", "predicted_change_pct", "pilot_se_log",
+    "runs_needed" (None: not within 1000), "runs"}`."""
+    out = {"pilot_runs": runs, "max_runs": max(plan.max_runs, runs), "predicted_change_pct": plan.predicted_pct,
+           "pilot_se_log": pilot.get("se_log"), "runs_needed": None, "runs": runs}
+    se = pilot.get("se_log")
+    if plan.predicted_pct is None or plan.predicted_pct <= -100 or not se:
+        return out
+    effect = math.log1p(plan.predicted_pct / 100)
+    needed = pairs_needed(effect, se, pilot["pairs"], _df_at(pilot))
+    out["runs_needed"] = needed
+    out["runs"] = min(needed or out["max_runs"], out["max_runs"])
+    return out
+
+
+def resolution(change: dict, predicted_pct: float | None = None) -> dict:
+    """What a finished A/B could resolve: `resolvable_pct`, the smallest change it detects with
+    80% power, and (given a predicted change) `power`, its chance of resolving that one."""
+    se, df = change.get("se_log"), change.get("df")
+    if not se or not df or df < 1:
+        return {}
+    out = {"resolvable_pct": resolvable_pct(se, df)}
+    if predicted_pct is not None and predicted_pct > -100:
+        out["power"] = power(math.log1p(predicted_pct / 100), se, df)
+    return out
 
 
 def arm_order(arms: tuple[str, ...], runs: int) -> list[str]:
@@ -41,26 +86,30 @@ def pair_order(runs: int) -> list[str]:
     return arm_order(ARMS, runs)
 
 
-def _design(opts: BenchOptions, arms: tuple[str, ...]) -> str:
+def _design(opts: BenchOptions, arms: tuple[str, ...], runs: int) -> str:
+    more = (f" (the first {opts.runs} a pilot: more were needed to resolve the predicted change)"
+            if runs > opts.runs else "")
     if len(arms) == 2:
-        return (f"{opts.runs} interleaved pairs of {opts.duration:g} s runs, order flipped each "
+        return (f"{runs} interleaved pairs of {opts.duration:g} s runs{more}, order flipped each "
                 f"pair (before-after, after-before, ...); both stacks up throughout, one under load")
-    return (f"{opts.runs} rounds of {opts.duration:g} s runs, one per arm ({len(arms)} arms: "
+    return (f"{runs} rounds of {opts.duration:g} s runs{more}, one per arm ({len(arms)} arms: "
             f"{', '.join(arms)}), order rotated each round; all stacks up throughout, one under load")
 
 
 def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOptions,
-           opts: BenchOptions, say=print, others: dict[str, StackOptions] | None = None) -> dict:
+           opts: BenchOptions, say=print, others: dict[str, StackOptions] | None = None,
+           plan: PairPlan | None = None) -> dict:
     """Start both arms (and `others`), check and warm them, compare the pages they serve
     (`responses.compare_arms`: after against before, each other arm against after), then
-    measure `opts.runs` interleaved rounds. `others` come back under "others", each with its
+    measure `opts.runs` interleaved rounds, and with a `plan` as many more as it needs
+    (`planned_runs`; result["plan"]). `others` come back under "others", each with its
     runs, pages and its change to the after arm (`change`: after over it)."""
     others = others or {}
     specs = {"before": before, "after": after, **others}
     arms = tuple(specs)
     paths = target.weighted_paths()
     result: dict = {
-        "design": _design(opts, arms),
+        "design": _design(opts, arms, opts.runs),
         "runs_per_arm": opts.runs, "duration": opts.duration, "concurrency": opts.concurrency,
         "workers": opts.workers, "load": opts.load, "warmup_requests": opts.warmup_requests,
         "warmup_duration": opts.warmup_duration, "urls": [asdict(u) for u in target.urls],
@@ -96,21 +145,50 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
             say(f"[compare] {arm}: {extra['same']} of {extra['urls']} URLs serve the same page as after")
         started = time.monotonic()
         width = max(map(len, arms))
-        for i, arm in enumerate(result["order"]):
+        i = 0
+        while i < len(result["order"]):
+            arm = result["order"][i]
             n = len(result[arm]["runs"]) + 1
             run = measured_run(stacks[arm], opts, paths, run_dir / arm / "load", f"run-{n}", say,
                                f"run {i + 1}/{len(result['order'])} ({arm})")
             result[arm]["runs"].append(run)
             say(f"[measure] {i + 1}/{len(result['order'])} {arm:{width}} run {n}: {run_line(run)}")
+            i += 1
+            if plan is not None and i == len(arms) * opts.runs:
+                _extend(result, plan, opts, arms, say)
         result["measure_seconds"] = round(time.monotonic() - started, 1)
     for arm in arms:
         result[arm]["summary"] = summary_of(result[arm]["runs"])
     result["change_paired"], result["change"] = _change(result["before"]["runs"], result["after"]["runs"])
+    result["change"] = {**result["change"], **resolution(result["change"], plan.predicted_pct if plan else None)}
+    if plan is not None:
+        result["plan"].update({"measured_runs": len(result["after"]["runs"]),
+                               **resolution(result["change"], plan.predicted_pct)})
     if others:
         result["others"] = {arm: result.pop(arm) for arm in others}
         for arm, got in result["others"].items():
             got["change_paired"], got["change"] = _change(got["runs"], result["after"]["runs"])
     return result
+
+
+def _extend(result: dict, plan: PairPlan, opts: BenchOptions, arms: tuple[str, ...], say) -> None:
+    """After the pilot rounds: plan the rest from their noise, and lengthen the order."""
+    _, pilot = _change(result["before"]["runs"], result["after"]["runs"])
+    result["plan"] = got = planned_runs(plan, pilot, opts.runs)
+    if got["predicted_change_pct"] is None:
+        return
+    need = got["runs_needed"]
+    if got["runs"] > opts.runs:
+        result["order"] = arm_order(arms, got["runs"])
+        result["runs_per_arm"] = got["runs"]
+        result["design"] = _design(opts, arms, got["runs"])
+        say(f"[plan] the first {opts.runs} pairs are too noisy to resolve the predicted "
+            f"{got['predicted_change_pct']:+.1f}%: it needs "
+            + (f"{need} pairs" if need else "more than 1000 pairs")
+            + (f"; measuring {got['runs']} (--max-runs)" if got["runs"] != need else f"; measuring {need}"))
+    else:
+        say(f"[plan] {opts.runs} pairs resolve the predicted {got['predicted_change_pct']:+.1f}% "
+            f"(80% power; {need} would do)")
 
 
 def _change(before: list[dict], after: list[dict]) -> tuple[dict, dict]:

@@ -19,13 +19,13 @@ from pathlib import Path
 
 from .. import paths
 from ..analyzers.detectors import build_context, detect, with_defaults
-from ..analyzers.findings import Finding, Remediation
+from ..analyzers.findings import Finding, Remediation, predicted_ratio
 from ..analyzers.stacks import stacks
 from ..bundle.store import open_bundle
 from ..bundle.validate import coverage_checks
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
-from ..harness.ab_bench import run_ab
+from ..harness.ab_bench import DEFAULT_MAX_RUNS, PairPlan, run_ab
 from ..harness.bench import BenchOptions
 from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
@@ -154,6 +154,14 @@ def new_in(before: list[Finding], after: list[Finding]) -> list[Finding]:
     return [g for g in after if g.is_defect and g.subject not in known]
 
 
+def predicted_change(findings: list[Finding]) -> float | None:
+    """The RPS change, in percent, to plan the pairs for: what the largest share among the
+    findings predicts if its fix removes all of it (`predicted_ratio`). Fixes together are
+    planned for their largest part, not the sum of their shares, which overlap."""
+    ratios = [r for r in (predicted_ratio(f.share_pct) for f in findings) if r is not None]
+    return 100.0 * (max(ratios) - 1.0) if ratios else None
+
+
 def time_per_unit(bundle) -> dict[str, float | None]:
     """Per kind of stack, the ms per timed request that one sample of `stacks(bundle, kind,
     counts=True)` stands for: an Excimer sample is its period of wall time, a perf sample
@@ -209,10 +217,11 @@ def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
 
 def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediation], bench: BenchOptions,
            requests: int | None, probe: bool = True, say=print, key: str | None = None,
-           each: bool = False) -> dict:
+           each: bool = False, max_runs: int = DEFAULT_MAX_RUNS) -> dict:
     """Verify `findings` (one, or several together) with `remediations`; the result is also
     written to DIR/verify/KEY/verify.json (KEY: `verify_key`). With `each` (several findings),
-    also what each fix adds to the others (`_each`)."""
+    also what each fix adds to the others (`_each`). The first `bench.runs` pairs are a pilot:
+    more are taken, up to `max_runs`, when they are too noisy to resolve the predicted change."""
     key = key or verify_key(findings)
     final = run.directory / "verify" / key
     work = final.with_name(f".{key}.tmp-{os.getpid()}")
@@ -225,7 +234,8 @@ def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediati
         raise LockdownError(f"cannot write {final.parent}: {e.strerror or e}; verify keeps its results "
                             f"in the run directory: make it writable, or copy it somewhere that is")
     try:
-        result = _verify(run, findings, key, remediations, bench, requests, probe, work, final, say, each)
+        plan = PairPlan(predicted_change(findings), max_runs)
+        result = _verify(run, findings, key, remediations, bench, requests, probe, work, final, say, each, plan)
         write_json_atomic(work / "verify.json", result)
         old = final.with_name(f".{key}.old-{os.getpid()}")
         with held():       # the old result out and the new one in, not one without the other
@@ -294,7 +304,8 @@ def _each(left_out: dict[str, tuple], ab: dict) -> list[dict]:
 
 
 def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remediation], bench: BenchOptions,
-            requests: int | None, probe: bool, work: Path, final: Path, say, each: bool = False) -> dict:
+            requests: int | None, probe: bool, work: Path, final: Path, say, each: bool = False,
+            plan: PairPlan | None = None) -> dict:
     t = run.target
     after_ini = ini_changes(rems, run.php_ini)
     base = _base_of(run)
@@ -312,7 +323,7 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
     say(f"== A/B benchmark: {finding['key']} ({finding['title']})")
     left_out = _left_out(run, findings, rems, say) if each and len(findings) > 1 else {}
     ab = run_ab(t, work / "ab", before_opts, after_opts, bench, say=say,
-                others={arm: spec[2] for arm, spec in left_out.items()})
+                others={arm: spec[2] for arm, spec in left_out.items()}, plan=plan)
     say("== re-profile with the remediation applied")
     capture = CaptureSettings(xhprof_every=run.xhprof_every)
     bundle_dir = run_profile(t, work / "profile-run", work / "bundle",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from statistics import fmean
 
+from .numbers import resolution_clause
 from .verify_text import effect_line, paired_line
 from .writeup import pages_line
 
@@ -23,6 +24,8 @@ def format_compare(result: dict) -> str:
              f"  throughput: {effect_line(result)}"]
     if (paired := paired_line(result)) is not None:
         lines.append(f"  ({paired})")
+    if (res := resolution_clause(ab)) is not None:
+        lines.append(f"  resolution: {res}")
     lines.append(f"  latency (mean of runs): p50 {_latency(before, 'p50'):.1f} -> {_latency(after, 'p50'):.1f} ms, "
                  f"p99 {_latency(before, 'p99'):.1f} -> {_latency(after, 'p99'):.1f} ms")
     if result.get("responses"):

@@ -563,6 +563,7 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "method": change.get("method"), "significant": change.get("significant"),
             # what the change is: not the after mean over the before mean (docs/verify.md)
             "estimate": numbers.estimate_name(change), "paired": numbers.paired_clause(bench),
+            "resolution": numbers.resolution_clause(bench),
             "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
             "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
             "new": new_findings(re_),

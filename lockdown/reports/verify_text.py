@@ -72,6 +72,7 @@ def format_verify(result: dict) -> str:
              f"  throughput: {effect_line(result)}",
              *([f"  ({paired})"] if paired else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
+             *([f"  resolution: {res}"] if (res := n.resolution_clause(result["bench"])) else []),
              f"  {verdict_line(result)}",
              *(["  new in the re-capture (not in the run), by the re-capture's keys:"]
                + [f"    {key}: {title}" for key, title in new] if (new := new_findings(result["reprofile"])) else []),
