@@ -1,6 +1,8 @@
 """How many pairs a verification takes: the power arithmetic (analyzers/stats.py), the plan
 made from the pilot's noise (harness/ab_bench.planned_runs), its words in the outputs
-(reports/numbers.resolution_clause), and the plan carried out on the real stack (hello)."""
+(reports/numbers.resolution_clause), and the plan carried out by `compare --resolve` on the
+real stack (hello)."""
+import json
 import math
 import random
 
@@ -8,11 +10,8 @@ import pytest
 
 from conftest import processes_mentioning
 from lockdown.analyzers.stats import (Z_POWER, compare_paired, pairs_needed, power, resolvable_pct, t95)
-from lockdown.harness.ab_bench import PairPlan, planned_runs, resolution, run_ab
-from lockdown.harness.bench import BenchOptions
-from lockdown.harness.stack import StackOptions
+from lockdown.harness.ab_bench import PairPlan, planned_runs, resolution
 from lockdown.reports.numbers import resolution_clause
-from lockdown.targets.registry import resolve
 
 
 def paired_df(m):
@@ -79,7 +78,7 @@ def test_the_pilot_keeps_the_five_percent_error_when_nothing_changed():
 def test_planned_runs_from_the_pilot():
     pilot = compare_paired([100.0] * 5, [103.0, 99.0, 106.0, 101.0, 104.0])
     small = planned_runs(PairPlan(2.0, 15), pilot, 5)
-    assert small["pilot_runs"] == 5 and small["predicted_change_pct"] == 2.0
+    assert small["pilot_runs"] == 5 and small["planned_change_pct"] == 2.0
     assert small["runs_needed"] == pairs_needed(math.log(1.02), pilot["se_log"], 5, paired_df) > 15
     assert small["runs"] == 15 and small["max_runs"] == 15
     middle = planned_runs(PairPlan(3.0, 15), pilot, 5)
@@ -97,7 +96,7 @@ def test_planned_runs_from_the_pilot():
 def test_resolution_says_why_an_interval_includes_zero():
     c = {"change_pct": 1.2, "significant": False, "se_log": 0.05, "df": 7}
     c.update(resolution(c, 3.9))
-    bench = {"change": c, "plan": {"pilot_runs": 5, "runs": 15, "runs_needed": 79, "predicted_change_pct": 3.9}}
+    bench = {"change": c, "plan": {"pilot_runs": 5, "runs": 15, "runs_needed": 79, "planned_change_pct": 3.9, "named": "the predicted"}}
     text = resolution_clause(bench)
     assert "the first 5 pairs were a pilot, too noisy to resolve the predicted +3.9%" in text
     assert "that needed 79 pairs, and --max-runs allowed 15" in text
@@ -111,21 +110,35 @@ def test_resolution_says_why_an_interval_includes_zero():
     assert resolution_clause(None) is None and resolution({"se_log": None, "df": 4}) == {}
 
 
-def test_a_plan_takes_more_pairs_after_the_pilot_on_the_real_stack(tmp_path):
-    """hello served twice, alike: a predicted +1% is beyond 5 pairs of 1 s, so the plan goes
-    on to --max-runs, in the same flipped order, and says so in the design."""
-    said = []
-    result = run_ab(resolve("hello"), tmp_path / "ab", StackOptions(), StackOptions(),
-                    BenchOptions(runs=5, duration=1, warmup_duration=0), say=said.append,
-                    plan=PairPlan(1.0, 7))
-    plan = result["plan"]
-    assert plan["pilot_runs"] == 5 and plan["runs"] == plan["measured_runs"] == 7
+def test_compare_resolve_takes_more_pairs_after_the_pilot_on_the_real_stack(lockdown, tmp_path):
+    """`compare --resolve 1` on hello (the second configuration changes nothing that costs
+    time): +1% is beyond 5 pairs of 1 s, so the plan goes on to --max-runs, in the same
+    flipped order, and says so."""
+    run_dir = tmp_path / "cmp"
+    r = lockdown("compare", "hello", "--with", "memory_limit=200M", "--runs", "5", "--duration", "1",
+                 "--warmup-duration", "0", "--resolve", "1", "--max-runs", "7", "--run-dir", run_dir)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    ab = json.loads((run_dir / "compare.json").read_text())["bench"]
+    plan = ab["plan"]
+    assert plan["pilot_runs"] == 5 and plan["runs"] == plan["measured_runs"] == 7 and plan["max_runs"] == 7
+    assert plan["planned_change_pct"] == 1.0 and plan["named"] == "a change of"
     assert plan["runs_needed"] is None or plan["runs_needed"] > 7
-    assert len(result["before"]["runs"]) == len(result["after"]["runs"]) == result["runs_per_arm"] == 7
-    assert result["order"][10:] == ["after", "before", "before", "after"]
-    assert result["change"]["pairs"] == 7 and result["change"]["resolvable_pct"] > 1.0
-    assert 0 < result["change"]["power"] < 0.8
-    assert result["design"].startswith("7 interleaved pairs of 1 s runs (the first 5 a pilot")
-    assert any(s.startswith("[plan] the first 5 pairs are too noisy to resolve the predicted +1.0%") for s in said)
-    assert [s for s in said if s.startswith("[measure] ")][-1].startswith("[measure] 14/14 after")
-    assert processes_mentioning(str(tmp_path)) == []
+    assert len(ab["before"]["runs"]) == len(ab["after"]["runs"]) == ab["runs_per_arm"] == 7
+    assert ab["order"][10:] == ["after", "before", "before", "after"]
+    assert ab["change"]["pairs"] == 7 and ab["change"]["resolvable_pct"] > 1.0
+    assert 0 < ab["change"]["power"] < 0.8
+    assert ab["design"].startswith("7 interleaved pairs of 1 s runs (the first 5 a pilot")
+    out = r.stdout
+    assert "[plan] the first 5 pairs are too noisy to resolve a change of +1.0%: it needs " in out
+    assert "[measure] 14/14 after" in out and "[measure] 15/" not in out
+    assert "resolution: the first 5 pairs were a pilot, too noisy to resolve a change of +1.0%" in out
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def test_bad_plans_get_one_line(lockdown):
+    for args, words in ((("--resolve", "0"), "--resolve 0: give the change in percent"),
+                        (("--resolve", "-100"), "--resolve -100: give the change in percent"),
+                        (("--runs", "9", "--max-runs", "8"), "--max-runs 8 is fewer than --runs 9"),
+                        (("--max-runs", "4"), "--max-runs")):
+        r = lockdown("compare", "hello", "--with", "opcache.enable=0", *args)
+        assert r.returncode == 2 and words in r.stderr and r.stderr.strip().count("\n") <= 1, r.stderr

@@ -237,7 +237,7 @@ def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_veri
     # the first 5 (the pilot), and measured as planned
     share = result["finding"]["share_pct"]
     plan, bench = result["bench"]["plan"], result["bench"]
-    assert plan["predicted_change_pct"] == pytest.approx(100 * (predicted_ratio(share) - 1))
+    assert plan["planned_change_pct"] == pytest.approx(100 * (predicted_ratio(share) - 1))
     assert plan["pilot_runs"] == 5 and plan["max_runs"] == 15
     assert plan["runs"] == min(max(5, plan["runs_needed"] or 15), 15) == plan["measured_runs"]
     assert len(bench["before"]["runs"]) == len(bench["after"]["runs"]) == plan["runs"] == bench["runs_per_arm"]

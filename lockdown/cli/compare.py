@@ -10,18 +10,18 @@ import click
 
 from .. import paths
 from ..errors import LockdownError
-from ..harness.ab_bench import run_ab
+from ..harness.ab_bench import PairPlan, run_ab
 from ..harness.bench import BenchOptions
 from ..harness.stack import StackOptions
 from ..progress import for_command
 from ..reports.compare_text import format_compare
 from ..reports.output import write_json_atomic
-from ..targets.registry import resolve
+from ..targets.registry import resolve as resolve_target
 from .bench import parse_ini
 from .destinations import check_not_input, target_inputs
 from .json_output import check_destination, deliver, json_option
 from .main import deadline, main
-from .stack_options import ab_options
+from .stack_options import ab_options, check_max_runs, max_runs_option
 
 
 @main.command("compare")
@@ -32,16 +32,26 @@ from .stack_options import ab_options
 @click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
               help="php.ini override of both configurations (repeatable).")
 @ab_options("configuration")
+@click.option("--resolve", type=float, default=None, metavar="PCT",
+              help="Plan the pairs to resolve a change of PCT percent in RPS with 80% power: the "
+                   "first --runs are a pilot, and as many more as their noise says it needs follow, "
+                   "up to --max-runs [default: exactly --runs].")
+@max_runs_option("the --resolve change")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run directory, new or empty (default: a new one under $LOCKDOWN_HOME/runs).")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("the comparison (both arms' runs, the change with its CI, the pages)")
 def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers, load, warmup_duration,
-                run_dir, timeout, json_out):
+                resolve, max_runs, run_dir, timeout, json_out):
     """Compare TARGET as configured (baseline) with TARGET plus the --with php.ini settings:
     RPS change with its 95% CI from interleaved pairs, and whether both serve the same pages."""
-    t = resolve(target)
+    if resolve is not None and not (resolve > -100 and resolve != 0):
+        raise click.UsageError(f"--resolve {resolve:g}: give the change in percent, e.g. 2 or -5 (not 0, "
+                               f"above -100)")
+    check_max_runs(runs, max_runs)
+    plan = PairPlan(resolve, max_runs, "a change of") if resolve is not None else None
+    t = resolve_target(target)
     base, change = parse_ini(php_ini), parse_ini(with_ini)
     if not change:
         raise LockdownError("nothing to compare: give the second configuration's settings with "
@@ -58,7 +68,7 @@ def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers,
     say = for_command(f"compare {t.name}", json_out is not None)
     with deadline(timeout):
         ab = run_ab(t, directory, StackOptions(php_ini=dict(base)), StackOptions(php_ini={**base, **change}),
-                    opts, say=say)
+                    opts, say=say, plan=plan)
     result = {"target": t.name, "php_ini": {"both": base, "with": change},
               "responses": ab.pop("responses", None), "bench": ab, "run_dir": str(directory)}
     write_json_atomic(directory / "compare.json", result)

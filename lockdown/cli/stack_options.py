@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ..harness.ab_bench import DEFAULT_RUNS
+from ..harness.ab_bench import DEFAULT_MAX_RUNS, DEFAULT_RUNS
 from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions
 from ..harness.loadgen import TOOLS
 
@@ -62,3 +62,16 @@ def ab_options(each: str):
             f = option(f)
         return f
     return apply
+
+
+def max_runs_option(change: str):
+    """--max-runs: how far the pair plan (harness/ab_bench.PairPlan) may go past --runs to
+    resolve `change` ("the change the finding predicts")."""
+    return click.option("--max-runs", type=click.IntRange(5), default=DEFAULT_MAX_RUNS, show_default=True,
+                        help=f"The most pairs: when the first --runs are too noisy to resolve {change} "
+                             f"with 80% power, take more, up to this many. Equal to --runs: exactly --runs.")
+
+
+def check_max_runs(runs: int, max_runs: int) -> None:
+    if max_runs < runs:
+        raise click.UsageError(f"--max-runs {max_runs} is fewer than --runs {runs}: give at least as many")

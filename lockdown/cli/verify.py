@@ -9,7 +9,6 @@ import click
 
 from ..paths import check_config_path
 from ..errors import LockdownError
-from ..harness.ab_bench import DEFAULT_MAX_RUNS
 from ..harness.bench import BenchOptions
 from ..remediation.verify import (distinct, load_run, pick_all, pick_finding, pick_remediations, verify,
                                   verify_key)
@@ -19,7 +18,7 @@ from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option
 from .destinations import check_not_input, run_inputs
 from .main import deadline, main
-from .stack_options import ab_options
+from .stack_options import ab_options, check_max_runs, max_runs_option
 
 CONFIRMED, NOT_CONFIRMED = 0, 3
 
@@ -39,10 +38,7 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
               help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1]; "
                    "with one --finding only.")
 @ab_options("arm")
-@click.option("--max-runs", type=click.IntRange(5), default=DEFAULT_MAX_RUNS, show_default=True,
-              help="The most pairs: when the first --runs are too noisy to resolve the change the "
-                   "finding predicts (80% power), verify takes more, up to this many. Equal to "
-                   "--runs: exactly --runs.")
+@max_runs_option("the change the finding predicts")
 @click.option("--requests", type=click.IntRange(10), default=None,
               help="Requests in the re-capture [default: as many as the run's capture].")
 @click.option("--no-probe", is_flag=True,
@@ -63,8 +59,7 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
     if numbers and (everything or len(wanted) > 1):
         raise click.UsageError("--remediation picks among one finding's remediations; with several "
                                "findings the first remediation of each is applied")
-    if max_runs < runs:
-        raise click.UsageError(f"--max-runs {max_runs} is fewer than --runs {runs}: give at least as many")
+    check_max_runs(runs, max_runs)
     run = load_run(directory.resolve())
     check_config_path(run.directory, "copy the run directory to a path without them and verify it there")
     check_destination(json_out)

@@ -31,10 +31,12 @@ DEFAULT_MAX_RUNS = 15  # `verify`: the most pairs its plan may take (PairPlan)
 @dataclass
 class PairPlan:
     """Take more pairs when the first ones (the pilot: BenchOptions.runs) are too noisy to
-    resolve the change a finding predicts with 80% power, up to `max_runs`: the internal pilot
+    resolve a change (verify: the one the finding predicts; compare --resolve: the one asked
+    for) with 80% power, up to `max_runs`: the internal pilot
     of analyzers/stats.py, which plans from the pilot's noise, never from its result."""
-    predicted_pct: float | None     # the change the finding's share predicts; None: no plan
+    change_pct: float | None        # the change to resolve; None: no plan
     max_runs: int = DEFAULT_MAX_RUNS
+    named: str = "the predicted"    # how the messages name it ("the predicted +3.9%")
 
 
 def _df_at(change: dict):
@@ -45,29 +47,29 @@ def _df_at(change: dict):
 
 def planned_runs(plan: PairPlan, pilot: dict, runs: int) -> dict:
     """How many rounds to measure in all, given the verdict's estimate over the `runs` pilot
-    rounds: `{"pilot_runs", "max_runs", "predicted_change_pct", "pilot_se_log",
+    rounds: `{"pilot_runs", "max_runs", "planned_change_pct", "named", "pilot_se_log",
     "runs_needed" (None: not within 1000), "runs"}`."""
-    out = {"pilot_runs": runs, "max_runs": max(plan.max_runs, runs), "predicted_change_pct": plan.predicted_pct,
-           "pilot_se_log": pilot.get("se_log"), "runs_needed": None, "runs": runs}
+    out = {"pilot_runs": runs, "max_runs": max(plan.max_runs, runs), "planned_change_pct": plan.change_pct,
+           "named": plan.named, "pilot_se_log": pilot.get("se_log"), "runs_needed": None, "runs": runs}
     se = pilot.get("se_log")
-    if plan.predicted_pct is None or plan.predicted_pct <= -100 or not se:
+    if plan.change_pct is None or plan.change_pct <= -100 or not se:
         return out
-    effect = math.log1p(plan.predicted_pct / 100)
+    effect = math.log1p(plan.change_pct / 100)
     needed = pairs_needed(effect, se, pilot["pairs"], _df_at(pilot))
     out["runs_needed"] = needed
     out["runs"] = min(needed or out["max_runs"], out["max_runs"])
     return out
 
 
-def resolution(change: dict, predicted_pct: float | None = None) -> dict:
+def resolution(change: dict, planned_pct: float | None = None) -> dict:
     """What a finished A/B could resolve: `resolvable_pct`, the smallest change it detects with
-    80% power, and (given a predicted change) `power`, its chance of resolving that one."""
+    80% power, and (given the change planned for) `power`, its chance of resolving that one."""
     se, df = change.get("se_log"), change.get("df")
     if not se or not df or df < 1:
         return {}
     out = {"resolvable_pct": resolvable_pct(se, df)}
-    if predicted_pct is not None and predicted_pct > -100:
-        out["power"] = power(math.log1p(predicted_pct / 100), se, df)
+    if planned_pct is not None and planned_pct > -100:
+        out["power"] = power(math.log1p(planned_pct / 100), se, df)
     return out
 
 
@@ -87,7 +89,7 @@ def pair_order(runs: int) -> list[str]:
 
 
 def _design(opts: BenchOptions, arms: tuple[str, ...], runs: int) -> str:
-    more = (f" (the first {opts.runs} a pilot: more were needed to resolve the predicted change)"
+    more = (f" (the first {opts.runs} a pilot: more were needed to resolve the change planned for)"
             if runs > opts.runs else "")
     if len(arms) == 2:
         return (f"{runs} interleaved pairs of {opts.duration:g} s runs{more}, order flipped each "
@@ -160,10 +162,10 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
     for arm in arms:
         result[arm]["summary"] = summary_of(result[arm]["runs"])
     result["change_paired"], result["change"] = _change(result["before"]["runs"], result["after"]["runs"])
-    result["change"] = {**result["change"], **resolution(result["change"], plan.predicted_pct if plan else None)}
+    result["change"] = {**result["change"], **resolution(result["change"], plan.change_pct if plan else None)}
     if plan is not None:
         result["plan"].update({"measured_runs": len(result["after"]["runs"]),
-                               **resolution(result["change"], plan.predicted_pct)})
+                               **resolution(result["change"], plan.change_pct)})
     if others:
         result["others"] = {arm: result.pop(arm) for arm in others}
         for arm, got in result["others"].items():
@@ -175,20 +177,18 @@ def _extend(result: dict, plan: PairPlan, opts: BenchOptions, arms: tuple[str, .
     """After the pilot rounds: plan the rest from their noise, and lengthen the order."""
     _, pilot = _change(result["before"]["runs"], result["after"]["runs"])
     result["plan"] = got = planned_runs(plan, pilot, opts.runs)
-    if got["predicted_change_pct"] is None:
+    if plan.change_pct is None:
         return
-    need = got["runs_needed"]
+    need, wanted = got["runs_needed"], f"{plan.named} {plan.change_pct:+.1f}%"
     if got["runs"] > opts.runs:
         result["order"] = arm_order(arms, got["runs"])
         result["runs_per_arm"] = got["runs"]
         result["design"] = _design(opts, arms, got["runs"])
-        say(f"[plan] the first {opts.runs} pairs are too noisy to resolve the predicted "
-            f"{got['predicted_change_pct']:+.1f}%: it needs "
+        say(f"[plan] the first {opts.runs} pairs are too noisy to resolve {wanted}: it needs "
             + (f"{need} pairs" if need else "more than 1000 pairs")
             + (f"; measuring {got['runs']} (--max-runs)" if got["runs"] != need else f"; measuring {need}"))
     else:
-        say(f"[plan] {opts.runs} pairs resolve the predicted {got['predicted_change_pct']:+.1f}% "
-            f"(80% power; {need} would do)")
+        say(f"[plan] {opts.runs} pairs resolve {wanted} (80% power; {need} would do)")
 
 
 def _change(before: list[dict], after: list[dict]) -> tuple[dict, dict]:

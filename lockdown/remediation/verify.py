@@ -234,7 +234,7 @@ def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediati
         raise LockdownError(f"cannot write {final.parent}: {e.strerror or e}; verify keeps its results "
                             f"in the run directory: make it writable, or copy it somewhere that is")
     try:
-        plan = PairPlan(predicted_change(findings), max_runs)
+        plan = PairPlan(predicted_change(findings), max_runs, "the predicted")
         result = _verify(run, findings, key, remediations, bench, requests, probe, work, final, say, each, plan)
         write_json_atomic(work / "verify.json", result)
         old = final.with_name(f".{key}.old-{os.getpid()}")

@@ -167,24 +167,24 @@ def paired_clause(bench) -> str | None:
 def resolution_clause(bench) -> str | None:
     """How finely an A/B measured, as a clause: that the first pairs were a pilot and more were
     taken (bench.plan), and, when the interval includes zero, the smallest change the pairs
-    resolve (bench.change.resolvable_pct) and their chance of resolving the predicted one, so
-    "not confirmed" reads as "too few pairs" when that is what it was. None when there is
+    resolve (bench.change.resolvable_pct) and their chance of resolving the one planned for,
+    so "not confirmed" reads as "too few pairs" when that is what it was. None when there is
     nothing to say, or verify.json is from before these were recorded."""
     bench = bench if isinstance(bench, dict) else {}
     c = bench.get("change") if isinstance(bench.get("change"), dict) else {}
     plan = bench.get("plan") if isinstance(bench.get("plan"), dict) else {}
-    pilot, runs, pred = plan.get("pilot_runs"), plan.get("runs"), plan.get("predicted_change_pct")
+    pilot, runs, planned = plan.get("pilot_runs"), plan.get("runs"), plan.get("planned_change_pct")
+    wanted = f"{plan.get('named') or 'the planned'} {change(planned)}"
     parts = []
-    if isinstance(pilot, int) and isinstance(runs, int) and runs > pilot and _is_num(pred):
+    if isinstance(pilot, int) and isinstance(runs, int) and runs > pilot and _is_num(planned):
         need = plan.get("runs_needed")
-        parts.append(f"the first {pilot} pairs were a pilot, too noisy to resolve the predicted "
-                     f"{change(pred)} with 80% power: that needed "
-                     + (f"{need} pairs" if need else "more than 1000 pairs")
+        parts.append(f"the first {pilot} pairs were a pilot, too noisy to resolve {wanted} with 80% "
+                     f"power: that needed " + (f"{need} pairs" if need else "more than 1000 pairs")
                      + ("" if need == runs else f", and --max-runs allowed {runs}"))
     smallest = c.get("resolvable_pct")
     if not c.get("significant") and _is_num(smallest):
         text = f"these pairs resolve changes of \u00b1{smallest:.1f}% or more (80% power)"
-        if _is_num(c.get("power")) and _is_num(pred):
-            text += f"; their chance of resolving the predicted {change(pred)} was {100 * c['power']:.0f}%"
+        if _is_num(c.get("power")) and _is_num(planned):
+            text += f"; their chance of resolving {wanted} was {100 * c['power']:.0f}%"
         parts.append(text)
     return "; ".join(parts) or None
