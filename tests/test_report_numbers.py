@@ -649,3 +649,11 @@ def test_report_lists_the_hot_native_functions_escaped_with_their_shares(run):
     del a["native_functions"]
     (run / "analysis.json").write_text(json.dumps(a))
     assert "Hot native functions" not in report_html(run)
+
+
+def test_remediations_are_named_by_kind_and_file_alike_from_objects_and_json():
+    from lockdown.analyzers.findings import Remediation, remediation_names
+    rems = [Remediation("diff", "--- a\n", file="config.php"), Remediation("sql", "UPDATE t SET x = 1")]
+    assert remediation_names(rems) == "diff config.php, sql"
+    assert remediation_names([{"kind": r.kind, "file": r.file} for r in rems]) == "diff config.php, sql"
+    assert remediation_names([]) == ""

@@ -34,6 +34,15 @@ class Remediation:
     writes: list | None = None       # app-tree paths (files, directories) the steps write; None: any
 
 
+def remediation_names(rems) -> str:
+    """Remediations as the lines about verifications and rounds name them: "diff config.php,
+    sql" (kind, and the file a diff patches); Remediation objects or their JSON dicts."""
+    def one(r) -> str:
+        kind, file = (r.get("kind"), r.get("file")) if isinstance(r, dict) else (r.kind, r.file)
+        return f"{kind} {file}" if file else str(kind)
+    return ", ".join(one(r) for r in rems)
+
+
 def split_steps(steps) -> tuple[list[str], list[str]]:
     """A remediation's steps as text: (commands run in the app tree -- argv lists, shell-quoted --,
     the operator's own steps -- strings, e.g. "systemctl restart php8.2-fpm" after php.ini lines,

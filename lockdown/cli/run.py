@@ -12,6 +12,7 @@ from click.core import ParameterSource
 from .. import paths, run_marker
 from ..analyzers.analysis import analyze
 from ..analyzers.detectors import build_context, detect, load_thresholds
+from ..analyzers.findings import remediation_names
 from ..bundle.store import open_bundle
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
@@ -86,7 +87,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     fixes = remedy(base.remediations, say) if base else None
     if base:
         say(f"[base] on top of {len(base.remediations)} verified fix(es) from {base.source}: "
-            + ", ".join(r.kind + (f" {r.file}" if r.file else "") for r in base.remediations))
+            + remediation_names(base.remediations))
     with deadline(timeout):
         if not no_bench:
             say(f"== bench {t.name}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jinja2
 
-from ..analyzers.findings import Finding
+from ..analyzers.findings import Finding, remediation_names
 from ..errors import LockdownError
 from .. import run_marker
 
@@ -154,7 +154,7 @@ def base_text(run: dict | None) -> str | None:
     if not isinstance(base, dict):
         return None
     rems = [r for r in base.get("remediations") or [] if isinstance(r, dict)]
-    what = ", ".join(f"{r.get('kind')} {r.get('file')}" if r.get("file") else str(r.get("kind")) for r in rems)
+    what = remediation_names(rems)
     return (f"the {len(rems)} fix(es) verified in {base.get('source')} ({what}), applied to every copy this run "
             f"served, and to both arms of its verifications (--on-top-of)")
 

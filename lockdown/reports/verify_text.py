@@ -1,7 +1,7 @@
 """`lockdown verify`'s result as the lines a terminal shows (and a write-up quotes)."""
 from __future__ import annotations
 
-from ..analyzers.findings import predicted_ratio
+from ..analyzers.findings import predicted_ratio, remediation_names
 from . import numbers as n
 from .writeup import pages_line
 
@@ -66,7 +66,7 @@ def format_verify(result: dict) -> str:
     lines = [f"verify {result['finding']['key']} on {result['target']}: "
              + ("CONFIRMED" if result["confirmed"] else "NOT CONFIRMED"),
              *([f"  fixed together: {', '.join(f['key'] for f in together)}"] if len(together) > 1 else []),
-             f"  remediation: {', '.join(r['kind'] + (' ' + r['file'] if r.get('file') else '') for r in result['remediations'])}",
+             f"  remediation: {remediation_names(result['remediations'])}",
              *([f"  both arms on top of the {len(result.get('base_remediations') or [])} fix(es) verified in "
                 f"{result['base_source']}"] if result.get("base_source") else []),
              f"  throughput: {effect_line(result)}",
