@@ -657,3 +657,21 @@ def test_remediations_are_named_by_kind_and_file_alike_from_objects_and_json():
     assert remediation_names(rems) == "diff config.php, sql"
     assert remediation_names([{"kind": r.kind, "file": r.file} for r in rems]) == "diff config.php, sql"
     assert remediation_names([]) == ""
+
+
+def test_a_planned_verification_is_reproduced_with_the_pairs_asked_for(run):
+    """verify planned 9 pairs from a pilot of 5: the command to reproduce asks for the 5 (and
+    the --max-runs given), and the report and write-ups say the pilot was too noisy."""
+    data = copy.deepcopy(VERIFY_ALL)
+    data["bench"]["runs_per_arm"] = 9
+    data["bench"]["plan"] = {"pilot_runs": 5, "max_runs": 12, "runs": 9, "runs_needed": 9, "measured_runs": 9,
+                             "planned_change_pct": 128.6, "named": "the predicted", "pilot_se_log": 0.3}
+    (run / "verify" / "all" / "verify.json").write_text(json.dumps(data))
+    files = writeups(load_results(run))
+    q = shlex.quote(str(run))
+    assert f"lockdown verify {q} --all --runs 5 --duration 3 --max-runs 12 --requests 30" in files["SUMMARY.md"]
+    said = "the first 5 pairs were a pilot, too noisy to resolve the predicted +128.6% with 80% power: that needed 9 pairs"
+    assert said in text_of(report_html(run))
+    data["bench"]["plan"]["max_runs"] = 15                 # verify's default: not repeated
+    (run / "verify" / "all" / "verify.json").write_text(json.dumps(data))
+    assert f"lockdown verify {q} --all --runs 5 --duration 3 --requests 30" in writeups(load_results(run))["SUMMARY.md"]

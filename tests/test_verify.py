@@ -44,9 +44,13 @@ def test_the_design_names_pairs_for_two_arms_and_rounds_for_more():
     from lockdown.harness.ab_bench import _design
     from lockdown.harness.bench import BenchOptions
     opts = BenchOptions(runs=3, duration=5)
-    assert _design(opts, ("before", "after")).startswith("3 interleaved pairs of 5 s runs, order flipped each pair")
-    assert _design(opts, ("before", "after", "without-a")).startswith(
+    assert _design(opts, ("before", "after"), 3).startswith("3 interleaved pairs of 5 s runs, order flipped each pair")
+    assert _design(opts, ("before", "after", "without-a"), 3).startswith(
         "3 rounds of 5 s runs, one per arm (3 arms: before, after, without-a), order rotated each round")
+    # the pilot planned more (PairPlan)
+    assert _design(opts, ("before", "after"), 7).startswith(
+        "7 interleaved pairs of 5 s runs (the first 3 a pilot: more were needed to resolve the change planned "
+        "for), order flipped each pair")
 
 
 def test_the_verdict_takes_the_host_capacity_out_when_every_run_has_one():
@@ -238,8 +242,8 @@ def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_veri
     share = result["finding"]["share_pct"]
     plan, bench = result["bench"]["plan"], result["bench"]
     assert plan["planned_change_pct"] == pytest.approx(100 * (predicted_ratio(share) - 1))
-    assert plan["pilot_runs"] == 5 and plan["max_runs"] == 15
-    assert plan["runs"] == min(max(5, plan["runs_needed"] or 15), 15) == plan["measured_runs"]
+    assert plan["pilot_runs"] == 5 and plan["max_runs"] == 8
+    assert plan["runs"] == min(max(5, plan["runs_needed"] or 8), 8) == plan["measured_runs"]
     assert len(bench["before"]["runs"]) == len(bench["after"]["runs"]) == plan["runs"] == bench["runs_per_arm"]
     assert 0 < bench["change"]["power"] <= 1 and bench["change"]["resolvable_pct"] > 0
     # the other findings are still there in the re-capture: only this one was fixed
@@ -297,7 +301,7 @@ def test_all_fixes_together_are_measured_as_one_change(lockdown, minicms_run, mi
     assert w.returncode == 0, w.stderr
     summary = (tmp_path / "issues" / "SUMMARY.md").read_text()
     assert summary.splitlines()[2].startswith(f"**Headline:** {len(defects)} fixes together (`all`): **+")
-    assert f"lockdown verify {run} --all --runs 5 --duration 1" in summary
+    assert f"lockdown verify {run} --all --runs 5 --duration 1 --max-runs 8" in summary    # the pilot, as asked
     issue = (tmp_path / "issues" / f"{defects[0]['key']}.md").read_text()
     assert f"Measured together with {len(defects) - 1} other fix(es) (`lockdown verify {run} --all`" in issue
     assert "this finding is gone from that re-capture" in issue

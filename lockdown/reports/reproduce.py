@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from ..harness.ab_bench import DEFAULT_RUNS
+from ..harness.ab_bench import DEFAULT_MAX_RUNS, DEFAULT_RUNS
 from ..harness.bench import BenchOptions
 
 # `lockdown run`'s defaults (lockdown/cli/run.py takes them from here)
@@ -97,8 +97,12 @@ def verify_command(run_dir, v: dict, findings: dict, run_block: dict | None, ben
     if v.get("each"):
         args.append("--each")
     b = v.get("bench") or {}
-    args += ["--runs", _num(b.get("runs_per_arm", VERIFY_DEFAULTS["runs"])),
+    # the pairs asked for: the pilot when verify planned more (bench.plan), not the pairs measured
+    plan = b.get("plan") if isinstance(b.get("plan"), dict) else {}
+    args += ["--runs", _num(plan.get("pilot_runs") or b.get("runs_per_arm", VERIFY_DEFAULTS["runs"])),
              "--duration", _num(b.get("duration", VERIFY_DEFAULTS["duration"]))]
+    if plan.get("max_runs") is not None and plan["max_runs"] != DEFAULT_MAX_RUNS:
+        args += ["--max-runs", _num(plan["max_runs"])]
     ref = (bench or {}).get("config") or {}
     for opt in ("concurrency", "workers"):      # verify's default is the bench's, on the same host
         if b.get(opt) is not None and b.get(opt) != ref.get(opt):
