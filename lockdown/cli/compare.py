@@ -12,7 +12,11 @@ from .. import paths
 from ..errors import LockdownError
 from ..harness.ab_bench import PairPlan, run_ab
 from ..harness.bench import BenchOptions
+from ..harness.app_tree import diff_files
+from ..harness.prepare import prepare
 from ..harness.stack import StackOptions
+from ..remediation.apply import remedy
+from ..remediation.user_patch import check_patches, load_patch
 from ..progress import for_command
 from ..reports.compare_text import format_compare
 from ..reports.output import write_json_atomic
@@ -29,6 +33,11 @@ from .stack_options import ab_options, check_max_runs, max_runs_option
 @click.option("--with", "with_ini", multiple=True, metavar="KEY=VALUE",
               help="php.ini setting of the second configuration (repeatable), e.g. opcache.jit=tracing "
                    "with opcache.jit_buffer_size=64M (the JIT needs both).")
+@click.option("--patch", "patch_files", multiple=True, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="A unified diff of the app's files (`git diff`, `diff -u`; paths as `patch -p1` reads "
+                   "them in the app tree) applied to the second configuration's copy (repeatable: in "
+                   "order). Checked against the prepared tree before anything starts.")
 @click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
               help="php.ini override of both configurations (repeatable).")
 @ab_options("configuration")
@@ -42,10 +51,11 @@ from .stack_options import ab_options, check_max_runs, max_runs_option
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("the comparison (both arms' runs, the change with its CI, the pages)")
-def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers, load, warmup_duration,
+def compare_cmd(target, with_ini, patch_files, php_ini, runs, duration, concurrency, workers, load, warmup_duration,
                 resolve, max_runs, run_dir, timeout, json_out):
-    """Compare TARGET as configured (baseline) with TARGET plus the --with php.ini settings:
-    RPS change with its 95% CI from interleaved pairs, and whether both serve the same pages."""
+    """Compare TARGET as configured (baseline) with TARGET plus the --with php.ini settings
+    and/or --patch diffs of its code: RPS change with its 95% CI from interleaved pairs, and
+    whether both serve the same pages."""
     if resolve is not None and not (resolve > -100 and resolve != 0):
         raise click.UsageError(f"--resolve {resolve:g}: give the change in percent, e.g. 2 or -5 (not 0, "
                                f"above -100)")
@@ -53,23 +63,30 @@ def compare_cmd(target, with_ini, php_ini, runs, duration, concurrency, workers,
     plan = PairPlan(resolve, max_runs, "a change of") if resolve is not None else None
     t = resolve_target(target)
     base, change = parse_ini(php_ini), parse_ini(with_ini)
-    if not change:
+    if not change and not patch_files:
         raise LockdownError("nothing to compare: give the second configuration's settings with "
-                            "--with KEY=VALUE, e.g. --with opcache.enable=0")
+                            "--with KEY=VALUE (e.g. --with opcache.enable=0), or a diff of its code with --patch FILE")
+    patches = [load_patch(p) for p in patch_files]
     same = sorted(k for k, v in change.items() if base.get(k) == v)
-    if len(same) == len(change):
+    if change and not patches and len(same) == len(change):
         raise LockdownError(f"--with {', '.join(same)} is what --php-ini already sets: both "
                             "configurations would be the same")
     opts = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                         load=load, warmup_duration=warmup_duration)
     check_destination(json_out)
-    check_not_input(json_out, target_inputs(t), "--json")
-    directory = paths.new_run_dir(t.name, "compare") if run_dir is None else paths.empty_dir(run_dir, "--run-dir")
+    check_not_input(json_out, target_inputs(t) + [p.resolve() for p in patch_files], "--json")
     say = for_command(f"compare {t.name}", json_out is not None)
     with deadline(timeout):
-        ab = run_ab(t, directory, StackOptions(php_ini=dict(base)), StackOptions(php_ini={**base, **change}),
-                    opts, say=say, plan=plan)
+        if patches:     # before the run directory: a diff that does not apply leaves nothing behind
+            patches = check_patches(prepare(t, say=say).app, patches, t.name)
+            say(f"[patch] {len(patches)} diff(s) apply to a copy of the prepared app tree: "
+                + "; ".join(f"{r.description} ({r.file})" for r in patches))
+        directory = paths.new_run_dir(t.name, "compare") if run_dir is None else paths.empty_dir(run_dir, "--run-dir")
+        after = StackOptions(php_ini={**base, **change}, remedy=remedy(patches, say) if patches else None)
+        ab = run_ab(t, directory, StackOptions(php_ini=dict(base)), after, opts, say=say, plan=plan)
     result = {"target": t.name, "php_ini": {"both": base, "with": change},
+              "patches": [{"path": str(p.resolve()), "files": diff_files(r.content), "content": r.content,
+                           "checked": r.checked} for p, r in zip(patch_files, patches)],
               "responses": ab.pop("responses", None), "bench": ab, "run_dir": str(directory)}
     write_json_atomic(directory / "compare.json", result)
     deliver(json_out, result, f"{format_compare(result)}\n\nresult: {directory / 'compare.json'}; "

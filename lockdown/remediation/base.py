@@ -74,23 +74,31 @@ def load_base(path: Path, target_name: str) -> Base:
     return Base(str(where.parent.resolve()), earlier + remediations, after_ini)
 
 
-def patched_tree(app: Path, base: Base, dest: Path) -> Path:
-    """`dest`: a copy of the prepared app tree `app` with the base's diffs applied, for making
-    and checking the next round's patches against the files as the base leaves them. The
-    copy is links, each patched file made its own first; SQL and a diff's follow-up steps (a
-    cache rebuild) do not change source files and are not run here."""
+def patched_tree(app: Path, remediations: list[Remediation], dest: Path, refused) -> Path:
+    """`dest`: a copy of the prepared app tree `app` with the diffs among `remediations`
+    applied in order, for making and checking patches against the files as those leave them.
+    The copy is links, each patched file made its own first; SQL and a diff's follow-up steps
+    (a cache rebuild) do not change source files and are not run here. A diff that does not
+    apply raises LockdownError(`refused(remediation, patch's last line)`)."""
     if dest.exists():
         shutil.rmtree(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     link_copy(app, dest)
-    for r in base.remediations:
+    for r in remediations:
         if r.kind != "diff":
             continue
         for rel in diff_files(r.content):
             own(dest, rel)
-        done = subprocess.run([*PATCH, "--forward"], input=r.content, text=True, cwd=dest, capture_output=True)
+        # rejects discarded (-r -): the copy is removed, and "saving rejects to file" would mislead
+        done = subprocess.run([*PATCH, "--forward", "-r", "-"], input=r.content, text=True, cwd=dest,
+                              capture_output=True)
         if done.returncode != 0:
-            raise LockdownError(f"--on-top-of: the base's diff against {r.file} does not apply to the prepared "
-                                f"app tree ({(done.stdout + done.stderr).strip().splitlines()[-1:]}); "
-                                f"the target changed since it was verified: verify again")
+            said = [line for line in (done.stdout + done.stderr).strip().splitlines()
+                    if not line.startswith("patching file ")]
+            raise LockdownError(refused(r, "; ".join(said[-2:]) if said else f"patch exit {done.returncode}"))
     return dest
+
+
+def base_refused(r: Remediation, why: str) -> str:
+    return (f"--on-top-of: the base's diff against {r.file} does not apply to the prepared app tree "
+            f"({why}); the target changed since it was verified: verify again")

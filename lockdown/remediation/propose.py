@@ -11,7 +11,7 @@ from ..bundle.model import Statement
 from ..harness.prepare import prepare
 from ..targets.config import Target
 from . import memoize, recipes, registry_probe
-from .base import Base, patched_tree
+from .base import Base, base_refused, patched_tree
 
 
 def propose_all(findings: list[Finding], statements: list[Statement], target: Target, run_dir: Path,
@@ -23,8 +23,8 @@ def propose_all(findings: list[Finding], statements: list[Statement], target: Ta
     if base is None:
         return _propose(findings, statements, target, run_dir, app, tree, say)
     try:
-        return _propose(findings, statements, target, run_dir, patched_tree(app, base, run_dir / "base-app"),
-                        f"{tree} with the base's diffs applied", say)
+        patched = patched_tree(app, base.remediations, run_dir / "base-app", base_refused)
+        return _propose(findings, statements, target, run_dir, patched, f"{tree} with the base's diffs applied", say)
     finally:
         shutil.rmtree(run_dir / "base-app", ignore_errors=True)
 

@@ -12,6 +12,13 @@ def _settings(ini: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in ini.items()) or "the target's own settings"
 
 
+def _second(result: dict) -> str:
+    """The second configuration: its php.ini settings and the diffs applied to its code."""
+    parts = [_settings(result["php_ini"]["with"])] if result["php_ini"]["with"] else []
+    parts += [f"patch {p['path']} ({', '.join(p['files'])})" for p in result.get("patches") or []]
+    return "; ".join(parts)
+
+
 def _latency(runs: list[dict], key: str) -> float:
     return fmean(r["latency_ms"][key] for r in runs)
 
@@ -20,7 +27,7 @@ def format_compare(result: dict) -> str:
     ab = result["bench"]
     before, after = ab["before"]["runs"], ab["after"]["runs"]
     lines = [f"compare {result['target']}: baseline ({_settings(result['php_ini']['both'])}) "
-             f"against with {_settings(result['php_ini']['with'])}",
+             f"against with {_second(result)}",
              f"  throughput: {effect_line(result)}"]
     if (paired := paired_line(result)) is not None:
         lines.append(f"  ({paired})")

@@ -1,0 +1,59 @@
+"""A change of the user's own, measured the way lockdown measures its fixes:
+`lockdown compare TARGET --patch FILE` serves the target as it is and with the unified diff
+FILE applied to its copy of the app tree, in interleaved pairs.
+
+Engine and framework engineers hunting a hot builtin write the patch themselves (a memo, a
+cheaper call); this is the A/B they would otherwise build by hand. The diff is read and
+checked before anything starts: it must name files inside the app tree, and apply, in the
+order given, to a link copy of the prepared tree (`base.patched_tree`), so a patch that does
+not fit is one line, not a stack torn down halfway. It reaches only the run's copies.
+"""
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path, PurePosixPath
+
+from ..analyzers.findings import Remediation
+from ..errors import LockdownError
+from ..harness.app_tree import diff_files
+from .base import patched_tree
+
+
+def load_patch(path: Path) -> Remediation:
+    """The diff in `path` as a remediation (kind diff; `file`: the files it changes), or one
+    line saying why it cannot be one."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise LockdownError(f"cannot read --patch {path}: {getattr(e, 'strerror', None) or e}")
+    files = diff_files(text)
+    if not files:
+        raise LockdownError(f"--patch {path} is not a unified diff (no ---/+++ file lines): make it with "
+                            f"`diff -u` or `git diff` against the app tree")
+    for rel in files:
+        parts = PurePosixPath(rel).parts
+        if PurePosixPath(rel).is_absolute() or ".." in parts:
+            raise LockdownError(f"--patch {path} changes {rel!r}, outside the app tree: name files relative "
+                                f"to it, as `patch -p1` run in the app tree reads them")
+    return Remediation(kind="diff", content=text, file=", ".join(files),
+                       description=f"--patch {path}", checked="")
+
+
+def check_patches(app: Path, patches: list[Remediation], target: str) -> list[Remediation]:
+    """`patches` checked against a link copy of the prepared app tree `app` (beside the
+    prepared tree, so the links are cheap; removed afterwards), each with `checked` saying so;
+    LockdownError naming the first that does not apply, and the tree to make it against."""
+    def refused(r: Remediation, why: str) -> str:
+        return (f"{r.description} does not apply to {target}'s app tree ({why}); make the diff against "
+                f"the files in {app}, with paths as `patch -p1` run there reads them")
+    work = Path(tempfile.mkdtemp(prefix=f".{target}-patch-check-", dir=app.parent.parent))
+    try:
+        patched_tree(app, patches, work / "app", refused)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    n = len(patches)
+    return [replace(r, checked="applies with patch -p1 to a copy of the prepared app tree"
+                               + (f" (patch {i} of {n}, after the ones before it)" if n > 1 else ""))
+            for i, r in enumerate(patches, 1)]
