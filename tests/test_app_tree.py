@@ -167,3 +167,20 @@ def test_fixes_applied_together_skip_a_change_already_made_and_stop_at_a_conflic
             pass
     assert not list((tmp_path / "run2").rglob("*.rej"))
     assert (prepare(target).app / "index.php").read_text() == original
+
+
+def test_the_next_rounds_base_that_no_longer_applies_is_refused_in_words(tmp_path):
+    """--on-top-of: a base diff the prepared tree no longer takes names patch's reason (not a
+    Python list) and leaves no reject file in the copy's place."""
+    from lockdown.remediation.base import base_refused, patched_tree
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "index.php").write_text("<?php\necho 'now';\n")
+    stale = Remediation(kind="diff", file="index.php",
+                        content=unified_diff("index.php", "<?php\necho 'then';\n", "<?php\necho 'fixed';\n"))
+    with pytest.raises(LockdownError) as e:
+        patched_tree(app, [stale], tmp_path / "base-app", base_refused)
+    assert str(e.value) == ("--on-top-of: the base's diff against index.php does not apply to the prepared app tree "
+                            "(Hunk #1 FAILED at 1.; 1 out of 1 hunk FAILED); the target changed since it was "
+                            "verified: verify again")
+    assert not list(tmp_path.rglob("*.rej")) and (app / "index.php").read_text() == "<?php\necho 'now';\n"
