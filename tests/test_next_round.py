@@ -27,7 +27,7 @@ def test_a_second_round_starts_from_the_verified_fix(lockdown, minicms_verified,
     r = lockdown("run", "minicms", "-o", out, "--on-top-of", base_dir, "--runs", "1", "--duration", "1",
                  "--warmup-duration", "0", "--requests", "30", "--no-probe")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert f"[base] on top of 1 verified fix(es) from {base_dir}: diff config.php" in r.stdout
+    assert f"[base] on top of the 1 fix(es) verified in {base_dir}: diff config.php" in r.stdout
     doc = json.loads((out / "findings.json").read_text())
     keys = {f["key"] for f in doc["findings"]}
     assert "db-static-cache" not in keys and {"fs-scan", "repeated-call"} <= keys, keys
@@ -58,7 +58,7 @@ def test_a_second_round_starts_from_the_verified_fix(lockdown, minicms_verified,
     third = lockdown("run", "minicms", "-o", tmp_path / "round3", "--on-top-of", base3,
                      "--no-bench", "--requests", "10", "--no-probe")
     assert third.returncode == 0, third.stderr[-2000:]
-    assert "[base] on top of 2 verified fix(es)" in third.stdout
+    assert "[base] on top of the 2 fix(es) verified in " in third.stdout
     assert tree_digest(prepared_root("minicms") / "app") == digest      # nothing reached the prepared tree
 
 

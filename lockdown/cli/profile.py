@@ -9,7 +9,10 @@ from .. import paths
 from ..collectors.settings import (COLLECTORS, CaptureSettings, parse_collect,
                                    parse_xhprof_flags, XHPROF_FLAGS)
 from ..errors import LockdownError
+from ..harness.prepare import prepare
 from ..harness.profile import DEFAULT_REQUESTS, ProfileOptions, run_profile
+from ..remediation.apply import applied, remedy
+from ..remediation.user_patch import check_patches, load_patch
 from ..progress import for_command
 from ..reports.bundle_summary import format_summary
 from ..bundle.store import open_bundle
@@ -57,11 +60,16 @@ d = CaptureSettings()
               help="Cut the capture into K slices with uncollected slices of the same size between and "
                    "around them (perf and the slow log paused): each capture slice is compared with its "
                    "neighbours, so drift of the host's speed cancels out.")
+@click.option("--patch", "patch_files", multiple=True, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Your own unified diff of the app's files (repeatable, in order), applied to the copy "
+                   "captured and checked before anything starts; `lockdown analyze BUNDLE --baseline "
+                   "UNPATCHED` then shows what it moved.")
 @stack_options("after-capture", "Shell command run after the capture.")
 @json_option("the bundle's path and manifest")
 def profile_cmd(target, output, requests, duration, concurrency, workers, collect, perf_freq,
                 excimer_period, excimer_clock, xhprof_every, xhprof_flags, urls, warmup_requests,
-                overhead_check, overhead_slices, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,
+                overhead_check, overhead_slices, patch_files, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,
                 exec_after_capture, run_dir, timeout, json_out):
     """Capture TARGET per request: perf samples, Excimer stacks, xhprof call counts and SQL
     statements, tied to the request that caused them, into the bundle OUTPUT."""
@@ -71,6 +79,7 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
     if bad:
         raise LockdownError(f"bad --url {bad[0]!r}: give a path starting with /")
     t = resolve(target)
+    patches = [load_patch(p) for p in patch_files]
     settings = CaptureSettings(collect=parse_collect(collect), perf_freq=perf_freq,
                                excimer_period_ms=excimer_period, excimer_clock=excimer_clock,
                                xhprof_every=xhprof_every, xhprof_flags=parse_xhprof_flags(xhprof_flags))
@@ -89,11 +98,14 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
         raise LockdownError(f"{output} already exists; choose another -o or remove it")
     # a run directory of its own: the run's copies (app/, mysql/data/) are removed at the end,
     # and an existing directory's own app/ went with them
-    run_dir = (paths.new_run_dir(t.name, "profile") if run_dir is None
-               else paths.empty_dir(run_dir, "--run-dir")).resolve()
+    say = for_command(f"profile {t.name}", json_out is not None)
     with deadline(timeout):
-        bundle = run_profile(t, run_dir, output, opts,
-                             say=for_command(f"profile {t.name}", json_out is not None))
+        if patches:   # before the run directory: a diff that does not apply leaves nothing behind
+            patches = check_patches(prepare(t, say=say).app, patches, t.name)
+            opts.remedy, opts.applied = remedy(patches, say), applied(patches)
+        run_dir = (paths.new_run_dir(t.name, "profile") if run_dir is None
+                   else paths.empty_dir(run_dir, "--run-dir")).resolve()
+        bundle = run_profile(t, run_dir, output, opts, say=say)
     if json_out is not None:
         emit(json_out, {"bundle": str(bundle), "run_dir": str(run_dir),
                         "manifest": open_bundle(bundle).manifest})

@@ -20,8 +20,10 @@ from ..harness.bench import BenchOptions, run_bench
 from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..progress import for_command
-from ..remediation.apply import remedy
-from ..remediation.base import load_base
+from ..remediation.apply import applied, remedy
+from ..harness.prepare import prepare
+from ..remediation.base import load_base, with_patches
+from ..remediation.user_patch import check_patches, load_patch
 from ..remediation.propose import propose_all
 from ..reports.analysis_text import notable_lines
 from ..reports.bench_table import format_bench
@@ -63,11 +65,16 @@ from .main import deadline, main
                    "(VERIFIED: its result directory, DIR/verify/all or DIR/verify/KEY; a run directory means "
                    "its verify/all), and find what is left. `lockdown verify` of this run applies them to "
                    "both arms.")
+@click.option("--patch", "patch_files", multiple=True, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Your own unified diff of the app's files (repeatable, in order; after --on-top-of's fixes), "
+                   "applied to every copy the run serves, checked before anything starts: find what is "
+                   "left with your change in. `lockdown verify` of this run applies it to both arms.")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("findings.json with the benchmark summary and the paths written")
 def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every, thresholds, php_ini, no_bench, no_probe,
-            on_top_of, timeout, json_out):
+            on_top_of, patch_files, timeout, json_out):
     """Benchmark TARGET, capture it per request, analyse the capture, detect known pathologies
     and propose checked patches; print the findings and write them to OUTPUT."""
     t = resolve(target)
@@ -75,31 +82,35 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     given = _given_options(click.get_current_context())
     check_destination(json_out)
     base = load_base(on_top_of, t.name) if on_top_of is not None else None
+    patches = [load_patch(p) for p in patch_files]
     # the base's php.ini (its verified after arm's), the options given on top
     ini = {**(base.php_ini if base else {}), **parse_ini(php_ini)}
     taken = run_marker.unfinished(out.resolve(), "-o")
     if taken:
         raise LockdownError(taken)
-    out = paths.empty_dir(out, "-o")
-    run_marker.claim(out)          # DIR/incomplete.json until the report is written
     say = for_command(f"run {t.name}", json_out is not None)
     bench = None
-    fixes = remedy(base.remediations, say) if base else None
-    if base:
-        say(f"[base] on top of {len(base.remediations)} verified fix(es) from {base.source}: "
-            + remediation_names(base.remediations))
     with deadline(timeout):
+        if patches:      # checked before the output directory is made: one that does not fit leaves nothing
+            patches = check_patches(prepare(t, say=say).app, patches, t.name, base.remediations if base else [])
+            base = with_patches(base, patches)
+        out = paths.empty_dir(out, "-o")
+        run_marker.claim(out)          # DIR/incomplete.json until the report is written
+        fixes = remedy(base.remediations, say) if base else None
+        if base:
+            say(f"[base] on top of {base.describe()}: {remediation_names(base.remediations)}")
         if not no_bench:
             say(f"== bench {t.name}")
             bench = run_bench(t, out / "bench-run", BenchOptions(runs=runs, duration=duration,
                                                                    warmup_duration=warmup_duration, php_ini=ini),
-                              say=say, remedy=fixes, base=base.source if base else None)
+                              say=say, remedy=fixes, base=base.describe() if base else None)
             write_json_atomic(out / "bench.json", bench)
             say(format_bench(bench))
         say(f"== profile {t.name}")
         settings = CaptureSettings(xhprof_every=xhprof_every)
         bundle_dir = run_profile(t, out / "profile-run", out / "bundle",
-                                 ProfileOptions(requests=requests, capture=settings, php_ini=ini, remedy=fixes),
+                                 ProfileOptions(requests=requests, capture=settings, php_ini=ini, remedy=fixes,
+                                                applied=applied(base.remediations) if base else []),
                                  say=say)
         bundle = open_bundle(bundle_dir)
         say("== analyze")
@@ -155,7 +166,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
 # The options a run records (findings.json run.options) so its command can be given again:
 # everything that changes what is measured or found; not -o, --json or --timeout.
 RECORDED = ("runs", "duration", "warmup_duration", "requests", "xhprof_every", "thresholds", "php_ini",
-            "no_bench", "no_probe", "on_top_of")
+            "no_bench", "no_probe", "on_top_of", "patch_files")
 
 
 def _given_options(ctx: click.Context) -> list[str]:
@@ -165,12 +176,15 @@ def _given_options(ctx: click.Context) -> list[str]:
     for name in RECORDED:
         if ctx.get_parameter_source(name) not in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
             continue
-        flag, value = "--" + name.replace("_", "-"), ctx.params[name]
+        flag, value = "--" + name.removesuffix("_files").replace("_", "-"), ctx.params[name]
         if name in ("no_bench", "no_probe"):
             out += [flag] if value else []
         elif name == "php_ini":
             for item in value:
                 out += [flag, item]
+        elif name == "patch_files":
+            for item in value:
+                out += [flag, str(Path(item).resolve())]
         elif name in ("thresholds", "on_top_of"):
             out += [flag, str(Path(value).resolve())]
         else:

@@ -59,6 +59,7 @@ class ProfileOptions:
     mysql: str | None = None
     hooks: dict = field(default_factory=dict)
     remedy: object = None            # StackOptions.remedy: profile a patched copy (verify)
+    applied: list = field(default_factory=list)   # what `remedy` applies, as the manifest names it
 
     def size(self) -> dict:
         if self.requests is None and self.duration is None:
@@ -187,7 +188,9 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     manifest: dict = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "lockdown_version": __version__, "command": sys.argv,
-        "target": {"name": target.name, "directory": str(target.directory)},
+        "target": {"name": target.name, "directory": str(target.directory),
+                   # the changes the copy served was patched with (run --on-top-of/--patch, verify)
+                   **({"applied": opts.applied} if opts.applied else {})},
         "capture": {**settings.to_json(), "notes": notes},
         "driver": {**size, "concurrency": opts.concurrency, "workers": opts.workers, "urls": paths,
                    "warmup_requests": opts.warmup_requests},

@@ -96,6 +96,11 @@ def apply_steps(stack: Stack, r: Remediation, say) -> None:
                            cwd=stack.app_dir)
 
 
+def applied(remediations: list[Remediation]) -> list[dict]:
+    """What a capture was patched with, as its manifest records it (target.applied)."""
+    return [{"kind": r.kind, "file": r.file, "description": r.description} for r in remediations]
+
+
 def remedy(remediations: list[Remediation], say=print):
     """The `StackOptions.remedy` callback applying `remediations` (ini lines excepted: pass
     `ini_changes()` as the stack's php_ini)."""

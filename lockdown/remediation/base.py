@@ -29,12 +29,20 @@ from .apply import PATCH
 VERIFY_FILE = "verify.json"
 
 
+PATCH_MARK = "--patch "      # a user's own diff (`--patch FILE`): its Remediation.description
+
+
+def is_user_patch(r: Remediation) -> bool:
+    return r.description.startswith(PATCH_MARK)
+
+
 @dataclass
 class Base:
-    """Fixes a run starts from: their remediations (earlier rounds' first) and the php.ini
-    their verification's after arm ran with."""
-    source: str                       # the verify result directory they were confirmed in
-    remediations: list[Remediation]
+    """What a run starts from: fixes confirmed by a verification (earlier rounds' first), the
+    php.ini its after arm ran with, and the user's own diffs (`--patch`, last), all applied
+    to every copy the run serves and to both arms of its verifications."""
+    source: str | None                # the verify result directory the fixes were confirmed in
+    remediations: list[Remediation]   # the verified fixes, then the user's patches (is_user_patch)
     php_ini: dict
 
     def to_json(self) -> dict:
@@ -46,7 +54,35 @@ class Base:
         """A recorded base (findings.json run.base); None when the run had none."""
         if not d:
             return None
-        return cls(str(d["source"]), [Remediation(**r) for r in d["remediations"]], dict(d["php_ini"]))
+        source = d.get("source")
+        return cls(str(source) if source is not None else None,
+                   [Remediation(**r) for r in d["remediations"]], dict(d["php_ini"]))
+
+    def describe(self) -> str:
+        """In words, for the terminal, the reports and bench.json: "the 2 fix(es) verified in
+        DIR", "the patch /x/memo.diff", or both joined by "and"."""
+        return describe(self.source, self.remediations)
+
+
+def describe(source: str | None, remediations: list) -> str:
+    """`Base.describe` from its parts; `remediations` as Remediation objects or JSON dicts."""
+    def desc(r) -> str:
+        return (r.get("description") if isinstance(r, dict) else r.description) or ""
+    patches = [desc(r)[len(PATCH_MARK):] for r in remediations if desc(r).startswith(PATCH_MARK)]
+    fixes = len(remediations) - len(patches)
+    parts = [f"the {fixes} fix(es) verified in {source}"] if fixes else []
+    if patches:
+        parts.append(f"the patch{'es' if len(patches) > 1 else ''} {', '.join(patches)}")
+    return " and ".join(parts) or "nothing"
+
+
+def with_patches(base: Base | None, patches: list[Remediation]) -> Base | None:
+    """`base` with the user's checked patches applied after its fixes (or those alone)."""
+    if not patches:
+        return base
+    if base is None:
+        return Base(None, list(patches), {})
+    return Base(base.source, base.remediations + list(patches), base.php_ini)
 
 
 def load_base(path: Path, target_name: str) -> Base:

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 from ..analyzers.findings import Remediation
 from ..errors import LockdownError
 from ..harness.app_tree import diff_files
-from .base import patched_tree
+from .base import PATCH_MARK, base_refused, patched_tree
 
 
 def load_patch(path: Path) -> Remediation:
@@ -38,22 +38,28 @@ def load_patch(path: Path) -> Remediation:
             raise LockdownError(f"--patch {path} changes {rel!r}, outside the app tree: name files relative "
                                 f"to it, as `patch -p1` run in the app tree reads them")
     return Remediation(kind="diff", content=text, file=", ".join(files),
-                       description=f"--patch {path}", checked="")
+                       description=f"{PATCH_MARK}{path.resolve()}", checked="")
 
 
-def check_patches(app: Path, patches: list[Remediation], target: str) -> list[Remediation]:
+def check_patches(app: Path, patches: list[Remediation], target: str,
+                  before: list[Remediation] = ()) -> list[Remediation]:
     """`patches` checked against a link copy of the prepared app tree `app` (beside the
-    prepared tree, so the links are cheap; removed afterwards), each with `checked` saying so;
-    LockdownError naming the first that does not apply, and the tree to make it against."""
+    prepared tree, so the links are cheap; removed afterwards), after the diffs `before` (a
+    run's verified fixes: `--on-top-of`), each with `checked` saying so; LockdownError naming
+    the first that does not apply, and the tree to make it against."""
+    on_top = " with the verified fixes applied" if before else ""
+
     def refused(r: Remediation, why: str) -> str:
-        return (f"{r.description} does not apply to {target}'s app tree ({why}); make the diff against "
-                f"the files in {app}, with paths as `patch -p1` run there reads them")
+        if r not in patches:
+            return base_refused(r, why)
+        return (f"{r.description} does not apply to {target}'s app tree{on_top} ({why}); make the diff "
+                f"against the files in {app}{on_top}, with paths as `patch -p1` run there reads them")
     work = Path(tempfile.mkdtemp(prefix=f".{target}-patch-check-", dir=app.parent.parent))
     try:
-        patched_tree(app, patches, work / "app", refused)
+        patched_tree(app, [*before, *patches], work / "app", refused)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     n = len(patches)
-    return [replace(r, checked="applies with patch -p1 to a copy of the prepared app tree"
+    return [replace(r, checked=f"applies with patch -p1 to a copy of the prepared app tree{on_top}"
                                + (f" (patch {i} of {n}, after the ones before it)" if n > 1 else ""))
             for i, r in enumerate(patches, 1)]

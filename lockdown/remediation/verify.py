@@ -36,7 +36,7 @@ from ..reports.run_results import findings_of, read_findings_file, run_bundle
 from ..signals import held
 from ..targets.config import Target
 from ..targets.registry import resolve
-from .apply import ini_changes, remedy
+from .apply import applied, ini_changes, remedy
 from .base import Base
 
 VERIFY_FORMAT = 1
@@ -312,7 +312,7 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
     patch = remedy(base + rems, say)
     # a run on top of verified fixes (run --on-top-of): the before arm is the site as they left it
     if base:
-        say(f"[base] both arms start from the {len(base)} fix(es) verified in {run.base.source}")
+        say(f"[base] both arms start from {run.base.describe()}")
     before_opts = StackOptions(php_ini=dict(run.php_ini), remedy=remedy(base, say) if base else None)
     after_opts = StackOptions(php_ini=after_ini, remedy=patch)
     if len(findings) == 1:
@@ -328,7 +328,8 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
     capture = CaptureSettings(xhprof_every=run.xhprof_every)
     bundle_dir = run_profile(t, work / "profile-run", work / "bundle",
                              ProfileOptions(requests=requests or run.requests, capture=capture,
-                                            php_ini=after_ini, remedy=patch), say=say)
+                                            php_ini=after_ini, remedy=patch, applied=applied(base + rems)),
+                             say=say)
     after_bundle = open_bundle(bundle_dir)
     checks = coverage_checks(after_bundle)   # validate's checks; the files were just written whole
     for c in checks:
@@ -356,6 +357,7 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         # applied to both arms (run --on-top-of); a run on top of this verification starts from them too
         "base_remediations": [asdict(r) for r in base],
         "base_source": run.base.source if run.base else None,
+        "base_text": run.base.describe() if run.base else None,
         "responses": ab.pop("responses", None),
         "bench": ab,
         "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,

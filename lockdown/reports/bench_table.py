@@ -23,7 +23,7 @@ def canonical_text(result: dict) -> str:
         elif key == "mysql":
             parts.append("an existing MariaDB server (--mysql)")
         elif key == "on_top_of":
-            parts.append(f"fixes verified in {result.get('on_top_of')} applied (--on-top-of)")
+            parts.append(f"{result.get('on_top_of')} applied to the copies served")
         elif key == "rerun_disturbed":
             parts.append("every run kept (--keep-disturbed)")
         elif key == "host_tolerance":

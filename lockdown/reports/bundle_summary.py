@@ -12,6 +12,11 @@ def format_summary(bundle: Bundle) -> str:
              f"  requests: {r.get('logged')} logged of {r.get('sent')} sent at concurrency "
              f"{d.get('concurrency')}, {d.get('rps')} req/s, statuses {r.get('status_counts')}"
              + (f", {r.get('instrumented')} instrumented with xhprof" if r.get("instrumented") else "")]
+    changed = m["target"].get("applied") if isinstance(m.get("target"), dict) else None
+    if changed:
+        lines.append("  served patched: " + "; ".join(
+            f"{a.get('kind')} {a.get('file') or ''}".strip() + (f" ({a['description']})" if a.get("description") else "")
+            for a in changed if isinstance(a, dict)))
     o = m.get("overhead")
     if o:
         lines.append(f"  overhead: {o['capture_rps']:.1f} req/s captured vs {o['baseline_rps']:.1f} "

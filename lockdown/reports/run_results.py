@@ -14,6 +14,7 @@ from pathlib import Path
 import jinja2
 
 from ..analyzers.findings import Finding, remediation_names
+from ..remediation.base import describe
 from ..errors import LockdownError
 from .. import run_marker
 
@@ -154,7 +155,6 @@ def base_text(run: dict | None) -> str | None:
     if not isinstance(base, dict):
         return None
     rems = [r for r in base.get("remediations") or [] if isinstance(r, dict)]
-    what = remediation_names(rems)
-    return (f"the {len(rems)} fix(es) verified in {base.get('source')} ({what}), applied to every copy this run "
-            f"served, and to both arms of its verifications (--on-top-of)")
+    return (f"{describe(base.get('source'), rems)} ({remediation_names(rems)}), applied to every copy this run "
+            f"served, and to both arms of its verifications")
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..analyzers.findings import predicted_ratio, remediation_names
+from ..remediation.base import describe
 from . import numbers as n
 from .writeup import pages_line
 
@@ -60,6 +61,16 @@ def diff_graph_kind(key: str) -> tuple[str, bool]:
     return kind, bool(before)
 
 
+def base_words(result: dict) -> str | None:
+    """What both arms started from (verify.json base_text; worded from base_source and the
+    count in a verify.json from before base_text was written); None for none."""
+    if result.get("base_text"):
+        return str(result["base_text"])
+    if result.get("base_source"):
+        return describe(result["base_source"], result.get("base_remediations") or [])
+    return None
+
+
 def format_verify(result: dict) -> str:
     paired = paired_line(result)
     together = result.get("findings") or []
@@ -67,8 +78,7 @@ def format_verify(result: dict) -> str:
              + ("CONFIRMED" if result["confirmed"] else "NOT CONFIRMED"),
              *([f"  fixed together: {', '.join(f['key'] for f in together)}"] if len(together) > 1 else []),
              f"  remediation: {remediation_names(result['remediations'])}",
-             *([f"  both arms on top of the {len(result.get('base_remediations') or [])} fix(es) verified in "
-                f"{result['base_source']}"] if result.get("base_source") else []),
+             *([f"  both arms on top of {on_top}"] if (on_top := base_words(result)) else []),
              f"  throughput: {effect_line(result)}",
              *([f"  ({paired})"] if paired else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
