@@ -242,8 +242,9 @@ def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_veri
     share = result["finding"]["share_pct"]
     plan, bench = result["bench"]["plan"], result["bench"]
     assert plan["planned_change_pct"] == pytest.approx(100 * (predicted_ratio(share) - 1))
-    assert plan["pilot_runs"] == 5 and plan["max_runs"] == 8
-    assert plan["runs"] == min(max(5, plan["runs_needed"] or 8), 8) == plan["measured_runs"]
+    assert plan["pilot_runs"] == 5 and plan["max_runs"] == 5        # VERIFY_ARGS: no more than the pilot
+    assert plan["runs_needed"] is None or plan["runs_needed"] >= 5
+    assert plan["runs"] == 5 == plan["measured_runs"]
     assert len(bench["before"]["runs"]) == len(bench["after"]["runs"]) == plan["runs"] == bench["runs_per_arm"]
     assert 0 < bench["change"]["power"] <= 1 and bench["change"]["resolvable_pct"] > 0
     # the other findings are still there in the re-capture: only this one was fixed
@@ -301,7 +302,7 @@ def test_all_fixes_together_are_measured_as_one_change(lockdown, minicms_run, mi
     assert w.returncode == 0, w.stderr
     summary = (tmp_path / "issues" / "SUMMARY.md").read_text()
     assert summary.splitlines()[2].startswith(f"**Headline:** {len(defects)} fixes together (`all`): **+")
-    assert f"lockdown verify {run} --all --runs 5 --duration 1 --max-runs 8" in summary    # the pilot, as asked
+    assert f"lockdown verify {run} --all --runs 5 --duration 1 --max-runs 5" in summary    # the pilot, as asked
     issue = (tmp_path / "issues" / f"{defects[0]['key']}.md").read_text()
     assert f"Measured together with {len(defects) - 1} other fix(es) (`lockdown verify {run} --all`" in issue
     assert "this finding is gone from that re-capture" in issue
