@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lockdown.analyzers.findings import Remediation
+from lockdown.analyzers.findings import Finding, Remediation
 from lockdown.errors import LockdownError
 from lockdown.remediation.base import Base, describe, with_patches
 from lockdown.remediation.recipes import unified_diff
@@ -41,8 +41,43 @@ def test_run_with_a_patch_captures_the_patched_code_and_records_it(lockdown, tmp
     summary = (tmp_path / "issues" / "SUMMARY.md").read_text()
     assert f"**Starting point:** the patch {diff} (diff index.php), applied to every copy" in summary
     assert f"--no-probe --patch {diff}" in summary
+    # the user's own fix verified in place of the proposed change, on top of the run's patch:
+    # SEVEN applies only after FEWER, so both arms have FEWER, the after arm SEVEN too
+    seven = tmp_path / "seven.diff"
+    seven.write_text(SEVEN)
+    v = lockdown("verify", out, "--finding", "hot-builtins", "--patch", seven, "--runs", "5", "--max-runs", "5",
+                 "--duration", "1", "--warmup-duration", "0", "--requests", "10", "--no-probe")
+    assert v.returncode in (0, 3), v.stdout[-3000:] + v.stderr[-3000:]
+    assert f"[base] both arms start from the patch {diff}" in v.stdout
+    assert f"  remediation: the patch {seven} (diff index.php)" in v.stdout
+    assert f"  both arms on top of the patch {diff}" in v.stdout
+    result = json.loads((out / "verify" / "hot-builtins" / "verify.json").read_text())
+    assert [r["description"] for r in result["remediations"]] == [f"--patch {seven}"]
+    assert result["remediations"][0]["content"] == SEVEN
+    first = result["responses"]["pages"][0]["first_difference"]      # 5 items before, 7 after
+    assert first["before"].endswith("<li>world #4</li></ul>") and "<li>world #6</li></ul>" in first["after"]
+    again = lockdown("writeup", out, "-o", tmp_path / "issues2")
+    assert again.returncode == 0, again.stderr
+    note = (tmp_path / "issues2" / "hot-builtins.md").read_text()
+    assert f"applying the patch {seven} (diff index.php), not the proposed change" in note
+    assert f"--finding hot-builtins --patch {seven} --runs 5" in (tmp_path / "issues2" / "SUMMARY.md").read_text()
+    html = (out / "report.html").read_text()
+    assert f"(your patch <code>{seven}</code>, not the proposed change)" in html
     assert "$i < 50;" in (prepared_root("hello") / "app" / "index.php").read_text()   # only copies patched
     assert processes_mentioning(str(out)) == []
+
+
+def test_verify_refuses_a_patch_it_cannot_use_in_one_line(lockdown, tmp_path):
+    finding = Finding("hot-builtins", "t", "info", None, "s", key="hot-builtins")
+    (tmp_path / "findings.json").write_text(json.dumps({"format": 1, "target": "hello",
+                                                        "findings": [finding.to_json()]}))
+    (tmp_path / "seven.diff").write_text(SEVEN)
+    for args, words in ((("--all",), "--patch is the fix of the findings given with --finding"),
+                        (("--finding", "hot-builtins", "--remediation", "1"), "not with --all, --each or --remediation"),
+                        (("--finding", "hot-builtins"), "does not apply to hello's app tree (Hunk #1 FAILED")):
+        r = lockdown("verify", tmp_path, *args, "--patch", tmp_path / "seven.diff")
+        assert r.returncode == 2 and words in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "verify").exists()
 
 
 def test_run_refuses_a_patch_that_does_not_apply_before_making_its_directory(lockdown, tmp_path):

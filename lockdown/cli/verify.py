@@ -18,6 +18,8 @@ from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option
 from .destinations import check_not_input, run_inputs
 from .main import deadline, main
+from ..harness.prepare import prepare
+from ..remediation.user_patch import check_patches, load_patch
 from .stack_options import ab_options, check_max_runs, max_runs_option
 
 CONFIRMED, NOT_CONFIRMED = 0, 3
@@ -37,6 +39,11 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
 @click.option("--remediation", "numbers", type=click.IntRange(1), multiple=True, metavar="N",
               help="Which of the finding's remediations to apply, 1-based (repeatable) [default: 1]; "
                    "with one --finding only.")
+@click.option("--patch", "patch_files", multiple=True, metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Verify the finding with your own unified diff of the app's files instead of the proposed "
+                   "change (repeatable, in order; with --finding): for a finding with no patch, or a better one. "
+                   "Checked against the files as the run served them before anything starts.")
 @ab_options("arm")
 @max_runs_option("the change the finding predicts")
 @click.option("--requests", type=click.IntRange(10), default=None,
@@ -46,7 +53,7 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("verify.json (measured change, re-capture, paths)")
-def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, concurrency, workers, load,
+def verify_cmd(directory, wanted, everything, each, numbers, patch_files, runs, duration, concurrency, workers, load,
                warmup_duration, max_runs, requests, no_probe, timeout, json_out):
     """Verify a finding of the `lockdown run` in DIRECTORY by measurement: the RPS change with
     its 95% confidence interval, and whether a new capture still shows the finding. Several
@@ -60,6 +67,10 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
         raise click.UsageError("--remediation picks among one finding's remediations; with several "
                                "findings the first remediation of each is applied")
     check_max_runs(runs, max_runs)
+    if patch_files and (everything or each or numbers):
+        raise click.UsageError("--patch is the fix of the findings given with --finding: not with --all, "
+                               "--each or --remediation")
+    patches = [load_patch(p) for p in patch_files]
     run = load_run(directory.resolve())
     check_config_path(run.directory, "copy the run directory to a path without them and verify it there")
     check_destination(json_out)
@@ -70,11 +81,14 @@ def verify_cmd(directory, wanted, everything, each, numbers, runs, duration, con
         rems = distinct([f.remediations[0] for f in findings])
     else:
         findings = list({f.key: f for f in (pick_finding(run, w) for w in wanted)}.values())
-        rems = distinct([r for f in findings for r in pick_remediations(f, numbers)])
+        rems = patches or distinct([r for f in findings for r in pick_remediations(f, numbers)])
     key = verify_key(findings, everything)
     bench = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                          load=load, warmup_duration=warmup_duration)
     with deadline(timeout):
+        if patches:   # against the files the run served: its base's diffs first
+            rems = check_patches(prepare(run.target, say=say).app, patches, run.target.name,
+                                 run.base.remediations if run.base else [])
         result = verify(run, findings, rems, bench, requests, probe=not no_probe, say=say, key=key,
                         each=each, max_runs=max_runs)
     raise SystemExit(publish(run.directory, key, result, json_out))

@@ -21,7 +21,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..analyzers.findings import Remediation
+from ..analyzers.findings import Remediation, remediation_names
 from ..errors import LockdownError
 from ..harness.app_tree import diff_files, link_copy, own
 from .apply import PATCH
@@ -32,8 +32,11 @@ VERIFY_FILE = "verify.json"
 PATCH_MARK = "--patch "      # a user's own diff (`--patch FILE`): its Remediation.description
 
 
-def is_user_patch(r: Remediation) -> bool:
-    return r.description.startswith(PATCH_MARK)
+def own_patch_path(r) -> str | None:
+    """The file of a user's own diff (`--patch FILE`), from a Remediation or its JSON dict;
+    None for lockdown's own remediations."""
+    desc = str((r.get("description") if isinstance(r, dict) else r.description) or "")
+    return desc[len(PATCH_MARK):] if desc.startswith(PATCH_MARK) else None
 
 
 @dataclass
@@ -42,7 +45,7 @@ class Base:
     php.ini its after arm ran with, and the user's own diffs (`--patch`, last), all applied
     to every copy the run serves and to both arms of its verifications."""
     source: str | None                # the verify result directory the fixes were confirmed in
-    remediations: list[Remediation]   # the verified fixes, then the user's patches (is_user_patch)
+    remediations: list[Remediation]   # the verified fixes, then the user's patches (own_patch_path)
     php_ini: dict
 
     def to_json(self) -> dict:
@@ -66,14 +69,21 @@ class Base:
 
 def describe(source: str | None, remediations: list) -> str:
     """`Base.describe` from its parts; `remediations` as Remediation objects or JSON dicts."""
-    def desc(r) -> str:
-        return (r.get("description") if isinstance(r, dict) else r.description) or ""
-    patches = [desc(r)[len(PATCH_MARK):] for r in remediations if desc(r).startswith(PATCH_MARK)]
+    patches = [p for p in map(own_patch_path, remediations) if p is not None]
     fixes = len(remediations) - len(patches)
     parts = [f"the {fixes} fix(es) verified in {source}"] if fixes else []
     if patches:
         parts.append(f"the patch{'es' if len(patches) > 1 else ''} {', '.join(patches)}")
     return " and ".join(parts) or "nothing"
+
+
+def applied_words(remediations: list) -> str:
+    """The fix a verification applied: "diff config.php", or for the user's own diffs (verify
+    --patch) "the patch /x/memo.diff (diff config.php)"."""
+    names = remediation_names(remediations)
+    if any(own_patch_path(r) for r in remediations):
+        return f"{describe(None, remediations)} ({names})"
+    return names
 
 
 def with_patches(base: Base | None, patches: list[Remediation]) -> Base | None:

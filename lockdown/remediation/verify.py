@@ -351,8 +351,9 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         "finding": finding,
         "findings": [_summary(g) for g in findings],
         "target": t.name,
-        "remediations": [{"kind": r.kind, "file": r.file, "content": r.content, "steps": r.steps}
-                         for r in rems],
+        # description: where it came from (a recipe, the memo, `--patch FILE`: verify --patch)
+        "remediations": [{"kind": r.kind, "file": r.file, "content": r.content, "steps": r.steps,
+                          "description": r.description} for r in rems],
         "php_ini": {"before": run.php_ini, "after": after_ini},
         # applied to both arms (run --on-top-of); a run on top of this verification starts from them too
         "base_remediations": [asdict(r) for r in base],

@@ -40,6 +40,7 @@ from .bench_table import canonical_text, set_aside_lines
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
 from .reproduce import run_command, suggest_verify
+from ..remediation.base import own_patch_path
 from .run_results import REDO_RUN, RunDirError, base_text, read_findings_file, read_json, reading, run_bundle
 from .verify_text import diff_graph_kind, new_findings
 from .writeup import pages_line
@@ -570,7 +571,8 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "gone_of": _gone_of(re_.get("gone_by_finding")),
             "gone_by": re_.get("gone_by_finding") if isinstance(re_.get("gone_by_finding"), dict) else {},
             "pages": _pages(data.get("responses")),
-            "remediations": [r for r in data.get("remediations") or [] if isinstance(r, dict)],
+            "remediations": [{**r, "own_patch": own_patch_path(r)} for r in data.get("remediations") or []
+                             if isinstance(r, dict)],
             "diffs": diffs}
 
 

@@ -13,6 +13,7 @@ import shlex
 
 from ..harness.ab_bench import DEFAULT_MAX_RUNS, DEFAULT_RUNS
 from ..harness.bench import BenchOptions
+from ..remediation.base import own_patch_path
 
 # `lockdown run`'s defaults (lockdown/cli/run.py takes them from here)
 RUN_DEFAULTS = {"runs": 3, "duration": 10, "warmup_duration": BenchOptions.warmup_duration,
@@ -91,7 +92,11 @@ def verify_command(run_dir, v: dict, findings: dict, run_block: dict | None, ben
     else:
         for k in keys:
             args += ["--finding", str(k)]
-        if len(keys) == 1:
+        patches = [p for r in v.get("remediations") or [] if isinstance(r, dict)
+                   and (p := own_patch_path(r)) is not None]
+        for path in patches:            # verify --patch: the user's own diffs
+            args += ["--patch", path]
+        if len(keys) == 1 and not patches:
             for i in _remediation_numbers(v, findings.get(keys[0])):
                 args += ["--remediation", str(i)]
     if v.get("each"):

@@ -1,8 +1,8 @@
 """`lockdown verify`'s result as the lines a terminal shows (and a write-up quotes)."""
 from __future__ import annotations
 
-from ..analyzers.findings import predicted_ratio, remediation_names
-from ..remediation.base import describe
+from ..analyzers.findings import predicted_ratio
+from ..remediation.base import applied_words, describe
 from . import numbers as n
 from .writeup import pages_line
 
@@ -77,7 +77,7 @@ def format_verify(result: dict) -> str:
     lines = [f"verify {result['finding']['key']} on {result['target']}: "
              + ("CONFIRMED" if result["confirmed"] else "NOT CONFIRMED"),
              *([f"  fixed together: {', '.join(f['key'] for f in together)}"] if len(together) > 1 else []),
-             f"  remediation: {remediation_names(result['remediations'])}",
+             f"  remediation: {applied_words(result['remediations'])}",
              *([f"  both arms on top of {on_top}"] if (on_top := base_words(result)) else []),
              f"  throughput: {effect_line(result)}",
              *([f"  ({paired})"] if paired else []),

@@ -13,6 +13,7 @@ from ..analyzers.findings import Finding, predicted_ratio, split_steps
 from . import numbers as n
 from .bench_table import canonical_text, set_aside_lines
 from .reproduce import run_command, suggest_verify, verify_command
+from ..remediation.base import applied_words, own_patch_path
 from .run_results import RunResults, base_text
 
 
@@ -83,6 +84,14 @@ def _ratio_cell(c: dict) -> str:
     return n.ratio(c.get("ratio")) + ("" if n.adjusted(c) else " (paired ratios: no capacity recorded)")
 
 
+def _own_patch(v: dict) -> str | None:
+    """The user's own diffs a verification applied (verify --patch), in words; None otherwise."""
+    rems = [r for r in v.get("remediations") or [] if isinstance(r, dict)]
+    if not any(map(own_patch_path, rems)):
+        return None
+    return applied_words(rems)
+
+
 def _paired_cell(bench: dict) -> str:
     """The paired estimate in a table cell: `+X% (lo .. hi)`, or "-" when it is the estimate."""
     p = bench.get("change_paired")
@@ -97,7 +106,7 @@ _ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=n.
                     ms=n.ms, ratio=n.ratio, share=n.share, value=n.value, predicted=predicted_ratio,
                     pages=pages_line, estimate=n.estimate_name)
 _ENV.filters.update(quote=lambda v: shlex.quote(str(v)), ratio_cell=_ratio_cell, split_steps=split_steps)
-_ENV.globals.update(paired=n.paired_clause, resolution=n.resolution_clause, ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
+_ENV.globals.update(paired=n.paired_clause, resolution=n.resolution_clause, own_patch=_own_patch, ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
                     paired_cell=_paired_cell, canonical_text=canonical_text)
 
 
