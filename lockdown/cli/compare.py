@@ -13,10 +13,9 @@ from ..errors import LockdownError
 from ..harness.ab_bench import PairPlan, run_ab
 from ..harness.bench import BenchOptions
 from ..harness.app_tree import diff_files
-from ..harness.prepare import prepare
 from ..harness.stack import StackOptions
 from ..remediation.apply import remedy
-from ..remediation.user_patch import check_patches, load_patch
+from ..remediation.user_patch import checked, load_patch
 from ..progress import for_command
 from ..reports.compare_text import format_compare
 from ..reports.output import write_json_atomic
@@ -78,7 +77,7 @@ def compare_cmd(target, with_ini, patch_files, php_ini, runs, duration, concurre
     say = for_command(f"compare {t.name}", json_out is not None)
     with deadline(timeout):
         if patches:     # before the run directory: a diff that does not apply leaves nothing behind
-            patches = check_patches(prepare(t, say=say).app, patches, t.name)
+            patches = checked(t, patches, say)
             say(f"[patch] {len(patches)} diff(s) apply to a copy of the prepared app tree: "
                 + "; ".join(f"{r.description} ({r.file})" for r in patches))
         directory = paths.new_run_dir(t.name, "compare") if run_dir is None else paths.empty_dir(run_dir, "--run-dir")

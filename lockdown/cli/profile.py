@@ -9,10 +9,9 @@ from .. import paths
 from ..collectors.settings import (COLLECTORS, CaptureSettings, parse_collect,
                                    parse_xhprof_flags, XHPROF_FLAGS)
 from ..errors import LockdownError
-from ..harness.prepare import prepare
 from ..harness.profile import DEFAULT_REQUESTS, ProfileOptions, run_profile
 from ..remediation.apply import applied, remedy
-from ..remediation.user_patch import check_patches, load_patch
+from ..remediation.user_patch import checked, load_patch
 from ..progress import for_command
 from ..reports.bundle_summary import format_summary
 from ..bundle.store import open_bundle
@@ -101,7 +100,7 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
     say = for_command(f"profile {t.name}", json_out is not None)
     with deadline(timeout):
         if patches:   # before the run directory: a diff that does not apply leaves nothing behind
-            patches = check_patches(prepare(t, say=say).app, patches, t.name)
+            patches = checked(t, patches, say)
             opts.remedy, opts.applied = remedy(patches, say), applied(patches)
         run_dir = (paths.new_run_dir(t.name, "profile") if run_dir is None
                    else paths.empty_dir(run_dir, "--run-dir")).resolve()

@@ -21,9 +21,8 @@ from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..progress import for_command
 from ..remediation.apply import applied, remedy
-from ..harness.prepare import prepare
 from ..remediation.base import load_base, with_patches
-from ..remediation.user_patch import check_patches, load_patch
+from ..remediation.user_patch import checked, load_patch
 from ..remediation.propose import propose_all
 from ..reports.analysis_text import notable_lines
 from ..reports.bench_table import format_bench
@@ -92,7 +91,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     bench = None
     with deadline(timeout):
         if patches:      # checked before the output directory is made: one that does not fit leaves nothing
-            patches = check_patches(prepare(t, say=say).app, patches, t.name, base.remediations if base else [])
+            patches = checked(t, patches, say, base.remediations if base else [])
             base = with_patches(base, patches)
         out = paths.empty_dir(out, "-o")
         run_marker.claim(out)          # DIR/incomplete.json until the report is written

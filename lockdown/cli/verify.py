@@ -18,8 +18,7 @@ from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option
 from .destinations import check_not_input, run_inputs
 from .main import deadline, main
-from ..harness.prepare import prepare
-from ..remediation.user_patch import check_patches, load_patch
+from ..remediation.user_patch import checked, load_patch
 from .stack_options import ab_options, check_max_runs, max_runs_option
 
 CONFIRMED, NOT_CONFIRMED = 0, 3
@@ -87,8 +86,7 @@ def verify_cmd(directory, wanted, everything, each, numbers, patch_files, runs, 
                          load=load, warmup_duration=warmup_duration)
     with deadline(timeout):
         if patches:   # against the files the run served: its base's diffs first
-            rems = check_patches(prepare(run.target, say=say).app, patches, run.target.name,
-                                 run.base.remediations if run.base else [])
+            rems = checked(run.target, patches, say, run.base.remediations if run.base else [])
         result = verify(run, findings, rems, bench, requests, probe=not no_probe, say=say, key=key,
                         each=each, max_runs=max_runs)
     raise SystemExit(publish(run.directory, key, result, json_out))

@@ -32,8 +32,8 @@ DEFAULT_MAX_RUNS = 15  # `verify`: the most pairs its plan may take (PairPlan)
 class PairPlan:
     """Take more pairs when the first ones (the pilot: BenchOptions.runs) are too noisy to
     resolve a change (verify: the one the finding predicts; compare --resolve: the one asked
-    for) with 80% power, up to `max_runs`: the internal pilot
-    of analyzers/stats.py, which plans from the pilot's noise, never from its result."""
+    for) with 80% power, up to `max_runs`: the internal pilot of analyzers/stats.py, which
+    plans from the pilot's noise, never from its result."""
     change_pct: float | None        # the change to resolve; None: no plan
     max_runs: int = DEFAULT_MAX_RUNS
     named: str = "the predicted"    # how the messages name it ("the predicted +3.9%")
@@ -164,8 +164,7 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
     result["change_paired"], result["change"] = _change(result["before"]["runs"], result["after"]["runs"])
     result["change"] = {**result["change"], **resolution(result["change"], plan.change_pct if plan else None)}
     if plan is not None:
-        result["plan"].update({"measured_runs": len(result["after"]["runs"]),
-                               **resolution(result["change"], plan.change_pct)})
+        result["plan"]["measured_runs"] = len(result["after"]["runs"])
     if others:
         result["others"] = {arm: result.pop(arm) for arm in others}
         for arm, got in result["others"].items():

@@ -1,12 +1,14 @@
-"""A change of the user's own, measured the way lockdown measures its fixes:
-`lockdown compare TARGET --patch FILE` serves the target as it is and with the unified diff
-FILE applied to its copy of the app tree, in interleaved pairs.
+"""A change of the user's own (`--patch FILE`, a unified diff of the app's files), handled the
+way lockdown handles its own fixes: `compare` measures it against the target as it is,
+`verify` measures it as the fix of a finding, and `run` and `profile` start from it.
 
 Engine and framework engineers hunting a hot builtin write the patch themselves (a memo, a
-cheaper call); this is the A/B they would otherwise build by hand. The diff is read and
-checked before anything starts: it must name files inside the app tree, and apply, in the
-order given, to a link copy of the prepared tree (`base.patched_tree`), so a patch that does
-not fit is one line, not a stack torn down halfway. It reaches only the run's copies.
+cheaper call); these are the A/B and the re-capture they would otherwise build by hand. The
+diff is read and checked before anything starts: it must name files inside the app tree, and
+apply, in the order given, to a link copy of the prepared tree (`base.patched_tree`), so a
+patch that does not fit is one line, not a stack torn down halfway. It reaches only the
+run's copies. Its Remediation carries `--patch FILE` as its description (base.own_patch_path),
+which names it in every output.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from pathlib import Path, PurePosixPath
 from ..analyzers.findings import Remediation
 from ..errors import LockdownError
 from ..harness.app_tree import diff_files
+from ..harness.prepare import prepare
+from ..targets.config import Target
 from .base import PATCH_MARK, base_refused, patched_tree
 
 
@@ -39,6 +43,12 @@ def load_patch(path: Path) -> Remediation:
                                 f"to it, as `patch -p1` run in the app tree reads them")
     return Remediation(kind="diff", content=text, file=", ".join(files),
                        description=f"{PATCH_MARK}{path.resolve()}", checked="")
+
+
+def checked(target: Target, patches: list[Remediation], say=print,
+            before: list[Remediation] = ()) -> list[Remediation]:
+    """`check_patches` against `target`'s prepared app tree (prepared first if need be)."""
+    return check_patches(prepare(target, say=say).app, patches, target.name, before)
 
 
 def check_patches(app: Path, patches: list[Remediation], target: str,
