@@ -141,3 +141,33 @@ def test_profile_with_a_patch_says_so_in_its_manifest(lockdown, tmp_path):
     r = lockdown("profile", "hello", "-o", tmp_path / "b2", "--patch", tmp_path / "seven.diff")
     assert r.returncode == 2 and "does not apply to hello's app tree" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "b2").exists()
+
+
+def test_compare_a_patch_on_top_of_verified_fixes(lockdown, tmp_path):
+    """`compare --on-top-of VERIFIED --patch FILE`: both arms start from the verified fix (hello's
+    loop cut to 5), the second also gets the patch made against it (5 -> 7), so the change
+    measured is the patch's alone."""
+    base_dir = tmp_path / "verified"
+    base_dir.mkdir()
+    fix = {"kind": "diff", "file": "index.php", "content": FEWER, "steps": [], "description": "recipe"}
+    (base_dir / "verify.json").write_text(json.dumps({
+        "target": "hello", "confirmed": True, "remediations": [fix], "base_remediations": [],
+        "php_ini": {"before": {}, "after": {"memory_limit": "160M"}}}))
+    (tmp_path / "seven.diff").write_text(SEVEN)
+    run_dir = tmp_path / "cmp"
+    r = lockdown("compare", "hello", "--on-top-of", base_dir, "--patch", tmp_path / "seven.diff", "--runs", "5",
+                 "--duration", "1", "--warmup-duration", "0", "--run-dir", run_dir)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "[patch] 1 diff(s) apply to a copy of the prepared app tree with the verified fixes applied" in r.stdout
+    assert f"  both on top of the 1 fix(es) verified in {base_dir}" in r.stdout
+    result = json.loads((run_dir / "compare.json").read_text())
+    assert result["php_ini"]["both"] == {"memory_limit": "160M"}        # the verified after arm's
+    assert result["base"]["source"] == str(base_dir) and result["base"]["remediations"][0]["content"] == FEWER
+    first = result["responses"]["pages"][0]["first_difference"]
+    assert first["before"].endswith("<li>world #4</li></ul>") and "<li>world #6</li></ul>" in first["after"]
+    # a base of another target is refused before anything starts
+    (base_dir / "verify.json").write_text(json.dumps({
+        "target": "minicms", "confirmed": True, "remediations": [fix], "php_ini": {"after": {}}}))
+    r = lockdown("compare", "hello", "--on-top-of", base_dir, "--with", "opcache.enable=0", "--run-dir", tmp_path / "c2")
+    assert r.returncode == 2 and "verified on 'minicms', not 'hello'" in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "c2").exists()

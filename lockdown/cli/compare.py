@@ -14,7 +14,9 @@ from ..harness.ab_bench import PairPlan, run_ab
 from ..harness.bench import BenchOptions
 from ..harness.app_tree import diff_files
 from ..harness.stack import StackOptions
+from ..analyzers.findings import remediation_names
 from ..remediation.apply import remedy
+from ..remediation.base import load_base
 from ..remediation.user_patch import checked, load_patch
 from ..progress import for_command
 from ..reports.compare_text import format_compare
@@ -39,6 +41,11 @@ from .stack_options import ab_options, check_max_runs, max_runs_option
                    "order). Checked against the prepared tree before anything starts.")
 @click.option("--php-ini", multiple=True, metavar="KEY=VALUE",
               help="php.ini override of both configurations (repeatable).")
+@click.option("--on-top-of", "on_top_of", type=click.Path(file_okay=False, path_type=Path), default=None,
+              metavar="VERIFIED",
+              help="Both configurations start from the fixes of a confirmed `lockdown verify` (its result "
+                   "directory; a run directory means its verify/all): compare a change on the site as a "
+                   "lockdown left it.")
 @ab_options("configuration")
 @click.option("--resolve", type=float, default=None, metavar="PCT",
               help="Plan the pairs to resolve a change of PCT percent in RPS with 80% power: the "
@@ -50,7 +57,7 @@ from .stack_options import ab_options, check_max_runs, max_runs_option
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("the comparison (both arms' runs, the change with its CI, the pages)")
-def compare_cmd(target, with_ini, patch_files, php_ini, runs, duration, concurrency, workers, load, warmup_duration,
+def compare_cmd(target, with_ini, patch_files, php_ini, on_top_of, runs, duration, concurrency, workers, load, warmup_duration,
                 resolve, max_runs, run_dir, timeout, json_out):
     """Compare TARGET as configured (baseline) with TARGET plus the --with php.ini settings
     and/or --patch diffs of its code: RPS change with its 95% CI from interleaved pairs, and
@@ -61,7 +68,9 @@ def compare_cmd(target, with_ini, patch_files, php_ini, runs, duration, concurre
     check_max_runs(runs, max_runs)
     plan = PairPlan(resolve, max_runs, "a change of") if resolve is not None else None
     t = resolve_target(target)
-    base, change = parse_ini(php_ini), parse_ini(with_ini)
+    start = load_base(on_top_of, t.name) if on_top_of is not None else None
+    # both arms: the starting point's php.ini (its verified after arm's), --php-ini on top
+    base, change = {**(start.php_ini if start else {}), **parse_ini(php_ini)}, parse_ini(with_ini)
     if not change and not patch_files:
         raise LockdownError("nothing to compare: give the second configuration's settings with "
                             "--with KEY=VALUE (e.g. --with opcache.enable=0), or a diff of its code with --patch FILE")
@@ -75,15 +84,22 @@ def compare_cmd(target, with_ini, patch_files, php_ini, runs, duration, concurre
     check_destination(json_out)
     check_not_input(json_out, target_inputs(t) + [p.resolve() for p in patch_files], "--json")
     say = for_command(f"compare {t.name}", json_out is not None)
+    fixes = start.remediations if start else []
     with deadline(timeout):
         if patches:     # before the run directory: a diff that does not apply leaves nothing behind
-            patches = checked(t, patches, say)
-            say(f"[patch] {len(patches)} diff(s) apply to a copy of the prepared app tree: "
+            patches = checked(t, patches, say, fixes)
+            say(f"[patch] {len(patches)} diff(s) apply to a copy of the prepared app tree"
+                + (" with the verified fixes applied" if fixes else "") + ": "
                 + "; ".join(f"{r.description} ({r.file})" for r in patches))
         directory = paths.new_run_dir(t.name, "compare") if run_dir is None else paths.empty_dir(run_dir, "--run-dir")
-        after = StackOptions(php_ini={**base, **change}, remedy=remedy(patches, say) if patches else None)
-        ab = run_ab(t, directory, StackOptions(php_ini=dict(base)), after, opts, say=say, plan=plan)
+        if start:
+            say(f"[base] both arms start from {start.describe()}: {remediation_names(fixes)}")
+        before = StackOptions(php_ini=dict(base), remedy=remedy(fixes, say) if fixes else None)
+        after = StackOptions(php_ini={**base, **change},
+                             remedy=remedy(fixes + patches, say) if fixes or patches else None)
+        ab = run_ab(t, directory, before, after, opts, say=say, plan=plan)
     result = {"target": t.name, "php_ini": {"both": base, "with": change},
+              **({"base": start.to_json(), "base_text": start.describe()} if start else {}),
               "patches": [{"path": str(p.resolve()), "files": diff_files(r.content), "content": r.content,
                            "checked": r.checked} for p, r in zip(patch_files, patches)],
               "responses": ab.pop("responses", None), "bench": ab, "run_dir": str(directory)}

@@ -28,6 +28,7 @@ def format_compare(result: dict) -> str:
     before, after = ab["before"]["runs"], ab["after"]["runs"]
     lines = [f"compare {result['target']}: baseline ({_settings(result['php_ini']['both'])}) "
              f"against with {_second(result)}",
+             *([f"  both on top of {result['base_text']}"] if result.get("base_text") else []),
              f"  throughput: {effect_line(result)}"]
     if (paired := paired_line(result)) is not None:
         lines.append(f"  ({paired})")
