@@ -2,7 +2,7 @@
 the real stack (hello), and its one-line errors."""
 import json
 
-from conftest import SHARED_PREPARED, prepared_root, processes_mentioning
+from conftest import processes_mentioning
 
 SHORT = ("--runs", "5", "--duration", "1", "--warmup-duration", "0")
 
@@ -77,64 +77,3 @@ def test_a_comparison_that_runs_out_of_time_stops_both_arms(lockdown, tmp_path):
     assert not (run_dir / "compare.json").exists()
     assert processes_mentioning(str(run_dir)) == []
 
-
-FEWER = """--- a/index.php
-+++ b/index.php
-@@ -4,3 +4,3 @@
- $name = isset($_GET['name']) ? $_GET['name'] : 'world';
- $items = [];
--for ($i = 0; $i < 50; $i++) {
-+for ($i = 0; $i < 5; $i++) {
-"""
-# applies only on top of FEWER: patches go in the order given
-SEVEN = FEWER.replace("-for ($i = 0; $i < 50; $i++) {\n+for ($i = 0; $i < 5; $i++) {",
-                      "-for ($i = 0; $i < 5; $i++) {\n+for ($i = 0; $i < 7; $i++) {")
-
-
-def test_a_patch_of_the_code_is_measured_on_a_copy(lockdown, tmp_path):
-    """`compare --patch`: the user's own diffs, applied in order to the second arm's copy of the
-    app tree only (each arm's copy is removed when it stops); the pages show the change (7
-    items instead of 50), the prepared tree is untouched, and compare.json keeps the diffs."""
-    (tmp_path / "fewer.diff").write_text(FEWER)
-    (tmp_path / "seven.diff").write_text(SEVEN)
-    run_dir = tmp_path / "cmp"
-    r = lockdown("compare", "hello", "--patch", tmp_path / "fewer.diff", "--patch", tmp_path / "seven.diff",
-                 *SHORT, "--run-dir", run_dir)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    app = prepared_root("hello") / "app"
-    assert "$i < 50;" in (app / "index.php").read_text()
-    result = json.loads((run_dir / "compare.json").read_text())
-    assert result["php_ini"]["with"] == {}
-    assert [(p["path"], p["files"], p["content"]) for p in result["patches"]] == [
-        (str(tmp_path / "fewer.diff"), ["index.php"], FEWER), (str(tmp_path / "seven.diff"), ["index.php"], SEVEN)]
-    assert result["patches"][1]["checked"].endswith("(patch 2 of 2, after the ones before it)")
-    # the after arm served 7 items (#0 to #6): both patches reached its copy, in order
-    first = result["responses"]["pages"][0]["first_difference"]
-    assert first["after"].endswith("<li>world #6</li></ul>") and "<li>world #7</li>" in first["before"]
-    assert result["responses"]["same"] == 0
-    out = r.stdout
-    assert (f"against with patch {tmp_path / 'fewer.diff'} (index.php); patch {tmp_path / 'seven.diff'} "
-            f"(index.php)") in out
-    assert "[patch] 2 diff(s) apply to a copy of the prepared app tree" in out
-    assert processes_mentioning(str(run_dir)) == []
-
-
-def test_a_patch_that_cannot_apply_gets_one_line_and_starts_nothing(lockdown, home, tmp_path):
-    runs, prepared = home / "runs", SHARED_PREPARED
-    before = set(runs.iterdir()) if runs.is_dir() else set()
-    (tmp_path / "seven.diff").write_text(SEVEN)
-    (tmp_path / "prose.diff").write_text("just some words\n")
-    (tmp_path / "escape.diff").write_text(FEWER.replace("a/index.php", "a/../../etc/passwd")
-                                          .replace("b/index.php", "b/../../etc/passwd"))
-    for args, words in (((tmp_path / "seven.diff",), "--patch {d}/seven.diff does not apply to hello's app tree "
-                                                    "(Hunk #1 FAILED at 4.; 1 out of 1 hunk FAILED); make the "
-                                                    "diff against the files in "),
-                        ((tmp_path / "prose.diff",), "--patch {d}/prose.diff is not a unified diff"),
-                        ((tmp_path / "escape.diff",), "changes '../../etc/passwd', outside the app tree"),
-                        ((tmp_path / "missing.diff",), "cannot read --patch {d}/missing.diff: No such file")):
-        r = lockdown("compare", "hello", *[x for a in args for x in ("--patch", a)])
-        assert r.returncode == 2 and words.format(d=tmp_path) in r.stderr and r.stderr.count("\n") == 1, r.stderr
-    assert (set(runs.iterdir()) if runs.is_dir() else set()) == before
-    assert not [p for p in prepared.iterdir() if "patch-check" in p.name]
-    assert "$i < 50;" in (prepared_root("hello") / "app" / "index.php").read_text()
-    assert not (prepared_root("hello") / "app" / "index.php.rej").exists()

@@ -1,14 +1,12 @@
 """How many pairs a verification takes: the power arithmetic (analyzers/stats.py), the plan
 made from the pilot's noise (harness/ab_bench.planned_runs), its words in the outputs
-(reports/numbers.resolution_clause), and the plan carried out by `compare --resolve` on the
-real stack (hello)."""
-import json
+(reports/numbers.resolution_clause), and what the options refuse. The plan carried out on the
+real stack: tests/test_user_patch.py (compare --resolve)."""
 import math
 import random
 
 import pytest
 
-from conftest import processes_mentioning
 from lockdown.analyzers.stats import (Z_POWER, compare_paired, pairs_needed, power, resolvable_pct, t95)
 from lockdown.harness.ab_bench import PairPlan, planned_runs, resolution
 from lockdown.reports.numbers import resolution_clause
@@ -108,31 +106,6 @@ def test_resolution_says_why_an_interval_includes_zero():
     assert resolution_clause({"change": {**c, "significant": True}}) is None
     assert resolution_clause({"change": {"significant": False}}) is None      # verify.json from before
     assert resolution_clause(None) is None and resolution({"se_log": None, "df": 4}) == {}
-
-
-def test_compare_resolve_takes_more_pairs_after_the_pilot_on_the_real_stack(lockdown, tmp_path):
-    """`compare --resolve 1` on hello (the second configuration changes nothing that costs
-    time): +1% is beyond 5 pairs of 1 s, so the plan goes on to --max-runs, in the same
-    flipped order, and says so."""
-    run_dir = tmp_path / "cmp"
-    r = lockdown("compare", "hello", "--with", "memory_limit=200M", "--runs", "5", "--duration", "1",
-                 "--warmup-duration", "0", "--resolve", "1", "--max-runs", "7", "--run-dir", run_dir)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    ab = json.loads((run_dir / "compare.json").read_text())["bench"]
-    plan = ab["plan"]
-    assert plan["pilot_runs"] == 5 and plan["runs"] == plan["measured_runs"] == 7 and plan["max_runs"] == 7
-    assert plan["planned_change_pct"] == 1.0 and plan["named"] == "a change of"
-    assert plan["runs_needed"] is None or plan["runs_needed"] > 7
-    assert len(ab["before"]["runs"]) == len(ab["after"]["runs"]) == ab["runs_per_arm"] == 7
-    assert ab["order"][10:] == ["after", "before", "before", "after"]
-    assert ab["change"]["pairs"] == 7 and ab["change"]["resolvable_pct"] > 1.0
-    assert 0 < ab["change"]["power"] < 0.8
-    assert ab["design"].startswith("7 interleaved pairs of 1 s runs (the first 5 a pilot")
-    out = r.stdout
-    assert "[plan] the first 5 pairs are too noisy to resolve a change of +1.0%: it needs " in out
-    assert "[measure] 14/14 after" in out and "[measure] 15/" not in out
-    assert "resolution: the first 5 pairs were a pilot, too noisy to resolve a change of +1.0%" in out
-    assert processes_mentioning(str(run_dir)) == []
 
 
 def test_bad_plans_get_one_line(lockdown):

@@ -1,5 +1,6 @@
-"""The user's own diffs (remediation/user_patch.py): `lockdown run --patch` serves every copy
-with them and records them as the run's starting point; the checks that refuse a diff before
+"""The user's own diffs (remediation/user_patch.py): `compare --patch` measures them (on top of
+verified fixes, pairs planned with --resolve), `run --patch` and `profile --patch` start from
+them, `verify --patch` verifies a finding with them; the checks that refuse a diff before
 anything starts; and how a starting point is worded (remediation/base.describe)."""
 from __future__ import annotations
 
@@ -13,8 +14,21 @@ from lockdown.remediation.base import Base, describe, with_patches
 from lockdown.remediation.recipes import unified_diff
 from lockdown.remediation.user_patch import check_patches, load_patch
 
-from conftest import prepared_root, processes_mentioning
-from test_compare import FEWER, SEVEN
+from conftest import SHARED_PREPARED, prepared_root, processes_mentioning
+
+FEWER = """--- a/index.php
++++ b/index.php
+@@ -4,3 +4,3 @@
+ $name = isset($_GET['name']) ? $_GET['name'] : 'world';
+ $items = [];
+-for ($i = 0; $i < 50; $i++) {
++for ($i = 0; $i < 5; $i++) {
+"""
+# each applies only on top of the one before: patches go in the order given
+SEVEN = FEWER.replace("-for ($i = 0; $i < 50; $i++) {\n+for ($i = 0; $i < 5; $i++) {",
+                      "-for ($i = 0; $i < 5; $i++) {\n+for ($i = 0; $i < 7; $i++) {")
+NINE = FEWER.replace("-for ($i = 0; $i < 50; $i++) {\n+for ($i = 0; $i < 5; $i++) {",
+                     "-for ($i = 0; $i < 7; $i++) {\n+for ($i = 0; $i < 9; $i++) {")
 
 
 def test_run_with_a_patch_captures_the_patched_code_and_records_it(lockdown, tmp_path):
@@ -143,31 +157,83 @@ def test_profile_with_a_patch_says_so_in_its_manifest(lockdown, tmp_path):
     assert not (tmp_path / "b2").exists()
 
 
-def test_compare_a_patch_on_top_of_verified_fixes(lockdown, tmp_path):
-    """`compare --on-top-of VERIFIED --patch FILE`: both arms start from the verified fix (hello's
-    loop cut to 5), the second also gets the patch made against it (5 -> 7), so the change
-    measured is the patch's alone."""
+def test_compare_patches_on_top_of_verified_fixes_with_planned_pairs(lockdown, tmp_path):
+    """One real comparison with every option of a code change: both arms start from a verified
+    fix (hello's loop cut to 50 -> 5) and its php.ini; the second arm also gets two patches of
+    the user's, in order, each made against the one before (5 -> 7 -> 9); so the change
+    measured is the patches' alone. --resolve 1: a +1% change is beyond 5 pairs of 1 s, so the
+    plan goes on to --max-runs 7, in the same flipped order, and says so. Only copies are
+    patched (each arm's copy is removed when it stops); compare.json keeps the diffs."""
     base_dir = tmp_path / "verified"
     base_dir.mkdir()
     fix = {"kind": "diff", "file": "index.php", "content": FEWER, "steps": [], "description": "recipe"}
     (base_dir / "verify.json").write_text(json.dumps({
         "target": "hello", "confirmed": True, "remediations": [fix], "base_remediations": [],
         "php_ini": {"before": {}, "after": {"memory_limit": "160M"}}}))
-    (tmp_path / "seven.diff").write_text(SEVEN)
+    seven, nine = tmp_path / "seven.diff", tmp_path / "nine.diff"
+    seven.write_text(SEVEN)
+    nine.write_text(NINE)
     run_dir = tmp_path / "cmp"
-    r = lockdown("compare", "hello", "--on-top-of", base_dir, "--patch", tmp_path / "seven.diff", "--runs", "5",
-                 "--duration", "1", "--warmup-duration", "0", "--run-dir", run_dir)
+    r = lockdown("compare", "hello", "--on-top-of", base_dir, "--patch", seven, "--patch", nine,
+                 "--runs", "5", "--duration", "1", "--warmup-duration", "0", "--resolve", "1", "--max-runs", "7",
+                 "--run-dir", run_dir)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "[patch] 1 diff(s) apply to a copy of the prepared app tree with the verified fixes applied" in r.stdout
-    assert f"  both on top of the 1 fix(es) verified in {base_dir}" in r.stdout
+    out = r.stdout
+    assert "[patch] 2 diff(s) apply to a copy of the prepared app tree with the verified fixes applied" in out
+    assert f"against with patch {seven} (index.php); patch {nine} (index.php)" in out
+    assert f"  both on top of the 1 fix(es) verified in {base_dir}" in out
     result = json.loads((run_dir / "compare.json").read_text())
-    assert result["php_ini"]["both"] == {"memory_limit": "160M"}        # the verified after arm's
+    assert result["php_ini"] == {"both": {"memory_limit": "160M"}, "with": {}}      # the verified after arm's
     assert result["base"]["source"] == str(base_dir) and result["base"]["remediations"][0]["content"] == FEWER
+    assert [(p["path"], p["files"], p["content"]) for p in result["patches"]] == [
+        (str(seven), ["index.php"], SEVEN), (str(nine), ["index.php"], NINE)]
+    assert result["patches"][1]["checked"].endswith("with the verified fixes applied (patch 2 of 2, after the "
+                                                    "ones before it)")
+    # 5 items before (#0-#4); after, more than 8 (SEVEN alone would stop at #6): both patches
     first = result["responses"]["pages"][0]["first_difference"]
-    assert first["before"].endswith("<li>world #4</li></ul>") and "<li>world #6</li></ul>" in first["after"]
-    # a base of another target is refused before anything starts
+    assert first["before"].endswith("<li>world #4</li></ul>") and "<li>world #7</li><li>world " in first["after"]
+    assert "$i < 50;" in (prepared_root("hello") / "app" / "index.php").read_text()
+    # the pairs, planned for +1%
+    ab = result["bench"]
+    plan = ab["plan"]
+    assert plan["pilot_runs"] == 5 and plan["runs"] == plan["measured_runs"] == 7 and plan["max_runs"] == 7
+    assert plan["planned_change_pct"] == 1.0 and plan["named"] == "a change of"
+    assert plan["runs_needed"] is None or plan["runs_needed"] > 7
+    assert len(ab["before"]["runs"]) == len(ab["after"]["runs"]) == ab["runs_per_arm"] == 7
+    assert ab["order"][10:] == ["after", "before", "before", "after"]
+    assert ab["change"]["pairs"] == 7 and ab["change"]["resolvable_pct"] > 1.0
+    assert 0 < ab["change"]["power"] < 0.8
+    assert ab["design"].startswith("7 interleaved pairs of 1 s runs (the first 5 a pilot")
+    assert "[plan] the first 5 pairs are too noisy to resolve a change of +1.0%: it needs " in out
+    assert "[measure] 14/14 after" in out and "[measure] 15/" not in out
+    assert "resolution: the first 5 pairs were a pilot, too noisy to resolve a change of +1.0%" in out
+    assert processes_mentioning(str(run_dir)) == []
+
+
+def test_compare_refuses_what_it_cannot_apply_in_one_line_and_starts_nothing(lockdown, home, tmp_path):
+    runs, prepared = home / "runs", SHARED_PREPARED
+    before = set(runs.iterdir()) if runs.is_dir() else set()
+    (tmp_path / "seven.diff").write_text(SEVEN)
+    (tmp_path / "prose.diff").write_text("just some words\n")
+    (tmp_path / "escape.diff").write_text(FEWER.replace("a/index.php", "a/../../etc/passwd")
+                                          .replace("b/index.php", "b/../../etc/passwd"))
+    for args, words in (((tmp_path / "seven.diff",), "--patch {d}/seven.diff does not apply to hello's app tree "
+                                                    "(Hunk #1 FAILED at 4.; 1 out of 1 hunk FAILED); make the "
+                                                    "diff against the files in "),
+                        ((tmp_path / "prose.diff",), "--patch {d}/prose.diff is not a unified diff"),
+                        ((tmp_path / "escape.diff",), "changes '../../etc/passwd', outside the app tree"),
+                        ((tmp_path / "missing.diff",), "cannot read --patch {d}/missing.diff: No such file")):
+        r = lockdown("compare", "hello", *[x for a in args for x in ("--patch", a)])
+        assert r.returncode == 2 and words.format(d=tmp_path) in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert (set(runs.iterdir()) if runs.is_dir() else set()) == before
+    assert not [p for p in prepared.iterdir() if "patch-check" in p.name]
+    assert "$i < 50;" in (prepared_root("hello") / "app" / "index.php").read_text()
+    assert not (prepared_root("hello") / "app" / "index.php.rej").exists()
+    # a starting point of another target is refused before anything starts
+    base_dir = tmp_path / "verified"
+    base_dir.mkdir()
     (base_dir / "verify.json").write_text(json.dumps({
-        "target": "minicms", "confirmed": True, "remediations": [fix], "php_ini": {"after": {}}}))
+        "target": "minicms", "confirmed": True, "remediations": [], "php_ini": {"after": {}}}))
     r = lockdown("compare", "hello", "--on-top-of", base_dir, "--with", "opcache.enable=0", "--run-dir", tmp_path / "c2")
     assert r.returncode == 2 and "verified on 'minicms', not 'hello'" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "c2").exists()
