@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from conftest import VERIFY_ARGS, prepared_root, tree_digest
+from lockdown.remediation.base import base_refused, load_base, patched_tree
 
 
 def test_a_second_round_starts_from_the_verified_fix(lockdown, minicms_verified, tmp_path):
@@ -51,15 +52,20 @@ def test_a_second_round_starts_from_the_verified_fix(lockdown, minicms_verified,
     summary = lockdown("writeup", out, "-o", tmp_path / "issues")
     assert summary.returncode == 0
     assert "**Starting point:** the 1 fix(es) verified in" in (tmp_path / "issues" / "SUMMARY.md").read_text()
-    # a third round starts from both (confirmed or not, as above, on 1 s pairs)
+    # a third round starts from both (confirmed or not, as above, on 1 s pairs): the base it
+    # loads holds the first fix, then the second, and both diffs apply to the prepared tree in
+    # that order (what `run --on-top-of` serves; the run itself is tested above)
     base3 = tmp_path / "base3"
     base3.mkdir()
     (base3 / "verify.json").write_text(json.dumps({**result, "confirmed": True}))
-    third = lockdown("run", "minicms", "-o", tmp_path / "round3", "--on-top-of", base3,
-                     "--no-bench", "--requests", "10", "--no-probe")
-    assert third.returncode == 0, third.stderr[-2000:]
-    assert "[base] on top of the 2 fix(es) verified in " in third.stdout
-    assert tree_digest(prepared_root("minicms") / "app") == digest      # nothing reached the prepared tree
+    third = load_base(base3, "minicms")
+    assert third.describe() == f"the 2 fix(es) verified in {base3}"
+    assert [r.content for r in third.remediations] == [data["remediations"][0]["content"],
+                                                       result["remediations"][0]["content"]]
+    app = prepared_root("minicms") / "app"
+    patched = patched_tree(app, third.remediations, tmp_path / "round3-app", base_refused)
+    assert (patched / "config.php").read_text() != (app / "config.php").read_text()
+    assert tree_digest(app) == digest      # nothing reached the prepared tree
 
 
 def test_only_a_confirmed_verification_of_the_same_target_is_a_base(lockdown, minicms_verified, tmp_path):

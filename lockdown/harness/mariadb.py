@@ -119,9 +119,13 @@ class PrivateMariaDB:
     @staticmethod
     def initialize(procs: ProcessGroup, datadir: Path) -> None:
         datadir.parent.mkdir(parents=True, exist_ok=True)
+        # temporary tables in the run's own directory, not the shared /tmp: a bootstrap once
+        # failed there on "Error on delete of '/tmp/#sql-temptable-...'" with other servers up
+        tmp = datadir.parent / "tmp"
+        tmp.mkdir(exist_ok=True)
         argv = [tool("mariadb-install-db"), "--no-defaults", f"--datadir={datadir}",
                 "--auth-root-authentication-method=normal", "--skip-test-db",
-                "--innodb-log-file-size=16M"]
+                "--innodb-log-file-size=16M", f"--tmpdir={tmp}"]
         if os.geteuid() == 0:
             argv.append("--user=root")
         result = procs.run("mariadb-install-db", argv, timeout=300)
@@ -131,8 +135,10 @@ class PrivateMariaDB:
 
     def start(self, timeout: float = 90) -> DatabaseServer:
         ports.ensure_free(self.port, "MariaDB", "--mysql-port")
+        tmp = self.base / "tmp"            # its temporary tables and sort files, not /tmp's
+        tmp.mkdir(parents=True, exist_ok=True)
         cnf = render_to("my.cnf.j2", self.base / "my.cnf", run_dir=self.procs.run_dir,
-                        datadir=self.datadir, socket=self.socket, port=self.port,
+                        datadir=self.datadir, tmpdir=tmp, socket=self.socket, port=self.port,
                         pid_file=self.base / "mysqld.pid", error_log=self.error_log)
         self.child = self.procs.spawn("mariadbd", [tool("mariadbd"), f"--defaults-file={cnf}"],
                                       log=self.base / "mysqld.out")
