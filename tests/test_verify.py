@@ -283,7 +283,7 @@ def test_all_fixes_together_are_measured_as_one_change(lockdown, minicms_run, mi
     # two Excimer periods; verify.json carries them
     checks = {c["name"]: c for c in result["reprofile"]["checks"]}
     assert {"perf samples attributed", "PHP stacks per request"} <= set(checks)
-    assert all(c["ok"] for c in checks.values()), checks
+    assert all(c["ok"] for c in checks.values()), [c for c in checks.values() if not c["ok"]]
     assert "[reprofile] warning" not in v.stdout
     assert result["responses"]["same"] == result["responses"]["urls"] == 5
     # together they buy far more than the one fix verified alone on the same run
