@@ -16,7 +16,7 @@ from ..harness.app_tree import diff_files
 from ..harness.stack import StackOptions
 from ..analyzers.findings import remediation_names
 from ..remediation.apply import remedy
-from ..remediation.base import load_base
+from ..remediation.base import load_base, own_patch_path
 from ..remediation.user_patch import checked, load_patch
 from ..progress import for_command
 from ..reports.compare_text import format_compare
@@ -99,9 +99,9 @@ def compare_cmd(target, with_ini, patch_files, php_ini, on_top_of, runs, duratio
                              remedy=remedy(fixes + patches, say) if fixes or patches else None)
         ab = run_ab(t, directory, before, after, opts, say=say, plan=plan)
     result = {"target": t.name, "php_ini": {"both": base, "with": change},
-              **({"base": start.to_json(), "base_text": start.describe()} if start else {}),
-              "patches": [{"path": str(p.resolve()), "files": diff_files(r.content), "content": r.content,
-                           "checked": r.checked} for p, r in zip(patch_files, patches)],
+              **({"base": start.to_json()} if start else {}),
+              "patches": [{"path": own_patch_path(r), "files": diff_files(r.content), "content": r.content,
+                           "checked": r.checked} for r in patches],
               "responses": ab.pop("responses", None), "bench": ab, "run_dir": str(directory)}
     write_json_atomic(directory / "compare.json", result)
     deliver(json_out, result, f"{format_compare(result)}\n\nresult: {directory / 'compare.json'}; "

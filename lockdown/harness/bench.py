@@ -121,8 +121,8 @@ def versions() -> dict:
 def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print, remedy=None,
               base: str | None = None) -> dict:
     """Run every phase; return the result dict (the `--json` shape). `remedy` patches the
-    stack's copies first (`lockdown run --on-top-of`: fixes verified in `base`, a verify
-    result directory); such a bench is not of the target as it ships, so not canonical."""
+    stack's copies first (`lockdown run --on-top-of` or `--patch`: `base` says what with, in
+    words, `Base.describe`); such a bench is not of the target as it ships, so not canonical."""
     stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
                               php_ini=dict(opts.php_ini), remedy=remedy)
     non_default = opts.non_default() + (["on_top_of"] if base else [])

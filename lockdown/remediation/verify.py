@@ -358,7 +358,6 @@ def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
         # applied to both arms (run --on-top-of); a run on top of this verification starts from them too
         "base_remediations": [asdict(r) for r in base],
         "base_source": run.base.source if run.base else None,
-        "base_text": run.base.describe() if run.base else None,
         "responses": ab.pop("responses", None),
         "bench": ab,
         "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,

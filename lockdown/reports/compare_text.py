@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from statistics import fmean
 
+from ..remediation.base import describe
 from .numbers import resolution_clause
 from .verify_text import effect_line, paired_line
 from .writeup import pages_line
@@ -28,7 +29,8 @@ def format_compare(result: dict) -> str:
     before, after = ab["before"]["runs"], ab["after"]["runs"]
     lines = [f"compare {result['target']}: baseline ({_settings(result['php_ini']['both'])}) "
              f"against with {_second(result)}",
-             *([f"  both on top of {result['base_text']}"] if result.get("base_text") else []),
+             *([f"  both on top of {describe(b.get('source'), b.get('remediations') or [])}"]
+               if isinstance(b := result.get("base"), dict) else []),
              f"  throughput: {effect_line(result)}"]
     if (paired := paired_line(result)) is not None:
         lines.append(f"  ({paired})")

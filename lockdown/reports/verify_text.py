@@ -62,13 +62,10 @@ def diff_graph_kind(key: str) -> tuple[str, bool]:
 
 
 def base_words(result: dict) -> str | None:
-    """What both arms started from (verify.json base_text; worded from base_source and the
-    count in a verify.json from before base_text was written); None for none."""
-    if result.get("base_text"):
-        return str(result["base_text"])
-    if result.get("base_source"):
-        return describe(result["base_source"], result.get("base_remediations") or [])
-    return None
+    """What both arms started from, in words (verify.json base_source and base_remediations);
+    None for none."""
+    rems = [r for r in result.get("base_remediations") or [] if isinstance(r, dict)]
+    return describe(result.get("base_source"), rems) if rems else None
 
 
 def format_verify(result: dict) -> str:
