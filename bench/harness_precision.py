@@ -51,6 +51,9 @@ def main() -> None:
         if capacity_cv:
             print(f"rps_cv / host capacity CV: {s['rps_cv'] / capacity_cv:.2f} "
                   "(1 or below: the spread is the host's, not the harness's)")
+    if s.get("server_cpu_cv") is not None:
+        print(f"servers' CPU per request: mean {s['server_cpu_ms_mean']:.2f} ms, CV {100 * s['server_cpu_cv']:.2f}% "
+              "(php-fpm, nginx, MariaDB; time the hypervisor stole is not counted in it)")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,10 @@ def check_result_shape(data, runs):
         assert 0 < run["host_cpu"]["busy_pct"] <= 100 and run["host_cpu"]["steal_pct"] >= 0
         # the host-speed probe ran through the run (about 10 probes a second)
         assert run["host_speed"]["speed"] > 0 and run["host_speed"]["samples"] >= 5 * data["config"]["duration"]
+        # the servers' CPU time per request, each server's apart (hello has no database)
+        cpu = run["server_cpu"]
+        assert set(cpu["by_server"]) == {"php-fpm", "nginx"} and cpu["ms_per_request"] > 0
+        assert sum(cpu["by_server"].values()) == pytest.approx(cpu["ms_per_request"], abs=0.01)
         # wall-clock bounds: as long as the run, and one run after the other
         assert run["ended_at"] - run["started_at"] >= 0.9 * data["config"]["duration"]
     assert all(a["ended_at"] <= b["started_at"] for a, b in zip(data["runs"], data["runs"][1:]))
@@ -33,6 +37,7 @@ def check_result_shape(data, runs):
     assert s["rps_mean"] == pytest.approx(sum(r["rps"] for r in data["runs"]) / runs)
     lo, hi = s["rps_ci95"]
     assert lo <= s["rps_mean"] <= hi
+    assert s["server_cpu_ms_mean"] == pytest.approx(sum(r["server_cpu"]["ms_per_request"] for r in data["runs"]) / runs)
     assert s["host_speed_mean"] == pytest.approx(sum(r["host_speed"]["speed"] for r in data["runs"]) / runs)
     # runs the host disturbed are set aside with their reason and numbered as measured
     aside = data["set_aside"]

@@ -38,6 +38,7 @@ def test_harness_precision_prints_the_cv_and_the_host_beside_it(home):
     # three runs are enough to set the host's capacity beside it
     assert len(numbers(re.search(r"^host speed per run: (.*)$", out, re.M).group(1))) == 3
     assert re.search(r"^rps_cv / host capacity CV: \d+\.\d\d ", out, re.M)
+    assert re.search(r"^servers' CPU per request: mean \d+\.\d\d ms, CV \d+\.\d\d% ", out, re.M), out
 
 
 def test_php_ini_effect_prints_the_ratio_of_its_pairs(home):

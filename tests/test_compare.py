@@ -3,6 +3,7 @@ the real stack (hello), and its one-line errors."""
 import json
 
 from conftest import processes_mentioning
+from lockdown.reports import numbers
 
 SHORT = ("--runs", "5", "--duration", "1", "--warmup-duration", "0")
 
@@ -37,6 +38,12 @@ def test_two_configurations_are_measured_in_interleaved_pairs_and_their_pages_co
     assert "throughput: " in out and "5 interleaved pairs" in out
     assert "pages: 2 of 2 URLs serve a different page after the change: / " in out
     assert "see responses in compare.json" in out
+    # what a request costs the servers, each apart, and its paired change
+    cpu = ab["change_server_cpu"]
+    split = [ab[arm]["summary"]["server_cpu_by_server_ms"] for arm in ("before", "after")]
+    assert cpu["pairs"] == 5 and all(set(x) == {"nginx", "php-fpm"} for x in split), split
+    assert (f"servers' CPU per request: {numbers.ms_fine(ab['before']['summary']['server_cpu_ms_mean'])} -> "
+            f"{numbers.ms_fine(ab['after']['summary']['server_cpu_ms_mean'])} ms (nginx ") in out
     assert processes_mentioning(str(run_dir)) == []
 
 

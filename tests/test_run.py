@@ -108,6 +108,13 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
     assert steps == (f"next: lockdown verify {out} --finding KEY (one fix) or --all (every fix at once); "
                      f"lockdown writeup {out} -o {out / 'issues'}")
     assert last.startswith(f"report: {out / 'report.html'};") and (out / "report.html").is_file()
+    # the benchmark's runs carry the servers' CPU per request, MariaDB's part among them (the
+    # l10n lookups and the module scan's registry reads), and the report tabulates it
+    bench = json.loads((out / "bench.json").read_text())
+    for run in bench["runs"]:
+        assert run["server_cpu"]["by_server"]["mariadbd"] > 1.0, run["server_cpu"]
+    cpu_ms = bench["runs"][0]["server_cpu"]["ms_per_request"]
+    assert f'<td class="n">{cpu_ms:,.2f}</td>' in (out / "report.html").read_text()
     for kind in ("php", "php-offcpu", "native"):
         assert str(out / "flamegraphs" / f"{kind}.svg") in last
     php_svg = ET.parse(out / "flamegraphs" / "php.svg").getroot()

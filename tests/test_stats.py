@@ -119,6 +119,26 @@ def test_summary_takes_steal_out_where_the_speed_alone_cannot():
     assert "steal took up to 17.0% of the CPU; RPS CV with both taken out: " in line
 
 
+def test_the_servers_cpu_per_request_is_summed_per_server_and_tabulated():
+    """Each run's server CPU (harness/server_cpu.py) in the summary: the mean, its CV, each
+    server's mean; the table's column and line. A run without it leaves the summary without."""
+    runs = [{"rps": 40.0 + i, "latency_ms": {"p50": 1, "p90": 2, "p99": 3, "max": 4}, "errors": 0,
+             "status_counts": {"200": 400}, "run": i + 1,
+             "server_cpu": {"seconds": 19.8, "ms_per_request": ms, "by_server": {"php-fpm": ms - 8, "mariadbd": 8.0}}}
+            for i, ms in enumerate([48.0, 50.0, 52.0])]
+    s = summary_of(runs)
+    assert s["server_cpu_ms_mean"] == pytest.approx(50.0) and s["server_cpu_cv"] == pytest.approx(0.04)
+    assert s["server_cpu_by_server_ms"] == {"mariadbd": 8.0, "php-fpm": 42.0}
+    config = {"load": "wrk", "concurrency": 4, "workers": 4, "runs": 3, "duration": 10.0}
+    table = format_bench({"target": "t", "canonical": True, "config": config, "runs": runs, "summary": s})
+    assert "cpu ms/req" in table.splitlines()[1] and "     52.00 " in table.splitlines()[5]
+    assert "servers' CPU per request (php-fpm, nginx, MariaDB; stolen time not counted): mean 50.00 ms, CV 4.00%" in table
+    older = summary_of([{k: v for k, v in r.items() if k != "server_cpu"} for r in runs])
+    assert older["server_cpu_ms_mean"] is None and older["server_cpu_by_server_ms"] is None
+    assert "servers' CPU" not in format_bench({"target": "t", "canonical": True, "config": config,
+                                               "runs": runs, "summary": older})
+
+
 def test_every_tabulated_t_quantile_is_the_975th_percentile():
     """Each _T95 entry against Student's t itself: Newton's method on the CDF (Simpson's rule
     over the density), to the table's three decimals."""

@@ -247,6 +247,14 @@ def test_diff_remediation_applies_to_a_copy_and_removes_the_finding(minicms_veri
     assert plan["runs"] == 5 == plan["measured_runs"]
     assert len(bench["before"]["runs"]) == len(bench["after"]["runs"]) == plan["runs"] == bench["runs_per_arm"]
     assert 0 < bench["change"]["power"] <= 1 and bench["change"]["resolvable_pct"] > 0
+    # the servers' CPU per request, each server apart: most of MariaDB's is the 126 lookups a
+    # request the fix removed; the change in it is paired as the RPS is
+    cpu = {arm: bench[arm]["summary"]["server_cpu_by_server_ms"] for arm in ("before", "after")}
+    assert set(cpu["before"]) == set(cpu["after"]) == {"mariadbd", "nginx", "php-fpm"}, cpu
+    assert cpu["after"]["mariadbd"] < 0.5 * cpu["before"]["mariadbd"], cpu
+    assert bench["change_server_cpu"]["pairs"] == 5 and bench["change_server_cpu"]["change_pct"] < 0
+    assert all(run["server_cpu"]["ms_per_request"] > 0 for arm in ("before", "after") for run in bench[arm]["runs"])
+    assert "CPU per request</th><td>" in (out / "report.html").read_text()
     # the other findings are still there in the re-capture: only this one was fixed
     ids = {f["id"] for f in result["reprofile"]["findings"]}
     assert {"fs-scan", "repeated-call", "write-on-read"} <= ids and "db-static-cache" not in ids

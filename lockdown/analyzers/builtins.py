@@ -77,12 +77,17 @@ def function_totals(profile: dict, is_internal: Callable[[str], bool] | None = N
     """One xhprof array -> per function: calls, inclusive and exclusive wall time (us) and
     allocation count. xhprof stores caller==>callee edges with inclusive values only; see
     `entries` for the edges left out."""
+    return totals_of_entries(entries(profile, is_internal))
+
+
+def totals_of_entries(edges: Iterable[tuple[str | None, str, dict]]) -> dict[str, dict]:
+    """`function_totals` of one profile's `entries`, for a caller that walks them itself too."""
     calls: Counter = Counter()
     incl: Counter = Counter()
     out_edges: Counter = Counter()
     allocs: Counter = Counter()
     has_allocs = False
-    for parent, child, v in entries(profile, is_internal):
+    for parent, child, v in edges:
         calls[child] += v.get("ct", 0)
         incl[child] += v.get("wt", 0)
         if "mem.na" in v:
@@ -108,13 +113,14 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
     with_allocs = False
     internal = lambda name: is_internal(name, functions, classes)
     for p in profiles:
-        for parent, child, v in entries(p, internal):
+        edges_of_p = list(entries(p, internal))
+        for parent, child, v in edges_of_p:
             # a call from a file's top-level code has no caller in tideways' array: main()'s
             if child != ROOT and (parent or ROOT) != child and internal(child):
                 e = edges.setdefault(child, {}).setdefault(parent or ROOT, Counter())
                 e["calls"] += v.get("ct", 0)
                 e["inclusive_us"] += v.get("wt", 0)
-        for name, t in function_totals(p, internal).items():
+        for name, t in totals_of_entries(edges_of_p).items():
             if not internal(name):
                 continue
             c = total.setdefault(name, Counter())

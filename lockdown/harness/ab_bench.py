@@ -19,7 +19,7 @@ from pathlib import Path
 from ..analyzers.stats import compare_paired, compare_speed_adjusted, pairs_needed, power, resolvable_pct
 from ..targets.config import Target
 from .bench import (BenchOptions, load_version, measured_run, rps_of, run_line, sanity_check,
-                    capacities_of, settle_opcache, summary_of, versions, warm_concurrent, warm_single)
+                    capacities_of, server_cpu_of, settle_opcache, summary_of, versions, warm_concurrent, warm_single)
 from .responses import compare_arms
 from .stack import Stack, StackOptions
 
@@ -162,6 +162,7 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
     for arm in arms:
         result[arm]["summary"] = summary_of(result[arm]["runs"])
     result["change_paired"], result["change"] = _change(result["before"]["runs"], result["after"]["runs"])
+    result["change_server_cpu"] = server_cpu_change(result["before"]["runs"], result["after"]["runs"])
     result["change"] = {**result["change"], **resolution(result["change"], plan.change_pct if plan else None)}
     if plan is not None:
         result["plan"]["measured_runs"] = len(result["after"]["runs"])
@@ -195,6 +196,16 @@ def _change(before: list[dict], after: list[dict]) -> tuple[dict, dict]:
     paired = compare_paired(rps_of(before), rps_of(after))
     adjusted = compare_speed_adjusted(rps_of(before), capacities_of(before), rps_of(after), capacities_of(after))
     return paired, verdict_change(paired, adjusted)
+
+
+def server_cpu_change(before: list[dict], after: list[dict]) -> dict | None:
+    """The paired change in the servers' CPU time per request (bench.server_cpu_of), a second
+    view of the change beside the RPS: what a request costs, whatever the host stole. None
+    unless every run has it."""
+    b, a = server_cpu_of(before), server_cpu_of(after)
+    if not b or None in b or None in a:
+        return None
+    return compare_paired(b, a)
 
 
 def verdict_change(paired: dict, adjusted: dict | None) -> dict:

@@ -20,7 +20,7 @@ from ..analyzers.stats import speed_adjusted, summarize
 from ..errors import PhaseFailed
 from ..progress import as_reporter
 from ..targets.config import Target
-from . import cpu, opcache_settle, steady_runs
+from . import cpu, opcache_settle, server_cpu, steady_runs
 from .host_speed import SpeedProbe
 from .loadgen import LoadResult, run_load
 from .logs import evidence
@@ -215,13 +215,23 @@ def summary_of(runs: list[dict]) -> dict:
     speed = _summary_if_all(speeds)
     capacity = _summary_if_all(capacities)
     steals = [r.get("host_cpu", {}).get("steal_pct") for r in runs]
+    served = _summary_if_all(server_cpu_of(runs))
     return {"rps_mean": s["mean"], "rps_stddev": s["stddev"], "rps_cv": s["cv"],
             "rps_ci95": s["ci95"], "runs": s["n"],
             "host_speed_mean": speed and speed["mean"], "host_speed_cv": speed and speed["cv"],
             "host_steal_pct_max": max((x for x in steals if x is not None), default=None),
             "host_capacity_cv": capacity and capacity["cv"],
             "rps_cv_speed_adjusted": adjusted and adjusted["cv"],
-            "speed_elasticity": adjusted and adjusted["elasticity"]}
+            "speed_elasticity": adjusted and adjusted["elasticity"],
+            "server_cpu_ms_mean": served and served["mean"], "server_cpu_cv": served and served["cv"],
+            "server_cpu_by_server_ms": served and (by_server_means(runs) or None)}
+
+
+def by_server_means(runs: list[dict]) -> dict[str, float]:
+    """Each server's mean CPU ms per request over the runs (php-fpm, mariadbd, nginx)."""
+    split = [r["server_cpu"]["by_server"] for r in runs if r.get("server_cpu", {}).get("by_server")]
+    names = sorted({name for s in split for name in s})
+    return {name: round(sum(s.get(name, 0.0) for s in split) / len(split), 3) for name in names}
 
 
 def _summary_if_all(values: list[float | None]) -> dict | None:
@@ -231,6 +241,12 @@ def _summary_if_all(values: list[float | None]) -> dict | None:
 
 def rps_of(runs: list[dict]) -> list[float]:
     return [r["rps"] for r in runs]
+
+
+def server_cpu_of(runs: list[dict]) -> list[float | None]:
+    """Each run's server CPU ms per request (None where unknown: a server restarted, or a run
+    recorded before it was measured)."""
+    return [r.get("server_cpu", {}).get("ms_per_request") for r in runs]
 
 
 def speeds_of(runs: list[dict]) -> list[float | None]:
@@ -299,14 +315,18 @@ def settle_opcache(stack: Stack, paths: list[str], served_from: float, warmed_fr
 
 def measured_run(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: Path, label: str,
                  say=print, title: str | None = None) -> dict:
-    """One measured run of `duration` s at `concurrency`, with the host's CPU use during it."""
-    before, started = cpu.snapshot(), time.time()
+    """One measured run of `duration` s at `concurrency`, with the host's CPU use during it
+    and the servers' CPU time per request served."""
+    servers = {c.name: c.pid for c in stack.procs.children if c.alive()}
+    before, started, served_before = cpu.snapshot(), time.time(), server_cpu.snapshot(servers)
     with as_reporter(say).timed(title or label, opts.duration), SpeedProbe() as speed:
         r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
                                  opts.duration, load_dir, label)
+    served = server_cpu.usage(served_before, server_cpu.snapshot(servers), r.requests)
     # wall-clock bounds, to line a run up with outside monitoring (sar, the hypervisor's graphs)
     return {**r.to_json(), "started_at": round(started, 3), "ended_at": round(time.time(), 3),
-            "host_cpu": cpu.usage(before, cpu.snapshot()), "host_speed": speed.summary()}
+            "host_cpu": cpu.usage(before, cpu.snapshot()), "host_speed": speed.summary(),
+            "server_cpu": served}
 
 
 def run_line(run: dict) -> str:

@@ -46,7 +46,7 @@ def format_bench(result: dict) -> str:
     if cfg.get("php_ini"):
         lines.append("php.ini overrides: " + ", ".join(f"{k}={v}" for k, v in cfg["php_ini"].items()))
     header = f"{'run':>4} {'req/s':>9} {'p50 ms':>8} {'p90 ms':>8} {'p99 ms':>8} {'max ms':>8} " \
-             f"{'errors':>6} {'cpu%':>5} {'steal%':>6}  statuses"
+             f"{'errors':>6} {'cpu ms/req':>10} {'cpu%':>5} {'steal%':>6}  statuses"
     lines += [header, "-" * len(header)]
     for i, r in enumerate(result["runs"], 1):
         i = r.get("run", i)         # numbered as measured: runs set aside leave gaps
@@ -55,6 +55,7 @@ def format_bench(result: dict) -> str:
         host = r.get("host_cpu") or {}
         lines.append(f"{i:>4} {r['rps']:>9.1f} {lat['p50']:>8.1f} {lat['p90']:>8.1f} "
                      f"{lat['p99']:>8.1f} {lat['max']:>8.1f} {r['errors']:>6} "
+                     f"{_fmt((r.get('server_cpu') or {}).get('ms_per_request'), '.2f'):>10} "
                      f"{_fmt(host.get('busy_pct')):>5} {_fmt(host.get('steal_pct')):>6}  {statuses}")
     s = result["summary"]
     lo, hi = s["rps_ci95"]
@@ -63,6 +64,10 @@ def format_bench(result: dict) -> str:
     lines.append(f"mean {numbers.rps(s['rps_mean'])} req/s, stddev {numbers.sd(s['rps_stddev'])}, "
                  f"CV {_fmt(cv, '.2f')}%, {numbers.rps_ci_text(lo, hi, s.get('runs', len(result['runs'])))}")
     lines += set_aside_lines(result)
+    if s.get("server_cpu_ms_mean") is not None:
+        lines.append(f"servers' CPU per request (php-fpm, nginx, MariaDB; stolen time not counted): "
+                     f"mean {_fmt(s['server_cpu_ms_mean'], '.2f')} ms, "
+                     f"CV {_fmt(None if s['server_cpu_cv'] is None else 100 * s['server_cpu_cv'], '.2f')}%")
     if s.get("host_speed_cv") is not None:
         steal = s.get("host_steal_pct_max")
         stolen = "" if steal is None else f", steal took up to {_fmt(steal, '.1f')}% of the CPU"

@@ -235,7 +235,8 @@ def _bench(bench: dict | None) -> dict | None:
                      "requests": r.get("requests"),
                      "statuses": " ".join(f"{k}:{v}" for k, v in (r.get("status_counts") or {}).items()),
                      "busy": host.get("busy_pct"), "steal": host.get("steal_pct"),
-                     "speed": (r.get("host_speed") or {}).get("speed")})
+                     "speed": (r.get("host_speed") or {}).get("speed"),
+                     "cpu_ms": (r.get("server_cpu") or {}).get("ms_per_request")})
     s = bench.get("summary") or {}
     lo, hi = _ci(s.get("rps_ci95"))
     mean, sd = s.get("rps_mean"), s.get("rps_stddev")
@@ -564,7 +565,7 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
             "method": change.get("method"), "significant": change.get("significant"),
             # what the change is: not the after mean over the before mean (docs/verify.md)
             "estimate": numbers.estimate_name(change), "paired": numbers.paired_clause(bench),
-            "resolution": numbers.resolution_clause(bench),
+            "resolution": numbers.resolution_clause(bench), "server_cpu": numbers.server_cpu_clause(bench),
             "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
             "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
             "new": new_findings(re_),

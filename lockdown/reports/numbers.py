@@ -188,3 +188,30 @@ def resolution_clause(bench) -> str | None:
             text += f"; their chance of resolving {wanted} was {100 * c['power']:.0f}%"
         parts.append(text)
     return "; ".join(parts) or None
+
+
+def ms_fine(v, none: str = NONE) -> str:
+    """Milliseconds with two decimals under 10 (a server's CPU per request can be 0.05 ms)."""
+    return _fmt(v, ".2f" if _is_num(v) and abs(v) < 10 else ".1f", none)
+
+
+def server_cpu_clause(bench) -> str | None:
+    """The servers' CPU time per request in both arms (php-fpm, nginx and MariaDB, from /proc;
+    harness/server_cpu.py), each server's part, and its paired change with the 95% CI: what a
+    request costs, beside what the throughput did. None when the runs did not record it."""
+    bench = bench if isinstance(bench, dict) else {}
+    arms = [(bench.get(arm) or {}).get("summary") or {} for arm in ("before", "after")]
+    c = bench.get("change_server_cpu")
+    if not isinstance(c, dict) or not all(_is_num(s.get("server_cpu_ms_mean")) for s in arms):
+        return None
+    b, a = arms
+    text = f"{ms_fine(b['server_cpu_ms_mean'])} -> {ms_fine(a['server_cpu_ms_mean'])} ms"
+    split_b, split_a = b.get("server_cpu_by_server_ms") or {}, a.get("server_cpu_by_server_ms") or {}
+    names = [name for name in split_b if name in split_a]
+    if names:
+        text += " (" + ", ".join(f"{name} {ms_fine(split_b[name])} -> {ms_fine(split_a[name])}" for name in names) + ")"
+    if _is_num(c.get("change_pct")):
+        text += f", change {change(c['change_pct'])}"
+        if _is_num((c.get("ci95_pct") or [None])[0]):
+            text += f" (95% CI {change_interval(c)})"
+    return text

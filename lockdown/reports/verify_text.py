@@ -78,6 +78,7 @@ def format_verify(result: dict) -> str:
              *([f"  both arms on top of {on_top}"] if (on_top := base_words(result)) else []),
              f"  throughput: {effect_line(result)}",
              *([f"  ({paired})"] if paired else []),
+             *([f"  servers' CPU per request: {cpu}"] if (cpu := n.server_cpu_clause(result["bench"])) else []),
              *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
              *([f"  resolution: {res}"] if (res := n.resolution_clause(result["bench"])) else []),
              f"  {verdict_line(result)}",
