@@ -4,7 +4,7 @@ import json
 import re
 import shutil
 
-from lockdown.reports.numbers import change as fmt_pct, ratio as fmt_ratio, rps as fmt_rps, sd
+from lockdown.reports.numbers import change as fmt_pct, ratio as fmt_ratio, rps as fmt_rps, sd, ms_fine
 
 
 def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified, tmp_path):
@@ -28,13 +28,16 @@ def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified
     assert f"{bench['config']['cpus']} CPUs" in summary and bench["config"]["versions"]["mariadb"] in summary
 
     # results: the verified fix's row is verify.json's numbers: the means, the verdict's ratio
-    # (host capacity taken out) and its interval, and the paired estimate beside them
+    # (host capacity taken out) and its interval, the paired estimate beside them, and what a
+    # request cost the servers in each arm
     b, c, p = verified["bench"], verified["bench"]["change"], verified["bench"]["change_paired"]
     row = re.search(r"^\| \[`db-static-cache`\]\(db-static-cache\.md\) \| (.+) \|$", summary, re.M).group(1)
     cells = [x.strip() for x in row.split("|")]
     assert cells == [fmt_rps(b["before"]["summary"]["rps_mean"]), fmt_rps(b["after"]["summary"]["rps_mean"]),
                      fmt_ratio(c["ratio"]), f"{fmt_pct(c['ci95_pct'][0])} .. {fmt_pct(c['ci95_pct'][1])}",
                      f"{fmt_pct(p['change_pct'])} ({fmt_pct(p['ci95_pct'][0])} .. {fmt_pct(p['ci95_pct'][1])})",
+                     f"{ms_fine(b['before']['summary']['server_cpu_ms_mean'])} -> "
+                     f"{ms_fine(b['after']['summary']['server_cpu_ms_mean'])}",
                      "yes" if verified["reprofile"]["gone"] else "no",
                      "confirmed" if verified["confirmed"] else "not confirmed"]
     section = "## Optimizations" if verified["confirmed"] else "## Did not pan out"

@@ -215,3 +215,10 @@ def server_cpu_clause(bench) -> str | None:
         if _is_num((c.get("ci95_pct") or [None])[0]):
             text += f" (95% CI {change_interval(c)})"
     return text
+
+
+def server_cpu_cell(bench) -> str:
+    """Both arms' servers' CPU ms per request, `before -> after`, for a table; "-" unknown."""
+    bench = bench if isinstance(bench, dict) else {}
+    means = [((bench.get(arm) or {}).get("summary") or {}).get("server_cpu_ms_mean") for arm in ("before", "after")]
+    return f"{ms_fine(means[0])} -> {ms_fine(means[1])}" if all(_is_num(m) for m in means) else NONE

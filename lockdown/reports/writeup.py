@@ -103,10 +103,10 @@ def _paired_cell(bench: dict) -> str:
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
                           undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
 _ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=n.rps, pct=n.change, sd=n.sd,
-                    ms=n.ms, ratio=n.ratio, share=n.share, value=n.value, predicted=predicted_ratio,
+                    ms=n.ms, ms_fine=n.ms_fine, ratio=n.ratio, share=n.share, value=n.value, predicted=predicted_ratio,
                     pages=pages_line, estimate=n.estimate_name)
 _ENV.filters.update(quote=lambda v: shlex.quote(str(v)), ratio_cell=_ratio_cell, split_steps=split_steps)
-_ENV.globals.update(paired=n.paired_clause, resolution=n.resolution_clause, server_cpu=n.server_cpu_clause, own_patch=_own_patch, ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
+_ENV.globals.update(paired=n.paired_clause, resolution=n.resolution_clause, server_cpu=n.server_cpu_clause, server_cpu_cell=n.server_cpu_cell, own_patch=_own_patch, ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
                     paired_cell=_paired_cell, canonical_text=canonical_text)
 
 
