@@ -65,9 +65,10 @@ def format_bench(result: dict) -> str:
                  f"CV {_fmt(cv, '.2f')}%, {numbers.rps_ci_text(lo, hi, s.get('runs', len(result['runs'])))}")
     lines += set_aside_lines(result)
     if s.get("server_cpu_ms_mean") is not None:
-        lines.append(f"servers' CPU per request (php-fpm, nginx, MariaDB; stolen time not counted): "
-                     f"mean {_fmt(s['server_cpu_ms_mean'], '.2f')} ms, "
-                     f"CV {_fmt(None if s['server_cpu_cv'] is None else 100 * s['server_cpu_cv'], '.2f')}%")
+        split = ", ".join(f"{name} {_fmt(v, '.2f')}" for name, v in (s.get("server_cpu_by_server_ms") or {}).items())
+        lines.append(f"servers' CPU per request (stolen time not counted): "
+                     f"mean {_fmt(s['server_cpu_ms_mean'], '.2f')} ms" + (f" ({split})" if split else "")
+                     + f", CV {_fmt(None if s['server_cpu_cv'] is None else 100 * s['server_cpu_cv'], '.2f')}%")
     if s.get("host_speed_cv") is not None:
         steal = s.get("host_steal_pct_max")
         stolen = "" if steal is None else f", steal took up to {_fmt(steal, '.1f')}% of the CPU"
