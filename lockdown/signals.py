@@ -54,3 +54,17 @@ def _deliver(signum: int, handler) -> None:
         handler(signum, None)
     elif handler in (signal.SIG_DFL, None):
         os.kill(os.getpid(), signum)
+
+
+@contextlib.contextmanager
+def starting():
+    """Importing the CLI or a command's module, before anything is started: a signal waits
+    for the import to finish (a Ctrl-C inside a dataclass's creation was a RuntimeError), and
+    then is one line and exit 130 instead of a traceback."""
+    try:
+        with held():
+            yield
+    except KeyboardInterrupt:
+        import sys
+        sys.stderr.write("lockdown: interrupted while starting; nothing was started\n")
+        raise SystemExit(130)
