@@ -2,7 +2,8 @@
 TARGET --with memory_limit=...` with a setting that changes nothing the pages cost, K times;
 each 95% CI that excludes zero is a false "significant". Prints the rate for the verdict's
 estimate (host capacity taken out) and the plain paired one, each with a 95% binomial
-interval (Wilson), and the mean smallest change the pairs resolved (80% power): the
+interval (Wilson), the same for the paired change in the servers' CPU per request
+(`bench.change_server_cpu`), and the mean smallest change the pairs resolved (80% power): the
 calibration check behind `verify`'s and `compare`'s intervals (docs/verify.md).
 
     python3 bench/ab_calibration.py [--target hello] [--times 20] [--runs 5] [--duration 1]
@@ -51,21 +52,24 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--duration", type=int, default=1)
     args = ap.parse_args()
-    verdict = paired = 0
+    verdict = paired = cpu_hits = 0
     smallest = []
-    print(f"{'#':>3} {'verdict change':>15} {'95% CI':>20} {'paired':>9} {'resolves':>9}")
+    print(f"{'#':>3} {'verdict change':>15} {'95% CI':>20} {'paired':>9} {'cpu/req':>9} {'resolves':>9}")
     for i in range(args.times):
         b = compare(args.target, args.runs, args.duration, i)
         c, p = b["change"], b["change_paired"]
         verdict += bool(c["significant"])
         paired += bool(p["significant"])
+        cpu = b.get("change_server_cpu") or {}
+        cpu_hits += bool(cpu.get("significant"))
         smallest.append(c.get("resolvable_pct") or math.nan)
         lo, hi = c["ci95_pct"]
         print(f"{i + 1:3d} {c['change_pct']:+14.1f}% {f'{lo:+.1f} .. {hi:+.1f}%':>20} "
-              f"{p['change_pct']:+8.1f}% {c.get('resolvable_pct', math.nan):8.1f}%"
+              f"{p['change_pct']:+8.1f}% {cpu.get('change_pct', math.nan):+8.1f}% {c.get('resolvable_pct', math.nan):8.1f}%"
               + ("  significant" if c["significant"] else ""), flush=True)
     n = args.times
-    for name, hits in (("verdict (host capacity taken out)", verdict), ("paired ratios alone", paired)):
+    for name, hits in (("verdict (host capacity taken out)", verdict), ("paired ratios alone", paired),
+                       ("servers' CPU per request", cpu_hits)):
         lo, hi = wilson(hits, n)
         print(f"{name}: {hits} of {n} A/A comparisons significant = {100 * hits / n:.1f}% "
               f"(95% interval {100 * lo:.1f} .. {100 * hi:.1f}%; nominal 5%)")

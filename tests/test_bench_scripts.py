@@ -93,4 +93,5 @@ def test_ab_calibration_counts_the_significant_aa_comparisons_it_printed(home):
     lo, hi = float(verdict.group(3)), float(verdict.group(4))
     assert lo <= 100.0 * hits <= hi and (lo, hi) != (0.0, 100.0)      # Wilson: a real interval, even of 1
     assert re.search(r"^paired ratios alone: \d of 1 A/A comparisons significant", out, re.M)
+    assert re.search(r"^servers' CPU per request: \d of 1 A/A comparisons significant", out, re.M)
     assert re.search(r"^mean smallest change resolved \(80% power\): \d+\.\d% \(5 pairs of 1 s\)$", out, re.M)
