@@ -26,6 +26,10 @@ def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified
     assert f"mean {fmt_rps(bench['summary']['rps_mean'])} req/s, standard deviation " \
            f"{sd(bench['summary']['rps_stddev'])}" in summary
     assert f"{bench['config']['cpus']} CPUs" in summary and bench["config"]["versions"]["mariadb"] in summary
+    split = bench["summary"]["server_cpu_by_server_ms"]
+    assert (f"the servers spent {ms_fine(bench['summary']['server_cpu_ms_mean'])} ms of CPU per request "
+            f"(mariadbd {ms_fine(split['mariadbd'])}, nginx {ms_fine(split['nginx'])}, "
+            f"php-fpm {ms_fine(split['php-fpm'])})") in summary
 
     # results: the verified fix's row is verify.json's numbers: the means, the verdict's ratio
     # (host capacity taken out) and its interval, the paired estimate beside them, and what a
