@@ -187,7 +187,9 @@ def one_page_target(root: Path, name: str, description: str, page: str, expect: 
                     php_ini: dict | None = None) -> Path:
     """ROOT/NAME: a target of one PHP page served at / (`app/index.php`, whose output must
     contain `expect`), with `php_ini` overrides: for tests that need an app of their own on
-    the real stack. Returns the target directory; the page's directory is `app/`."""
+    the real stack. Returns the target directory; the page's directory is `app/`. The page is
+    dated an hour back, as a deployed app's files are: one written just before the run is
+    younger than opcache.file_update_protection, which the warmup then waits out and names."""
     target = root / name
     (target / "app").mkdir(parents=True)
     ini = ("php_ini = { " + ", ".join(f'"{k}" = "{v}"' for k, v in php_ini.items()) + " }\n") if php_ini else ""
@@ -195,4 +197,6 @@ def one_page_target(root: Path, name: str, description: str, page: str, expect: 
         f'name = "{name}"\ndescription = "{description}"\ndocroot = "."\nfront_controller = "index.php"\n{ini}'
         f'\n[app]\nfiles = "app"\n\n[[urls]]\npath = "/"\nweight = 1\n\n[sanity]\nurl = "/"\nexpect = "{expect}"\n')
     (target / "app" / "index.php").write_text(page)
+    hour_ago = time.time() - 3600
+    os.utime(target / "app" / "index.php", (hour_ago, hour_ago))
     return target
