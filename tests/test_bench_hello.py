@@ -1,6 +1,7 @@
 """The harness end to end on the `hello` target: real nginx, php-fpm and load generators."""
 import json
 import re
+import statistics
 import subprocess
 import sys
 
@@ -25,7 +26,11 @@ def check_result_shape(data, runs):
         assert isinstance(run["errors"], int)
         assert 0 < run["host_cpu"]["busy_pct"] <= 100 and run["host_cpu"]["steal_pct"] >= 0
         # the host-speed probe ran through the run (about 10 probes a second)
-        assert run["host_speed"]["speed"] > 0 and run["host_speed"]["samples"] >= 5 * data["config"]["duration"]
+        speed = run["host_speed"]
+        assert speed["speed"] > 0 and speed["samples"] >= 5 * data["config"]["duration"]
+        # each probe's speed, in order: the mean is theirs (rounded to 0.1 each)
+        assert len(speed["series"]) == speed["samples"] and min(speed["series"]) > 0
+        assert statistics.fmean(speed["series"]) == pytest.approx(speed["speed"], abs=0.06)
         # the servers' CPU time per request, each server's apart (hello has no database)
         cpu = run["server_cpu"]
         assert set(cpu["by_server"]) == {"php-fpm", "nginx"} and cpu["ms_per_request"] > 0

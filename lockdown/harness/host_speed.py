@@ -51,10 +51,13 @@ class SpeedProbe:
         self._thread.join()
 
     def summary(self) -> dict:
-        """`{"speed", "cv", "samples"}`: the mean speed over the run, its spread, and how many
-        probes ran."""
+        """`{"speed", "cv", "samples", "series"}`: the mean speed over the run, its spread, how
+        many probes ran, and each probe's speed in order (one every `interval` s from the run's
+        start). The series is the evidence behind the mean: on 2026-11-23 it showed this host
+        switching between two speeds, 85 and 48 (docs/bench.md, "Two speeds")."""
         if not self.samples:
             return {}
         mean = statistics.mean(self.samples)
         cv = statistics.pstdev(self.samples) / mean if len(self.samples) > 1 else 0.0
-        return {"speed": round(mean, 3), "cv": round(cv, 3), "samples": len(self.samples)}
+        return {"speed": round(mean, 3), "cv": round(cv, 3), "samples": len(self.samples),
+                "series": [round(s, 1) for s in self.samples]}
