@@ -24,6 +24,7 @@ def check_result_shape(data, runs):
         assert run["latency_ms"]["p50"] <= run["latency_ms"]["p99"] <= run["latency_ms"]["max"]
         assert run["bytes"] > 0
         assert isinstance(run["errors"], int)
+        assert run["latency_resolution_ms"] == {"wrk": 0.001, "siege": 10, "ab": 1}[run["tool"]]
         assert 0 < run["host_cpu"]["busy_pct"] <= 100 and run["host_cpu"]["steal_pct"] >= 0
         # the host-speed probe ran through the run (about 10 probes a second)
         speed = run["host_speed"]
@@ -85,7 +86,7 @@ def test_bench_hello_other_load_generators(lockdown, tmp_path, tool):
     check_result_shape(data, 2)
     assert data["config"]["load"] == tool
     for run in data["runs"]:
-        assert run["tool"] == tool
+        assert run["tool"] == tool and run["latency_resolution_ms"] == {"siege": 10, "ab": 1}[tool]
         ok = run["status_counts"].get("200", 0) + run["status_counts"].get("2xx", 0)
         assert ok == run["requests"] > 0
     assert processes_mentioning(data["run_dir"]) == []

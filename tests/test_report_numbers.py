@@ -397,6 +397,23 @@ def test_not_canonical_says_which_way_with_both_values(run):
     assert "canonical yes" in format_bench({**bench, "canonical": True, "non_default_options": []})
 
 
+def test_coarse_latencies_say_what_zero_means(run):
+    """siege times each response to 10 ms and ab its percentiles to 1 ms: a fast page reads as
+    0.0 there. The table and the report say so; wrk's microseconds need no note."""
+    bench = json.loads((run / "bench.json").read_text())
+    assert "latencies:" not in format_bench(bench) and "Latencies:" not in report_html(run)
+    for r in bench["runs"]:
+        r.update(tool="siege", latency_resolution_ms=10.0)
+    (run / "bench.json").write_text(json.dumps(bench))
+    note = "siege reports latency to the nearest 10 ms: 0.0 means under 5 ms"
+    assert f"latencies: {note}" in format_bench(bench) and f"Latencies: {note}." in report_html(run)
+    # runs from before the field was recorded say nothing rather than guess
+    assert numbers.latency_resolution_note([{"tool": "siege"}]) is None
+    assert numbers.latency_resolution_note([{"tool": "ab", "latency_resolution_ms": 1.0},
+                                    {"tool": "wrk", "latency_resolution_ms": 0.001}]) \
+        == "ab reports latency to the nearest 1 ms: 0.0 means under 0.5 ms"
+
+
 def test_the_budget_says_what_db_wait_leaves_out(run):
     """db wait is the server's Query_time; the statements' round trips (minicms: 185 x 128 us)
     sit in cpu and other wait, and the page says how much."""

@@ -16,6 +16,11 @@ from .toolchain import tool
 
 TOOLS = ("wrk", "siege", "ab")
 
+# How finely each tool reports a response's time, in ms: wrk in microseconds, ab's
+# percentiles in whole milliseconds, siege each response in hundredths of a second ("0.01
+# secs"), so a page served in 2 ms reads as 0.0 there.
+LATENCY_RESOLUTION_MS = {"wrk": 0.001, "siege": 10.0, "ab": 1.0}
+
 
 @dataclass
 class LoadResult:
@@ -28,6 +33,11 @@ class LoadResult:
     duration_s: float
     tool: str
     error_detail: dict = field(default_factory=dict)
+    latency_resolution_ms: float | None = None
+
+    def __post_init__(self):
+        if self.latency_resolution_ms is None:
+            self.latency_resolution_ms = LATENCY_RESOLUTION_MS.get(self.tool)
 
     def to_json(self) -> dict:
         return asdict(self)

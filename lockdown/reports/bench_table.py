@@ -64,6 +64,9 @@ def format_bench(result: dict) -> str:
     lines.append(f"mean {numbers.rps(s['rps_mean'])} req/s, stddev {numbers.sd(s['rps_stddev'])}, "
                  f"CV {_fmt(cv, '.2f')}%, {numbers.rps_ci_text(lo, hi, s.get('runs', len(result['runs'])))}")
     lines += set_aside_lines(result)
+    coarse = numbers.latency_resolution_note(result["runs"])
+    if coarse:
+        lines.append(f"latencies: {coarse}")
     if s.get("server_cpu_ms_mean") is not None:
         split = ", ".join(f"{name} {_fmt(v, '.2f')}" for name, v in (s.get("server_cpu_by_server_ms") or {}).items())
         lines.append(f"servers' CPU per request (stolen time not counted): "

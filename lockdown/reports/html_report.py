@@ -260,7 +260,8 @@ def _bench(bench: dict | None) -> dict | None:
             "adjusted_cv_pct": _pct_of(s.get("rps_cv_speed_adjusted")),
             "elasticity": s.get("speed_elasticity"),
             # runs the host disturbed, measured again (harness/steady_runs.py)
-            "set_aside": set_aside_lines(bench) if bench.get("runs") else []}
+            "set_aside": set_aside_lines(bench) if bench.get("runs") else [],
+            "latency_note": numbers.latency_resolution_note(bench.get("runs"))}
 
 
 def _pct_of(fraction) -> float | None:

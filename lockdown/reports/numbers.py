@@ -190,6 +190,18 @@ def resolution_clause(bench) -> str | None:
     return "; ".join(parts) or None
 
 
+def latency_resolution_note(runs) -> str | None:
+    """What a latency of 0.0 means when the load generator rounds its times (siege to 10 ms,
+    ab to 1 ms; loadgen.LATENCY_RESOLUTION_MS), from the runs' `latency_resolution_ms`; None
+    for wrk's microseconds and for runs that did not record it."""
+    found = {(r.get("tool"), r.get("latency_resolution_ms")) for r in runs or [] if isinstance(r, dict)}
+    coarse = sorted((tool, res) for tool, res in found if _is_num(res) and res >= 1 and tool)
+    if not coarse:
+        return None
+    return "; ".join(f"{tool} reports latency to the nearest {res:g} ms: 0.0 means under {res / 2:g} ms"
+                     for tool, res in coarse)
+
+
 def ms_fine(v, none: str = NONE) -> str:
     """Milliseconds with two decimals under 10 (a server's CPU per request can be 0.05 ms)."""
     return _fmt(v, ".2f" if _is_num(v) and abs(v) < 10 else ".1f", none)
