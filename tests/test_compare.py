@@ -4,6 +4,7 @@ import json
 
 from conftest import processes_mentioning
 from lockdown.reports import numbers
+from lockdown.reports.compare_text import format_compare
 
 SHORT = ("--runs", "5", "--duration", "1", "--warmup-duration", "0")
 
@@ -44,6 +45,14 @@ def test_two_configurations_are_measured_in_interleaved_pairs_and_their_pages_co
     assert cpu["pairs"] == 5 and all(set(x) == {"nginx", "php-fpm"} for x in split), split
     assert (f"servers' CPU per request: {numbers.ms_fine(ab['before']['summary']['server_cpu_ms_mean'])} -> "
             f"{numbers.ms_fine(ab['after']['summary']['server_cpu_ms_mean'])} ms (nginx ") in out
+    # wrk times in microseconds: its latency line needs no note; under siege's 10 ms it would
+    latency = next(line for line in out.splitlines() if "latency (mean of runs)" in line)
+    assert latency.endswith(" ms"), latency
+    for arm in ("before", "after"):
+        for run in ab[arm]["runs"]:
+            run.update(tool="siege", latency_resolution_ms=10.0)
+    assert format_compare(result).split("latency (mean of runs)")[1].splitlines()[0].endswith(
+        " ms (siege reports latency to the nearest 10 ms: 0.0 means under 5 ms)")
     assert processes_mentioning(str(run_dir)) == []
 
 

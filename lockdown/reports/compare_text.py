@@ -4,7 +4,7 @@ from __future__ import annotations
 from statistics import fmean
 
 from ..remediation.base import describe
-from .numbers import resolution_clause, server_cpu_clause
+from .numbers import latency_resolution_note, resolution_clause, server_cpu_clause
 from .verify_text import effect_line, paired_line
 from .writeup import pages_line
 
@@ -39,7 +39,8 @@ def format_compare(result: dict) -> str:
     if (cpu := server_cpu_clause(ab)) is not None:
         lines.append(f"  servers' CPU per request: {cpu}")
     lines.append(f"  latency (mean of runs): p50 {_latency(before, 'p50'):.1f} -> {_latency(after, 'p50'):.1f} ms, "
-                 f"p99 {_latency(before, 'p99'):.1f} -> {_latency(after, 'p99'):.1f} ms")
+                 f"p99 {_latency(before, 'p99'):.1f} -> {_latency(after, 'p99'):.1f} ms"
+                 + (f" ({coarse})" if (coarse := latency_resolution_note(before + after)) else ""))
     if result.get("responses"):
         lines.append(f"  pages: {pages_line(result['responses'], 'the change', 'compare.json')}")
     return "\n".join(lines)
