@@ -414,6 +414,40 @@ def test_coarse_latencies_say_what_zero_means(run):
         == "ab reports latency to the nearest 1 ms: 0.0 means under 0.5 ms"
 
 
+def test_each_run_shows_its_host_speed_probe_by_probe(run):
+    """bench.json's `host_speed.series` as a line under each run's mean speed, every run on one
+    scale from 0 to the fastest probe, so a stretch at a lower speed shows where it fell; runs
+    recorded before the series was kept get none."""
+    bench = json.loads((run / "bench.json").read_text())
+    assert "<svg class=\"chart chart-spark\"" not in report_html(run)
+    first, second = bench["runs"]
+    first["host_speed"]["series"] = [86.0, 85.5, 48.0, 47.5, 86.2]
+    (run / "bench.json").write_text(json.dumps(bench))
+    html = report_html(run)
+    assert html.count('<svg class="chart chart-spark"') == 1
+    line = re.search(r'<polyline class="chart-spark-line" fill="none" points="([^"]+)"', html).group(1)
+    points = [tuple(map(float, p.split(","))) for p in line.split()]
+    assert [x for x, _ in points] == [0, 30, 60, 90, 120]
+    # SVG y grows downwards: the slow probes are lower on the line, the fastest at the top
+    ys = [y for _, y in points]
+    assert ys[4] == min(ys) == 1 and ys[3] == max(ys) and ys[2] > ys[1] > ys[4]
+    assert "min 47.5, max 86.2 iterations/\u00b5s (axis 0 to 86.2)" in unescape(html)
+    second["host_speed"]["series"] = [172.4, 172.4]        # twice as fast: the scale is shared
+    (run / "bench.json").write_text(json.dumps(bench))
+    html = report_html(run)
+    assert html.count('<svg class="chart chart-spark"') == 2 and "(axis 0 to 172.4)" in unescape(html)
+    first_line = re.findall(r'<polyline class="chart-spark-line" fill="none" points="([^"]+)"', html)[0]
+    assert float(first_line.split()[4].split(",")[1]) == pytest.approx(22 - 1 - 86.2 / 172.4 * 20, abs=0.05)
+
+
+def test_no_sentence_runs_into_the_next(run):
+    """Sentences joined across template lines keep their space ("req/s.The host's speed" was
+    printed when a block tag ended the line)."""
+    text = re.sub(r"<[^>]+>", " \0 ", re.sub(r"<(style|script|svg)\b.*?</\1>", "", report_html(run), flags=re.S))
+    joined = re.findall(r"\w{2}[.;:][A-Z][a-z]+", unescape(text))
+    assert joined == [], joined
+
+
 def test_the_budget_says_what_db_wait_leaves_out(run):
     """db wait is the server's Query_time; the statements' round trips (minicms: 185 x 128 us)
     sit in cpu and other wait, and the page says how much."""

@@ -149,3 +149,15 @@ def stacked_chart(rows: list[StackedRow], title: str, unit: str = "", width: int
         plot_x=plot_x, plot_end=_px(plot_x + plot_w), legend=legend, top=top - 4, axis_y=axis_y,
         ticks=[{"x": _px(plot_x + t * scale), "text": _tick_text(t)} for t in ticks],
         tick_y=axis_y + 14))
+
+
+def sparkline(values: list[float], top: float, title: str, width: int = 120, height: int = 22) -> Markup:
+    """A line of `values` in order, drawn from 0 to `top` (shared by the lines to be compared,
+    so a drop reads the same in each): a run's host speed probe by probe."""
+    if not values or not top > 0:
+        return Markup("")
+    step = width / max(len(values) - 1, 1)
+    pts = " ".join(f"{_px(i * step)},{_px(height - 1 - max(0.0, min(v, top)) / top * (height - 2))}"
+                   for i, v in enumerate(values))
+    return Markup(_ENV.get_template("chart_spark.svg.j2").render(
+        title=title, width=width, height=height, points=pts))

@@ -224,10 +224,28 @@ def _methodology(run: dict) -> dict:
             "versions": sorted((k, str(v)) for k, v in versions.items() if v)}
 
 
+def _series(run: dict) -> list[float]:
+    """A run's host-speed probes in order (bench.json's `host_speed.series`); [] for runs
+    recorded before it was kept, or damaged values."""
+    values = (run.get("host_speed") or {}).get("series") if isinstance(run, dict) else None
+    return [float(v) for v in values if isinstance(v, (int, float))] if isinstance(values, list) else []
+
+
+def _speed_line(values: list[float], top: float) -> Markup:
+    """The run's host speed probe by probe, on the scale of every run's fastest probe: a
+    stretch at a lower speed shows where the host slowed within the run."""
+    if len(values) < 2:
+        return Markup("")
+    return charts.sparkline(values, top, f"host speed probe by probe, one every 0.1 s: min {min(values):,.1f}, "
+                                         f"max {max(values):,.1f} iterations/\u00b5s (axis 0 to {top:,.1f})")
+
+
 def _bench(bench: dict | None) -> dict | None:
     if not bench:
         return None
     runs = []
+    series = [_series(r) for r in bench.get("runs") or []]
+    top = max((v for one in series for v in one), default=0.0)
     for i, r in enumerate(bench.get("runs") or [], 1):
         lat, host = r.get("latency_ms") or {}, r.get("host_cpu") or {}
         runs.append({"n": r.get("run", i), "rps": r.get("rps"), "p50": lat.get("p50"), "p90": lat.get("p90"),
@@ -236,6 +254,7 @@ def _bench(bench: dict | None) -> dict | None:
                      "statuses": " ".join(f"{k}:{v}" for k, v in (r.get("status_counts") or {}).items()),
                      "busy": host.get("busy_pct"), "steal": host.get("steal_pct"),
                      "speed": (r.get("host_speed") or {}).get("speed"),
+                     "speed_line": _speed_line(series[i - 1], top),
                      "cpu_ms": (r.get("server_cpu") or {}).get("ms_per_request")})
     s = bench.get("summary") or {}
     lo, hi = _ci(s.get("rps_ci95"))
