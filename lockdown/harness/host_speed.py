@@ -54,7 +54,7 @@ class SpeedProbe:
         """`{"speed", "cv", "samples", "series"}`: the mean speed over the run, its spread, how
         many probes ran, and each probe's speed in order (one every `interval` s from the run's
         start). The series is the evidence behind the mean: on 2026-11-23 it showed this host
-        switching between two speeds, 85 and 48 (docs/bench.md, "Two speeds")."""
+        switching between two speeds, 86 and 48 (docs/bench.md, "Two speeds")."""
         if not self.samples:
             return {}
         mean = statistics.mean(self.samples)
