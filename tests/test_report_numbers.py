@@ -440,6 +440,22 @@ def test_each_run_shows_its_host_speed_probe_by_probe(run):
     assert float(first_line.split()[4].split(",")[1]) == pytest.approx(22 - 1 - 86.2 / 172.4 * 20, abs=0.05)
 
 
+def test_a_negative_elasticity_is_not_offered_as_the_host_taken_out(run):
+    """A fitted elasticity at or below zero (a faster host served no more): the report says the
+    host's speed explains none of the spread, not "with the capacity taken out, the CV is"."""
+    bench = json.loads((run / "bench.json").read_text())
+    bench["summary"].update(host_speed_cv=0.027, rps_cv_speed_adjusted=0.0518, speed_elasticity=-0.67)
+    (run / "bench.json").write_text(json.dumps(bench))
+    text = text_of(report_html(run))
+    assert ("it explains none of the spread here (fitted elasticity -0.67: a faster host served no more "
+            "requests), so the coefficient of variation stands as measured.") in text
+    assert "with the capacity they left taken out" not in text
+    bench["summary"]["speed_elasticity"] = 1.2
+    (run / "bench.json").write_text(json.dumps(bench))
+    assert "with the capacity they left taken out, the coefficient of variation is 5.18% (elasticity 1.20)" \
+        in text_of(report_html(run))
+
+
 def test_no_sentence_runs_into_the_next(run):
     """Sentences joined across template lines keep their space ("req/s.The host's speed" was
     printed when a block tag ended the line)."""

@@ -119,6 +119,27 @@ def test_summary_takes_steal_out_where_the_speed_alone_cannot():
     assert "steal took up to 17.0% of the CPU; RPS CV with both taken out: " in line
 
 
+
+def test_a_speed_that_explains_nothing_is_not_taken_out():
+    """2026-11-23 on WordPress: a faster host served no more (fitted elasticity -0.67), and the
+    "CV with the speed taken out" came out above the raw one. The table and the report say the
+    speed explains none of the spread instead of offering that number."""
+    rps = [38.0, 34.8, 37.8, 39.3, 38.9]
+    runs = [{"rps": r, "host_speed": {"speed": sp}, "host_cpu": {"busy_pct": 99.8, "steal_pct": 0.0}}
+            for r, sp in zip(rps, [84.0, 88.1, 85.0, 82.9, 83.6])]
+    s = summary_of(runs)
+    # a slower host serving more is no physics: whatever the fit takes out is chance
+    assert s["speed_elasticity"] < 0 and s["rps_cv_speed_adjusted"] is not None
+    config = {"load": "wrk", "concurrency": 4, "workers": 4, "runs": 5, "duration": 10.0}
+    table = format_bench({"target": "t", "canonical": True, "config": config, "runs": [], "summary": s})
+    assert (f"it explains none of the RPS spread here (fitted elasticity {s['speed_elasticity']:.2f}: "
+            "a faster host served no more), so the RPS CV stands as measured") in table
+    assert "taken out:" not in table
+    # one that does explain it keeps the adjusted CV
+    assert "RPS CV with both taken out" in format_bench(
+        {"target": "t", "canonical": True, "config": config, "runs": [], "summary": summary_of(stolen_runs())})
+
+
 def test_the_servers_cpu_per_request_is_summed_per_server_and_tabulated():
     """Each run's server CPU (harness/server_cpu.py) in the summary: the mean, its CV, each
     server's mean; the table's column and line. A run without it leaves the summary without."""

@@ -76,7 +76,11 @@ def format_bench(result: dict) -> str:
         steal = s.get("host_steal_pct_max")
         stolen = "" if steal is None else f", steal took up to {_fmt(steal, '.1f')}% of the CPU"
         host = f"host speed varied {_fmt(100 * s['host_speed_cv'], '.1f')}% (CV) over the runs{stolen}; "
-        if s.get("rps_cv_speed_adjusted") is not None:
+        if numbers.speed_explains_nothing(s):
+            lines.append(host + f"it explains none of the RPS spread here (fitted elasticity "
+                                f"{_fmt(s['speed_elasticity'], '.2f')}: a faster host served no more), "
+                                "so the RPS CV stands as measured")
+        elif s.get("rps_cv_speed_adjusted") is not None:
             lines.append(host + f"RPS CV with {'both' if stolen else 'it'} taken out: "
                                 f"{_fmt(100 * s['rps_cv_speed_adjusted'], '.2f')}% "
                                 f"(elasticity {_fmt(s['speed_elasticity'], '.2f')}; docs/bench.md)")

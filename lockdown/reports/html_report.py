@@ -278,6 +278,7 @@ def _bench(bench: dict | None) -> dict | None:
             "speed_cv_pct": _pct_of(s.get("host_speed_cv")), "steal_max": s.get("host_steal_pct_max"),
             "adjusted_cv_pct": _pct_of(s.get("rps_cv_speed_adjusted")),
             "elasticity": s.get("speed_elasticity"),
+            "explains_nothing": numbers.speed_explains_nothing(s),
             # runs the host disturbed, measured again (harness/steady_runs.py)
             "set_aside": set_aside_lines(bench) if bench.get("runs") else [],
             "latency_note": numbers.latency_resolution_note(bench.get("runs"))}
