@@ -64,7 +64,10 @@ def test_bench_hello_wrk(lockdown, tmp_path):
         assert set(run["status_counts"]) == {"200"}
         assert run["status_counts"]["200"] == run["requests"]
     assert data["canonical"] is False and "runs" in data["non_default_options"]
-    assert r.stdout == ""           # --json FILE is quiet: the file is the output
+    # --json FILE is written beside the usual output (as hyperfine's --export-json): the phases,
+    # the table, where the result is, and the file's name last
+    assert "[measure] run 2/2" in r.stdout and "\n run     req/s" in r.stdout
+    assert r.stdout.rstrip().endswith(f"JSON written to {out}")
     # the plain benchmark runs without lockdown's own profiler extensions
     assert "excimer" not in data["config"]["php_extensions"]
     assert "opcache" in " ".join(data["config"]["php_extensions"])

@@ -72,6 +72,23 @@ def test_json_alone_prints_only_the_document(lockdown, env, tmp_path):
     assert p.stderr == ""
 
 
+def test_json_file_keeps_the_terminal_output(lockdown, tmp_path):
+    """`--json FILE` writes the document and leaves the command's output as it is without it
+    (profile and run print their own summaries): the file's name is the last line."""
+    doc = tmp_path / "profile.json"
+    p = lockdown("profile", "hello", "-o", tmp_path / "b", "--requests", "12", "--json", doc)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(doc.read_text())["manifest"]["requests"]["logged"] == 12
+    assert "[capture] " in p.stdout and "bundle written to" in p.stdout
+    assert p.stdout.rstrip().endswith(f"JSON written to {doc}")
+    doc = tmp_path / "run.json"
+    r = lockdown("run", "hello", "-o", tmp_path / "run", "--no-bench", "--requests", "12", "--json", doc)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(doc.read_text())["directory"] == str(tmp_path / "run")
+    assert "== report" in r.stdout and "report: " in r.stdout
+    assert r.stdout.rstrip().endswith(f"JSON written to {doc}")
+
+
 def test_json_destination_is_checked_before_any_work(lockdown, tmp_path):
     r = lockdown("bench", "hello", *SHORT, "--json", tmp_path / "missing" / "out.json")
     assert r.returncode == 2 and r.stdout == ""

@@ -12,7 +12,7 @@ from ..reports.bench_table import format_bench
 from ..reports.output import write_json_atomic
 from ..targets.registry import resolve
 from .destinations import check_not_input, target_inputs
-from .json_output import check_destination, deliver, json_option
+from .json_output import check_destination, deliver, json_option, to_stdout
 from .main import deadline, main
 from .stack_options import stack_options
 
@@ -74,7 +74,7 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
     run_dir = (paths.new_run_dir(t.name, "bench") if run_dir is None
                else paths.empty_dir(run_dir, "--run-dir")).resolve()
     with deadline(timeout):
-        result = run_bench(t, run_dir, opts, say=for_command(f"bench {t.name}", json_out is not None))
+        result = run_bench(t, run_dir, opts, say=for_command(f"bench {t.name}", to_stdout(json_out)))
     write_json_atomic(run_dir / "bench.json", result)
     deliver(json_out, result, f"{format_bench(result)}\n"
                               f"result written to {run_dir / 'bench.json'}; logs in {run_dir / 'logs'}")

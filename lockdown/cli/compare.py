@@ -24,7 +24,7 @@ from ..reports.output import write_json_atomic
 from ..targets.registry import resolve as resolve_target
 from .bench import parse_ini
 from .destinations import check_not_input, target_inputs
-from .json_output import check_destination, deliver, json_option
+from .json_output import check_destination, deliver, json_option, to_stdout
 from .main import deadline, main
 from .stack_options import ab_options, check_max_runs, max_runs_option
 
@@ -83,7 +83,7 @@ def compare_cmd(target, with_ini, patch_files, php_ini, on_top_of, runs, duratio
                         load=load, warmup_duration=warmup_duration)
     check_destination(json_out)
     check_not_input(json_out, target_inputs(t) + [p.resolve() for p in patch_files], "--json")
-    say = for_command(f"compare {t.name}", json_out is not None)
+    say = for_command(f"compare {t.name}", to_stdout(json_out))
     fixes = start.remediations if start else []
     with deadline(timeout):
         if patches:     # before the run directory: a diff that does not apply leaves nothing behind

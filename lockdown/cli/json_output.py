@@ -1,5 +1,6 @@
-"""`--json [FILE]` of the long commands: quiet, one machine-readable document, to a file or
-to stdout (`--json` alone or `--json -`)."""
+"""`--json [FILE]` of the long commands: one machine-readable document, to a file beside the
+usual terminal output (as hyperfine's --export-json and pyperf's --output do), or to stdout
+(`--json` alone or `--json -`), which is then the only output: no progress and no tables."""
 from __future__ import annotations
 
 import json
@@ -18,8 +19,20 @@ def json_option(what: str):
     return click.option(
         "--json", "json_out", is_flag=False, flag_value=STDOUT, default=None, metavar="[FILE]",
         type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
-        help=f"Quiet, machine-readable: no progress and no tables; {what} as JSON to FILE, or "
-             f"to stdout with --json alone or --json -.")
+        help=f"Machine-readable: {what} as JSON to FILE, with the progress and tables as "
+             f"without it; or to stdout with --json alone or --json -, then quiet: no progress "
+             f"and no tables.")
+
+
+def to_stdout(json_out: Path | None) -> bool:
+    """Whether the document goes to stdout (`--json`, `--json -`): then it is the command's
+    only output, and progress and tables stay off."""
+    return json_out is not None and str(json_out) == STDOUT
+
+
+def written_line(json_out: Path | None) -> str | None:
+    """The last line of a command whose --json FILE was written; None otherwise."""
+    return None if json_out is None or to_stdout(json_out) else f"JSON written to {json_out}"
 
 
 def check_destination(json_out: Path | None) -> None:
@@ -42,10 +55,13 @@ def emit(json_out: Path, document: dict) -> None:
 
 
 def deliver(json_out: Path | None, document: dict, text: str) -> None:
-    """The command's result: the JSON document when --json was given, else `text` after a
-    blank line (below the progress lines)."""
+    """The command's result: `text` after a blank line (below the progress lines), and the
+    JSON document to --json's FILE; to stdout alone with `--json`/`--json -`."""
     if json_out is not None:
         emit(json_out, document)
-        return
+        if to_stdout(json_out):
+            return
     click.echo("")
     click.echo(text)
+    if (line := written_line(json_out)) is not None:
+        click.echo(line)

@@ -17,7 +17,7 @@ from ..reports.bundle_summary import format_summary
 from ..bundle.store import open_bundle
 from ..targets.registry import resolve
 from .bench import parse_ini
-from .json_output import check_destination, emit, json_option
+from .json_output import check_destination, emit, json_option, to_stdout, written_line
 from .main import deadline, main
 from .stack_options import stack_options
 
@@ -97,7 +97,7 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
         raise LockdownError(f"{output} already exists; choose another -o or remove it")
     # a run directory of its own: the run's copies (app/, mysql/data/) are removed at the end,
     # and an existing directory's own app/ went with them
-    say = for_command(f"profile {t.name}", json_out is not None)
+    say = for_command(f"profile {t.name}", to_stdout(json_out))
     with deadline(timeout):
         if patches:   # before the run directory: a diff that does not apply leaves nothing behind
             patches = checked(t, patches, say)
@@ -108,7 +108,10 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
     if json_out is not None:
         emit(json_out, {"bundle": str(bundle), "run_dir": str(run_dir),
                         "manifest": open_bundle(bundle).manifest})
-        return
+        if to_stdout(json_out):
+            return
     click.echo("")
     click.echo(format_summary(open_bundle(bundle)))
     click.echo(f"bundle written to {bundle}; logs in {run_dir / 'logs'}")
+    if (line := written_line(json_out)) is not None:
+        click.echo(line)

@@ -33,7 +33,7 @@ from ..reports.run_documents import write_finding_writeups, write_flamegraphs, w
 from ..reports.run_results import FINDINGS_FORMAT
 from ..targets.registry import resolve
 from .bench import parse_ini
-from .json_output import check_destination, emit, json_option
+from .json_output import check_destination, emit, json_option, to_stdout, written_line
 from .main import deadline, main
 
 
@@ -87,7 +87,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     taken = run_marker.unfinished(out.resolve(), "-o")
     if taken:
         raise LockdownError(taken)
-    say = for_command(f"run {t.name}", json_out is not None)
+    say = for_command(f"run {t.name}", to_stdout(json_out))
     bench = None
     with deadline(timeout):
         if patches:      # checked before the output directory is made: one that does not fit leaves nothing
@@ -149,7 +149,8 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
                         "report": str(report), "flamegraphs": [str(p) for p in flames],
                         "bench": bench and {"summary": bench["summary"], "runs": bench["runs"]},
                         **document})
-        return
+        if to_stdout(json_out):
+            return
     click.echo("")
     click.echo(format_findings(findings))
     if dismissed:
@@ -160,6 +161,8 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
     if any(f.is_defect and f.remediations for f in findings):
         click.echo(f"next: lockdown verify {shlex.quote(str(out))} --finding KEY (one fix) or --all (every fix "
                    f"at once); lockdown writeup {shlex.quote(str(out))} -o {shlex.quote(str(out / 'issues'))}")
+    if (line := written_line(json_out)) is not None:
+        click.echo(line)
 
 
 # The options a run records (findings.json run.options) so its command can be given again:

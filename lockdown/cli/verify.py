@@ -15,7 +15,7 @@ from ..remediation.verify import (distinct, load_run, pick_all, pick_finding, pi
 from ..progress import for_command
 from ..reports.run_documents import write_finding_writeups, write_report
 from ..reports.verify_text import format_verify
-from .json_output import check_destination, emit, json_option
+from .json_output import check_destination, emit, json_option, to_stdout, written_line
 from .destinations import check_not_input, run_inputs
 from .main import deadline, main
 from ..remediation.user_patch import checked, load_patch
@@ -74,7 +74,7 @@ def verify_cmd(directory, wanted, everything, each, numbers, patch_files, runs, 
     check_config_path(run.directory, "copy the run directory to a path without them and verify it there")
     check_destination(json_out)
     check_not_input(json_out, run_inputs(run.directory), "--json")
-    say = for_command(f"verify {'all' if everything else '+'.join(wanted)}", json_out is not None)
+    say = for_command(f"verify {'all' if everything else '+'.join(wanted)}", to_stdout(json_out))
     if everything:
         findings = pick_all(run, say)
         rems = distinct([f.remediations[0] for f in findings])
@@ -114,9 +114,11 @@ def publish(run_dir: Path, key: str, result: dict, json_out: Path | None) -> int
     paths = {"verify_json": str(written), "report": report and str(report)}
     if json_out is not None:
         emit(json_out, {**result, **paths, **({"report_error": problem} if problem else {})})
-    else:
+    if not to_stdout(json_out):
         click.echo("")
         click.echo(format_verify(result))
         click.echo(f"\nresults: {written}; " + (f"report updated: {report}" if report else "report NOT updated")
                    + (f"; write-ups updated: {notes}/*.md" if notes else "; write-ups NOT updated"))
+        if (line := written_line(json_out)) is not None:
+            click.echo(line)
     return CONFIRMED if result["confirmed"] else NOT_CONFIRMED
