@@ -55,15 +55,19 @@ def check_result_shape(data, runs):
 
 
 def test_bench_hello_wrk(lockdown, tmp_path):
+    """Also: --mysql on a target without a database (hello) is said to be unused and does not
+    make the bench non-canonical (the DSN names a port nothing listens on: it is never dialled)."""
     out = tmp_path / "out.json"
-    r = lockdown("bench", "hello", *SHORT, "--json", out)
+    r = lockdown("bench", "hello", *SHORT, "--mysql", "mysql://nobody:x@127.0.0.1:1/", "--json", out)
     assert r.returncode == 0, r.stderr
+    assert "[start] hello has no database: --mysql is not used" in r.stdout
     data = json.loads(out.read_text())
     check_result_shape(data, 2)
     for run in data["runs"]:
         assert set(run["status_counts"]) == {"200"}
         assert run["status_counts"]["200"] == run["requests"]
     assert data["canonical"] is False and "runs" in data["non_default_options"]
+    assert "mysql" not in data["non_default_options"]
     # --json FILE is written beside the usual output (as hyperfine's --export-json): the phases,
     # the table, where the result is, and the file's name last
     assert "[measure] run 2/2" in r.stdout and "\n run     req/s" in r.stdout

@@ -125,7 +125,9 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print, reme
     words, `Base.describe`); such a bench is not of the target as it ships, so not canonical."""
     stack_opts = StackOptions(workers=opts.workers, port=opts.port, mysql_dsn=opts.mysql,
                               php_ini=dict(opts.php_ini), remedy=remedy)
-    non_default = opts.non_default() + (["on_top_of"] if base else [])
+    # --mysql on a target without a database changes nothing that is measured
+    non_default = [k for k in opts.non_default() if k != "mysql" or target.database] \
+        + (["on_top_of"] if base else [])
     result = {
         "target": target.name,
         "canonical": not non_default,

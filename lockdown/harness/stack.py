@@ -149,6 +149,8 @@ class Stack:
                 self.db = self.mysql.start()
                 self.db_name = t.database
             self.say(f"[start] MariaDB {self.db.version} at {self.db.where()}")
+        elif o.mysql_dsn:
+            self.say(f"[start] {t.name} has no database: --mysql is not used")
         self.fpm = PhpFpm(self.procs, self.run_dir / "php", self.php, o.workers, o.pool_env,
                           o.pool_ini, o.instrumented_extension)
         self.nginx = Nginx(self.procs, self.run_dir / "nginx", port, self.app_dir / t.docroot,
