@@ -24,6 +24,19 @@ def test_port_in_use(lockdown):
                                 f"in use: pass another --port, or leave --port out to use a free port")
 
 
+def test_malformed_mysql_dsn_is_a_usage_error_before_anything_is_made(lockdown, tmp_path):
+    """A --mysql DSN of the wrong form (or with a port out of range, which urllib only finds when
+    the port is read) is refused when the option is parsed: one line, exit 2, no run directory."""
+    home = tmp_path / "home"
+    for dsn in ("notadsn", "mysql://u:p@127.0.0.1:99999/", "postgres://u@127.0.0.1/"):
+        r = lockdown("bench", "wordpress", "--mysql", dsn, *SHORT, extra_env={"LOCKDOWN_HOME": str(home)})
+        assert r.returncode == 2 and r.stdout == ""
+        assert r.stderr == (f"lockdown: error: Invalid value for '--mysql': {dsn!r} is not a DSN: "
+                            f"expected mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH] "
+                            f"(see `lockdown bench --help`)\n"), r.stderr
+    assert not (home / "runs").exists()
+
+
 def test_servers_get_ports_outside_the_ephemeral_range(monkeypatch):
     """A port from bind(0) is an ephemeral one, which an outgoing connection can take before
     nginx or MariaDB binds it (CI lost a run to that): servers get free ports below the range,

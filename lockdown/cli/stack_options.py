@@ -8,7 +8,19 @@ import click
 
 from ..harness.ab_bench import DEFAULT_MAX_RUNS, DEFAULT_RUNS
 from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions
+from ..errors import LockdownError
 from ..harness.loadgen import TOOLS
+from ..harness.mariadb import DSN_FORM, dsn_parts
+
+
+def _check_dsn(ctx, param, value):
+    """A --mysql DSN of the wrong form is a usage error, found before anything is made."""
+    if value is not None:
+        try:
+            dsn_parts(value)
+        except LockdownError:
+            raise click.BadParameter(f"{value!r} is not a DSN: expected {DSN_FORM}") from None
+    return value
 
 
 def stack_options(last_hook: str, last_hook_help: str):
@@ -19,8 +31,8 @@ def stack_options(last_hook: str, last_hook_help: str):
                      help="php.ini override (repeatable), e.g. opcache.enable=0."),
         click.option("--port", type=click.IntRange(1, 65535), default=None,
                      help="nginx port on 127.0.0.1 (default: a free one)."),
-        click.option("--mysql", metavar="DSN", default=None,
-                     help="Use an existing server: mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH]."),
+        click.option("--mysql", metavar="DSN", default=None, callback=_check_dsn,
+                     help=f"Use an existing server: {DSN_FORM}."),
         click.option("--exec-before-warmup", metavar="CMD", help="Shell command run before warmup."),
         click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup."),
         click.option(f"--exec-{last_hook}", metavar="CMD", help=last_hook_help),

@@ -86,12 +86,25 @@ class DatabaseServer:
         return self.socket or f"{self.host}:{self.port}"
 
 
+DSN_FORM = "mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH]"
+
+
+def dsn_parts(dsn: str) -> urllib.parse.SplitResult:
+    """The parts of a `--mysql` DSN, or one line on what is wrong with its form: the CLI checks
+    it when the option is parsed, before a run directory is made."""
+    parts = urllib.parse.urlsplit(dsn)
+    try:
+        parts.port
+    except ValueError:   # a port that is not a number, or out of range
+        parts = None
+    if parts is None or parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
+        raise LockdownError(f"bad --mysql DSN {dsn!r}: expected {DSN_FORM}")
+    return parts
+
+
 def parse_dsn(dsn: str, run_dir: Path) -> DatabaseServer:
     """`mysql://user:password@host:port/` (or `?socket=/path`) -> a DatabaseServer."""
-    parts = urllib.parse.urlsplit(dsn)
-    if parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
-        raise LockdownError(f"bad --mysql DSN {dsn!r}: expected mysql://USER:PASSWORD@HOST[:PORT]/"
-                            f"[?socket=PATH]")
+    parts = dsn_parts(dsn)
     query = urllib.parse.parse_qs(parts.query)
     socket_path = query.get("socket", [None])[0]
     server = DatabaseServer.create(run_dir, parts.hostname, parts.port or 3306, socket_path,
