@@ -1,11 +1,9 @@
 """debug-extension, opcache, pcre-jit-off, stat-storm and hot-builtins on synthetic contexts:
 the engine's configuration (manifest php facts) with native samples and xhprof profiles as
 evidence. Positive and negative cases, lockdown's own capture extensions never blamed, the
-boundary between stat-storm and fs-scan's directory walks, exact call counts; and the old
-WordPress bundle /tmp/b1 (tideways_xhprof in every worker) when it is there."""
+boundary between stat-storm and fs-scan's directory walks, exact call counts."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -614,28 +612,6 @@ def test_healthy_configuration_only_hot_builtins():
     found = {m.ID: m.detect(ctx) for m in (debug_extension, opcache, pcre_jit_off, stat_storm, hot_builtins)}
     assert {k: len(v) for k, v in found.items()} == {"debug-extension": 0, "opcache": 0, "pcre-jit-off": 0,
                                                       "stat-storm": 0, "hot-builtins": 1}
-
-
-# ------------------------------------------------------------------------------------------
-# the old WordPress bundle (tideways_xhprof loaded by lockdown in every worker)
-# ------------------------------------------------------------------------------------------
-
-B1 = Path("/tmp/b1")
-
-
-@pytest.mark.skipif(not (B1 / "manifest.json").is_file(), reason="no /tmp/b1 bundle on this machine")
-def test_old_wordpress_bundle():
-    from lockdown.analyzers.detectors import build_context
-    from lockdown.bundle.store import open_bundle
-    ctx = build_context(open_bundle(B1), load_thresholds())
-    assert "tideways_xhprof" in ctx.php["extensions"] and "instrumented_extension" not in ctx.php.get("pool", {})
-    for m in (debug_extension, opcache, pcre_jit_off, stat_storm):
-        assert m.detect(ctx) == [], m.ID
-    [f] = hot_builtins.detect(ctx)
-    assert f.details["profiler_ext"].get("tideways_xhprof", 0) > 1
-    assert any("capture overhead" in n for n in f.details["notes"])
-    rows = {r["name"]: r for r in f.details["builtins"]}
-    assert rows["mysqli_query"]["calls"] == 73           # 33 + 40, tideways' self-edges not counted
 
 
 def test_sample_shares_per_url_and_as_request_time():
