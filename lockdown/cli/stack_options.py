@@ -32,7 +32,8 @@ def stack_options(last_hook: str, last_hook_help: str):
         click.option("--port", type=click.IntRange(1, 65535), default=None,
                      help="nginx port on 127.0.0.1 (default: a free one)."),
         click.option("--mysql", metavar="DSN", default=None, callback=_check_dsn,
-                     help=f"Use an existing server: {DSN_FORM}."),
+                     help="Use an existing server: mysql://USER:PASSWORD@HOST[:PORT]/ "
+                          "(add ?socket=PATH for a unix socket)."),
         click.option("--exec-before-warmup", metavar="CMD", help="Shell command run before warmup."),
         click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup."),
         click.option(f"--exec-{last_hook}", metavar="CMD", help=last_hook_help),
