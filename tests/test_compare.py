@@ -62,7 +62,10 @@ def test_bad_comparisons_get_one_line(lockdown, home, tmp_path):
     r = lockdown("compare", "hello")
     assert r.returncode == 2 and "nothing to compare" in r.stderr and r.stderr.count("\n") == 1
     r = lockdown("compare", "hello", "--with", "opcache.enable")
-    assert r.returncode == 2 and "expected KEY=VALUE" in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "bad --with 'opcache.enable': expected KEY=VALUE" in r.stderr     # the option given
+    r = lockdown("compare", "hello", "--with", "opcache.enable=0", "--php-ini", "jit")
+    assert r.returncode == 2 and "bad --php-ini 'jit': expected KEY=VALUE" in r.stderr
     r = lockdown("compare", "hello", "--with", "opcache.enable=0", "--php-ini", "opcache.enable=0")
     assert r.returncode == 2 and "both configurations would be the same" in r.stderr
     r = lockdown("compare", "no-such-target", "--with", "opcache.enable=0")

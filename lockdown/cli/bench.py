@@ -17,12 +17,13 @@ from .main import deadline, main
 from .stack_options import stack_options
 
 
-def parse_ini(values: tuple[str, ...]) -> dict:
+def parse_ini(values: tuple[str, ...], option: str = "--php-ini") -> dict:
+    """KEY=VALUE settings of `option` (--php-ini, or compare's --with) as a dict."""
     out = {}
     for item in values:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise LockdownError(f"bad --php-ini {item!r}: expected KEY=VALUE, e.g. opcache.enable=0")
+            raise LockdownError(f"bad {option} {item!r}: expected KEY=VALUE, e.g. opcache.enable=0")
         out[key.strip()] = value.strip()
     return out
 

@@ -70,7 +70,7 @@ def compare_cmd(target, with_ini, patch_files, php_ini, on_top_of, runs, duratio
     t = resolve_target(target)
     start = load_base(on_top_of, t.name) if on_top_of is not None else None
     # both arms: the starting point's php.ini (its verified after arm's), --php-ini on top
-    base, change = {**(start.php_ini if start else {}), **parse_ini(php_ini)}, parse_ini(with_ini)
+    base, change = {**(start.php_ini if start else {}), **parse_ini(php_ini)}, parse_ini(with_ini, "--with")
     if not change and not patch_files:
         raise LockdownError("nothing to compare: give the second configuration's settings with "
                             "--with KEY=VALUE (e.g. --with opcache.enable=0), or a diff of its code with --patch FILE")
