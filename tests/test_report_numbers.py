@@ -381,7 +381,7 @@ def test_each_kind_of_number_reads_the_same_everywhere(run):
 
 def test_units_and_grammar(run):
     html = report_html(run)
-    assert "host speed, iterations/&micro;s" in html and "per microsecond of its own CPU time" in html
+    assert "host speed, iterations/&micro;s" in html and "per microsecond of their own CPU time" in html
     svg = render_flamegraph({"a;b": 1, "a;c": 3})
     assert "b (1 sample, 25.00%)" in svg and "c (3 samples, 75.00%)" in svg and "(1 samples" not in svg
 
@@ -697,7 +697,7 @@ def test_report_says_three_runs_are_too_few_to_take_the_host_out(run):
     b["summary"] = summary_of(b["runs"])
     path.write_text(json.dumps(b))
     text = text_of(report_html(run))
-    assert ("The host's speed (a probe thread's fixed loop) varied 3.0% (CV) over the runs and steal took up to "
+    assert ("The host's speed (probe threads' fixed loop, one per CPU) varied 3.0% (CV) over the runs and steal took up to "
             "0.0% of the CPU; 3 runs are too few to take it out of the coefficient of variation (4 needed).") in \
         text.replace("&#39;", "'")
 

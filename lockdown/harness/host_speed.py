@@ -6,11 +6,17 @@ written on, a fixed CPU-bound loop ran between 2,000 and 3,600 iterations per se
 CPU time within half a minute. Every throughput number moves with it. A probe thread runs a
 fixed piece of work every `interval` seconds and times it on its own thread CPU clock (so
 waiting for a core, which is the load's doing, is not counted): work per CPU microsecond is the
-host's speed. About 1% of one core. (A memory-bandwidth probe, a 16 MB copy, was tried
+host's speed. About 1% of each core. (A memory-bandwidth probe, a 16 MB copy, was tried
 beside it on WordPress and explained nothing the loop did not.)
+
+One probe thread per CPU, each pinned to its CPU, and the speed is their mean: the load runs on
+every CPU, and this VM's CPUs do not run at one speed (2026-11-26: one unpinned probe followed
+whichever CPU the scheduler gave it; over ten WordPress runs its speed correlated with the RPS
+at r = 0.29, the pinned probes' mean at 0.89; docs/bench.md, "Host speed").
 """
 from __future__ import annotations
 
+import os
 import statistics
 import threading
 import time
@@ -30,34 +36,48 @@ def probe_once() -> float:
 class SpeedProbe:
     """`with SpeedProbe() as p: ...`; then `p.summary()`."""
 
-    def __init__(self, interval: float = 0.1):
+    def __init__(self, interval: float = 0.1, cpus: list[int] | None = None):
         self.interval = interval
-        self.samples: list[float] = []
+        self.cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
+        self._by_cpu: dict[int, list[float]] = {cpu: [] for cpu in self.cpus}
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._threads = [threading.Thread(target=self._run, args=(cpu,), daemon=True) for cpu in self.cpus]
 
-    def _run(self) -> None:
+    def _run(self, cpu: int) -> None:
+        try:
+            os.sched_setaffinity(0, {cpu})     # 0: this thread (Linux sets affinity per thread)
+        except OSError:                        # the CPU was taken away: probe wherever we run
+            pass
         while not self._stop.wait(self.interval):
             speed = probe_once()
             if speed:
-                self.samples.append(speed)
+                self._by_cpu[cpu].append(speed)
+
+    @property
+    def samples(self) -> list[float]:
+        """The machine's speed at each probe tick: the mean over the CPUs of their probes, for
+        as many ticks as every CPU has a probe of."""
+        return [statistics.fmean(tick) for tick in zip(*self._by_cpu.values())]
 
     def __enter__(self) -> "SpeedProbe":
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
     def summary(self) -> dict:
         """`{"speed", "cv", "samples", "series"}`: the mean speed over the run, its spread, how
         many probes ran, and each probe's speed in order (one every `interval` s from the run's
         start). The series is the evidence behind the mean: on 2026-11-23 it showed this host
         switching between two speeds, 86 and 48 (docs/bench.md, "Two speeds")."""
-        if not self.samples:
+        samples = self.samples
+        if not samples:
             return {}
-        mean = statistics.mean(self.samples)
-        cv = statistics.pstdev(self.samples) / mean if len(self.samples) > 1 else 0.0
-        return {"speed": round(mean, 3), "cv": round(cv, 3), "samples": len(self.samples),
-                "series": [round(s, 1) for s in self.samples]}
+        mean = statistics.mean(samples)
+        cv = statistics.pstdev(samples) / mean if len(samples) > 1 else 0.0
+        return {"speed": round(mean, 3), "cv": round(cv, 3), "samples": len(samples),
+                "series": [round(s, 1) for s in samples], "cpus": len(self.cpus)}
