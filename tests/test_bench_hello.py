@@ -1,5 +1,6 @@
 """The harness end to end on the `hello` target: real nginx, php-fpm and load generators."""
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -32,6 +33,7 @@ def check_result_shape(data, runs):
         # each probe's speed, in order: the mean is theirs (rounded to 0.1 each)
         assert len(speed["series"]) == speed["samples"] and min(speed["series"]) > 0
         assert statistics.fmean(speed["series"]) == pytest.approx(speed["speed"], abs=0.06)
+        assert speed["cpus"] == len(os.sched_getaffinity(0))     # one pinned probe per CPU
         # the servers' CPU time per request, each server's apart (hello has no database)
         cpu = run["server_cpu"]
         assert set(cpu["by_server"]) == {"php-fpm", "nginx"} and cpu["ms_per_request"] > 0

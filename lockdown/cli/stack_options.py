@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from ..errors import LockdownError
 from ..harness.ab_bench import DEFAULT_MAX_RUNS, DEFAULT_RUNS
 from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions
-from ..errors import LockdownError
 from ..harness.loadgen import TOOLS
 from ..harness.mariadb import DSN_FORM, dsn_parts
 

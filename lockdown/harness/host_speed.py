@@ -12,7 +12,7 @@ beside it on WordPress and explained nothing the loop did not.)
 One probe thread per CPU, each pinned to its CPU, and the speed is their mean: the load runs on
 every CPU, and this VM's CPUs do not run at one speed (2026-11-26: one unpinned probe followed
 whichever CPU the scheduler gave it; over ten WordPress runs its speed correlated with the RPS
-at r = 0.29, the pinned probes' mean at 0.89; docs/bench.md, "Host speed").
+at r = 0.29, the pinned probes' mean at 0.89; docs/bench.md, "One probe per CPU").
 """
 from __future__ import annotations
 
@@ -70,9 +70,9 @@ class SpeedProbe:
             thread.join()
 
     def summary(self) -> dict:
-        """`{"speed", "cv", "samples", "series"}`: the mean speed over the run, its spread, how
-        many probes ran, and each probe's speed in order (one every `interval` s from the run's
-        start). The series is the evidence behind the mean: on 2026-11-23 it showed this host
+        """`{"speed", "cv", "samples", "series", "cpus"}`: the mean speed over the run, its
+        spread, how many probe ticks ran, each tick's speed in order (one every `interval` s
+        from the run's start), and over how many CPUs each tick's mean was taken. The series is the evidence behind the mean: on 2026-11-23 it showed this host
         switching between two speeds, 86 and 48 (docs/bench.md, "Two speeds")."""
         samples = self.samples
         if not samples:
