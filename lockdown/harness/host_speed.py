@@ -36,9 +36,9 @@ def probe_once() -> float:
 class SpeedProbe:
     """`with SpeedProbe() as p: ...`; then `p.summary()`."""
 
-    def __init__(self, interval: float = 0.1, cpus: list[int] | None = None):
+    def __init__(self, interval: float = 0.1):
         self.interval = interval
-        self.cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
+        self.cpus = sorted(os.sched_getaffinity(0))     # the CPUs lockdown, and so the load, may use
         self._by_cpu: dict[int, list[float]] = {cpu: [] for cpu in self.cpus}
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(cpu,), daemon=True) for cpu in self.cpus]
@@ -72,7 +72,8 @@ class SpeedProbe:
     def summary(self) -> dict:
         """`{"speed", "cv", "samples", "series", "cpus"}`: the mean speed over the run, its
         spread, how many probe ticks ran, each tick's speed in order (one every `interval` s
-        from the run's start), and over how many CPUs each tick's mean was taken. The series is the evidence behind the mean: on 2026-11-23 it showed this host
+        from the run's start), and over how many CPUs each tick's mean was taken. The series
+        is the evidence behind the mean: on 2026-11-23 it showed this host
         switching between two speeds, 86 and 48 (docs/bench.md, "Two speeds")."""
         samples = self.samples
         if not samples:
