@@ -12,7 +12,7 @@ setup:
 # exits 3 when not confirmed: the demo still goes on to the write-ups), then the write-ups.
 # (expanded once: the three commands must name the same directory)
 ifndef DEMO_OUT
-DEMO_OUT := $(or $(LOCKDOWN_HOME),$(HOME)/.local/share/lockdown)/demo/$(shell date +%Y%m%d-%H%M%S)
+DEMO_OUT := $(shell $(PYTHON) -c "from lockdown import paths; print(paths.home())")/demo/$(shell date +%Y%m%d-%H%M%S)
 endif
 
 demo: setup

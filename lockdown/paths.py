@@ -1,7 +1,7 @@
 """Where lockdown keeps its state: prepared targets, run directories, records of live runs.
 
-Everything lives under `$LOCKDOWN_HOME` (default `~/.local/share/lockdown`), never under
-/etc, /usr or /var/lib.
+Everything lives under `$LOCKDOWN_HOME` (default `~/.local/share/lockdown`, and
+`/var/lib/lockdown` for root), never under /etc or /usr.
 """
 from __future__ import annotations
 
@@ -16,12 +16,27 @@ from .errors import LockdownError
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+# root's default home: as root, lockdown's servers run as an unprivileged account
+# (harness/service_account.py), which must pass through the directories above a run, and
+# root's own home (/root, mode 0700) lets no one through
+ROOT_HOME = Path("/var/lib/lockdown")
+
+
 def home() -> Path:
     env = os.environ.get("LOCKDOWN_HOME")
     if env:
         return Path(env).expanduser().resolve()
-    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(base) / "lockdown"
+    return default_home()
+
+
+def default_home() -> Path:
+    """The home without LOCKDOWN_HOME: $XDG_DATA_HOME/lockdown, else ~/.local/share/lockdown,
+    and /var/lib/lockdown for root."""
+    if os.environ.get("XDG_DATA_HOME"):
+        return Path(os.environ["XDG_DATA_HOME"]) / "lockdown"
+    if os.geteuid() == 0:
+        return ROOT_HOME
+    return Path.home() / ".local" / "share" / "lockdown"
 
 
 def active_dir() -> Path:

@@ -25,6 +25,16 @@ else
   echo "setup: Debian packages present"
 fi
 
+# The unprivileged account lockdown's servers run as when it runs as root (docs/security.md)
+if ! getent passwd lockdown-run >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    useradd --system --user-group --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin lockdown-run
+    echo "setup: created the system account lockdown-run (lockdown's servers run as it)"
+  else
+    echo "setup: note: as root, lockdown runs its servers as the account lockdown-run; run make setup as root to create it" >&2
+  fi
+fi
+
 PYTHON=${PYTHON:-python3}
 stamp=".setup-stamp"
 want="$(cat setup.py | sha256sum | cut -c1-16) $(pwd) $($PYTHON -c 'import sys; print(sys.executable)')"

@@ -12,10 +12,54 @@ from pathlib import Path
 
 import pytest
 
+from lockdown.paths import default_home
+
 REPO = Path(__file__).resolve().parent.parent
 HELLO = REPO / "fixtures" / "apps" / "hello"
-SHARED_PREPARED = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") \
-    / "lockdown" / "prepared"
+SHARED_PREPARED = default_home() / "prepared"
+
+
+def passable(path: Path) -> Path:
+    """`path` and the test directories above it opened to every account for passing through
+    (o+x, not for listing): as root, lockdown's servers run as an unprivileged account that
+    must reach a run's directory, and pytest makes its temporary directories 0700. Only
+    directories owned by the tests' user are changed, from /tmp down."""
+    for d in [path, *path.parents]:
+        try:
+            st = d.stat()
+        except OSError:
+            break
+        if st.st_uid != os.geteuid() or d == Path("/") or str(d) in ("/tmp", "/var/tmp"):
+            break
+        if not st.st_mode & 0o001:
+            d.chmod((st.st_mode & 0o7777) | 0o001)
+    return path
+
+
+class PassableFactory:
+    """pytest's tmp_path_factory, whose directories the servers' account can pass through."""
+
+    def __init__(self, factory):
+        self._factory = factory
+
+    def mktemp(self, *args, **kwargs) -> Path:
+        return passable(self._factory.mktemp(*args, **kwargs))
+
+    def getbasetemp(self) -> Path:
+        return passable(self._factory.getbasetemp())
+
+    def __getattr__(self, name):
+        return getattr(self._factory, name)
+
+
+@pytest.fixture(scope="session")
+def tmp_path_factory(tmp_path_factory):
+    return PassableFactory(tmp_path_factory)
+
+
+@pytest.fixture
+def tmp_path(tmp_path):
+    return passable(tmp_path)
 
 
 @pytest.fixture(scope="session")

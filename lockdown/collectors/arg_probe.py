@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LockdownError
+from ..harness import service_account
 from ..harness.toolchain import tool
 from .request_log import chained, read_jsonl, write_prepend
 
@@ -125,6 +126,7 @@ def instrument(sites: list[Site]) -> dict[int, Site]:
 def install(root: Path, chain_prepend: str | None = None) -> Path:
     """The probe's prepend file in `root` (results go to root/out/probe.jsonl)."""
     (root / "out").mkdir(parents=True, exist_ok=True)
+    service_account.give(root / "out", service_account.account())   # the workers write it
     prepend = root / "argprobe.php"
     write_prepend(prepend, chained((PHP_DIR / "argprobe.php").read_text(), chain_prepend))
     return prepend

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from ..harness import service_account
 from .settings import CaptureSettings, auto_excimer_period
 
 PREPEND_SOURCE = Path(__file__).with_name("php") / "prepend.php"
@@ -40,6 +41,7 @@ def install(root: Path, chain_prepend: str | None = None) -> CaptureDir:
     finds no config and captures nothing."""
     cap = CaptureDir(root)
     (cap.out / "xhprof").mkdir(parents=True, exist_ok=True)
+    service_account.give(cap.out, service_account.account(), recursive=True)   # the workers write it
     write_prepend(cap.prepend, chained(PREPEND_SOURCE.read_text(), chain_prepend))
     return cap
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LockdownError, PhaseFailed
-from . import ports
+from . import ports, service_account
 from .logs import evidence
 from .processes import Child, ProcessGroup
 from .render import render_to
@@ -33,23 +33,36 @@ class DatabaseServer:
     version: str = ""
 
     @classmethod
-    def create(cls, run_dir: Path, host: str, port: int, socket: str | None, user: str,
+    def create(cls, run_dir: Path | None, host: str, port: int, socket: str | None, user: str,
                password: str) -> "DatabaseServer":
+        """The server with its client option file: `run_dir/mysql/client-USER.cnf` (0600), or,
+        with `run_dir` None (a user's server, whose password must not stay on disk), a file
+        that exists only in this process's memory (a memfd; the clients lockdown starts open it
+        as /proc/PID/fd/N) and is gone when lockdown exits, however it exits."""
+        # with a socket, the client uses it only for host "localhost" (127.0.0.1 means TCP)
+        lines = ["[client]", f"user={_option_value(user)}", f"password={_option_value(password)}",
+                 f"host={_option_value('localhost' if socket else host)}", f"port={int(port)}"]
+        if socket:
+            lines.append(f"socket={_option_value(socket)}")
+        text = "\n".join(lines) + "\n"
+        if run_dir is None:
+            return cls(host, port, socket, user, password, _memory_file(text))
         cnf = run_dir / "mysql" / f"client-{user}.cnf"
         cnf.parent.mkdir(parents=True, exist_ok=True)
-        lines = ["[client]", f"user={user}", f"password={password}", f"host={host}", f"port={port}"]
-        if socket:
-            lines.append(f"socket={socket}")
         fd = os.open(cnf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write("\n".join(lines) + "\n")
+            f.write(text)
         return cls(host, port, socket, user, password, cnf)
+
+    def protocol(self) -> str:
+        """The client's transport: the socket when there is one (a private server's
+        administrator logs in by socket only), else TCP."""
+        return "--protocol=SOCKET" if self.socket else "--protocol=TCP"
 
     def client_argv(self, database: str | None = None) -> list[str]:
         argv = [tool("mariadb"), f"--defaults-file={self.client_cnf}", "--batch", "--skip-column-names",
                 "--comments"]
-        if self.socket is None:
-            argv.append("--protocol=TCP")
+        argv.append(self.protocol())
         if database:
             argv.append(f"--database={database}")
         return argv
@@ -75,7 +88,7 @@ class DatabaseServer:
                               f"{proc.stderr.decode('utf-8', 'replace').strip()[-300:]}")
 
     def dump(self, database: str, dest: Path, timeout: float = 900) -> None:
-        argv = [tool("mariadb-dump"), f"--defaults-file={self.client_cnf}", "--single-transaction",
+        argv = [tool("mariadb-dump"), f"--defaults-file={self.client_cnf}", self.protocol(), "--single-transaction",
                 "--skip-dump-date", database]
         with open(dest, "wb") as out:
             proc = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, timeout=timeout)
@@ -118,47 +131,71 @@ def parse_dsn(dsn: str, run_dir: Path) -> DatabaseServer:
 
 
 class PrivateMariaDB:
-    """A mariadbd with its own datadir, socket and loopback port inside the run directory."""
+    """A mariadbd with its own datadir, socket and loopback port inside the run directory, run
+    as the servers' unprivileged account (service_account.py). Its only accounts log in through
+    the socket as the OS user they are named for (root, or the user lockdown runs as), plus the
+    app's, whose password is random (prepare.py, stack.py): nobody logs in over TCP without it,
+    and `INTO OUTFILE` / `LOAD DATA` reach only `files_dir`."""
 
     def __init__(self, procs: ProcessGroup, base: Path, datadir: Path, port: int | None = None):
         self.procs = procs
         self.base = base
         self.datadir = datadir
         self.port = port or ports.free_port()
-        self.socket = ports.unix_socket_path(base / "mysqld.sock")
-        self.error_log = base / "mysqld.err"
+        self.acct = service_account.account()
+        # what the server writes besides its data: socket, pid, error log, temporary files, and
+        # the one directory its file statements may use; the server's own, lockdown's config beside
+        self.server_dir = base / "server"
+        self.files_dir = self.server_dir / "files"
+        self.socket = ports.unix_socket_path(self.server_dir / "mysqld.sock")
+        self.error_log = self.server_dir / "mysqld.err"
         self.child: Child | None = None
 
     @staticmethod
     def initialize(procs: ProcessGroup, datadir: Path) -> None:
-        datadir.parent.mkdir(parents=True, exist_ok=True)
+        """A new datadir whose administrator is the OS account running lockdown, by socket."""
+        acct = service_account.account()
+        service_account.check_reachable(datadir.parent, acct, "the database directory",
+                                        "set LOCKDOWN_HOME (or LOCKDOWN_PREPARED_DIR) elsewhere")
         # temporary tables in the run's own directory, not the shared /tmp: a bootstrap once
         # failed there on "Error on delete of '/tmp/#sql-temptable-...'" with other servers up
         tmp = datadir.parent / "tmp"
-        tmp.mkdir(exist_ok=True)
+        for d in (datadir, tmp):
+            d.mkdir(parents=True, exist_ok=True)
+            service_account.give(d, acct)
         argv = [tool("mariadb-install-db"), "--no-defaults", f"--datadir={datadir}",
-                "--auth-root-authentication-method=normal", "--skip-test-db",
+                "--auth-root-authentication-method=socket",
+                f"--auth-root-socket-user={service_account.os_user()}", "--skip-test-db",
                 "--innodb-log-file-size=16M", f"--tmpdir={tmp}"]
-        if os.geteuid() == 0:
-            argv.append("--user=root")
-        result = procs.run("mariadb-install-db", argv, timeout=300)
+        result = procs.run("mariadb-install-db", argv, timeout=300, user=acct)
         if result.returncode != 0:
             raise PhaseFailed(f"mariadb-install-db failed for {datadir}; see "
                               f"{procs.run_dir / 'logs' / 'mariadb-install-db.out'}")
 
     def start(self, timeout: float = 90) -> DatabaseServer:
         ports.ensure_free(self.port, "MariaDB", "--mysql-port")
-        tmp = self.base / "tmp"            # its temporary tables and sort files, not /tmp's
-        tmp.mkdir(parents=True, exist_ok=True)
+        self.base.mkdir(parents=True, exist_ok=True)
+        service_account.check_reachable(self.base, self.acct, "the database directory",
+                                        "choose a run directory (-o, --run-dir, LOCKDOWN_HOME)")
+        tmp = self.server_dir / "tmp"        # its temporary tables and sort files, not /tmp's
+        for d in (self.server_dir, tmp, self.files_dir):
+            d.mkdir(parents=True, exist_ok=True)
+            service_account.give(d, self.acct)
+        self.server_dir.chmod(0o700)
+        socket_dir = Path(self.socket).parent
+        if socket_dir != self.server_dir:     # a short one under /tmp (ports.unix_socket_path)
+            service_account.give(socket_dir, self.acct)
+        service_account.give(self.datadir, self.acct, recursive=True)
         cnf = render_to("my.cnf.j2", self.base / "my.cnf", run_dir=self.procs.run_dir,
                         datadir=self.datadir, tmpdir=tmp, socket=self.socket, port=self.port,
-                        pid_file=self.base / "mysqld.pid", error_log=self.error_log)
+                        pid_file=self.server_dir / "mysqld.pid", error_log=self.error_log,
+                        files_dir=self.files_dir)
         self.child = self.procs.spawn("mariadbd", [tool("mariadbd"), f"--defaults-file={cnf}"],
-                                      log=self.base / "mysqld.out")
+                                      log=self.server_dir / "mysqld.out", user=self.acct)
         if not ports.wait_connectable(self.socket, timeout, self.child.alive):
             raise PhaseFailed("MariaDB did not start", evidence(self.error_log))
         server = DatabaseServer.create(self.base.parent, "127.0.0.1", self.port, self.socket,
-                                       "root", "")
+                                       service_account.os_user(), "")
         server.version = server.sql("SELECT VERSION();").strip()
         return server
 

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from ..errors import PhaseFailed
-from . import ports
+from . import ports, service_account
 from .logs import evidence
 from .processes import Child, ProcessGroup
 from .render import render_to
@@ -29,8 +29,10 @@ class Nginx:
 
     def start(self, timeout: float = 20) -> None:
         ports.ensure_free(self.port, "nginx", "--port")
-        for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        acct = service_account.account()
+        for sub in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):   # the workers' buffers
             (self.base / "tmp" / sub).mkdir(parents=True, exist_ok=True)
+            service_account.give(self.base / "tmp" / sub, acct)
         conf = render_to(
             "nginx.conf.j2", self.base / "nginx.conf", run_dir=self.procs.run_dir,
             prefix=self.base, error_log=self.error_log,

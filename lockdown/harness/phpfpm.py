@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..errors import LockdownError, PhaseFailed
 from ..php_ini import JIT_OFF, is_off
-from . import ports
+from . import ports, service_account
 from .logs import evidence
 from .processes import Child, ProcessGroup
 from .render import render_to
@@ -72,6 +72,7 @@ def build_php_config(base: Path, overrides: dict, load_extensions: set[str] = fr
     # request of a load generator that sends no cookie, left on the host after the run.
     sessions = base / "sessions"
     sessions.mkdir(exist_ok=True)
+    service_account.give(sessions, service_account.account())   # the workers write it
     lines.append(f"session.save_path = {_quote(str(sessions))}")
     lines += [f"{k} = {_quote(v)}" for k, v in overrides.items()]
     (scan / "99-lockdown.ini").write_text("\n".join(lines) + "\n")
@@ -79,7 +80,16 @@ def build_php_config(base: Path, overrides: dict, load_extensions: set[str] = fr
 
 
 def _quote(value: str) -> str:
-    return value if re.fullmatch(r"[A-Za-z0-9_.\-/:]*", value) else '"' + value.replace('"', '\\"') + '"'
+    """A php.ini value as one line: bare when plain, else double-quoted with PHP's escapes for
+    the backslash, the quote and `$` (which would start a ${VAR} substitution). A control
+    character is refused: a newline would end the value and start a setting of its own."""
+    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise LockdownError(f"PHP setting value {value!r} holds a control character ({bad!r}); "
+                            f"a php.ini value is one line: remove it")
+    if re.fullmatch(r"[A-Za-z0-9_.\-/:]*", value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
 _EXTENSION_KEYS = ("extension", "zend_extension")
@@ -180,9 +190,12 @@ class PhpFpm:
         conf = render_to("php-fpm.conf.j2", self.base / f"{name}.conf", run_dir=self.procs.run_dir,
                          pid_file=self.base / f"{name}.pid", error_log=self.procs.run_dir / "logs" / f"{name}.log",
                          pools=[pool], pool_env=self.pool_env, pool_ini=self.pool_ini)
+        # the master stays root when lockdown is (it opens the logs and hands the socket to the
+        # workers' account); the workers run as the servers' unprivileged account
         argv = [tool("php-fpm"), "--nodaemonize", "--fpm-config", str(conf), "-c", str(self.php.ini_file), *extra]
-        if os.geteuid() == 0:
-            argv.append("--allow-to-run-as-root")
+        socket_dir = Path(pool["socket"]).parent
+        if socket_dir != self.base:       # a short one under /tmp: nginx's workers pass through it
+            service_account.share(socket_dir, service_account.account())
         child = self.procs.spawn(name, argv, env=fpm_env(self.php), log=self.procs.run_dir / "logs" / f"{name}.out")
         if not ports.wait_connectable(pool["socket"], timeout, child.alive):
             raise PhaseFailed(f"{name} did not start",

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import time
@@ -21,15 +22,17 @@ from pathlib import Path
 from .. import paths
 from ..errors import LockdownError, PhaseFailed
 from ..targets.config import Target
-from . import ports
+from . import ports, service_account
 from .logs import tail
 from .mariadb import DatabaseServer, PrivateMariaDB
 from .processes import ProcessGroup
 from .toolchain import tool
 
-PREPARE_FORMAT = 1
+# 2: the private server's administrator logs in by socket only, the app's account has a
+# random password (prepared.app_password), the datadir is root's between runs
+PREPARE_FORMAT = 2
 APP_USER = "lockdown"
-APP_PASSWORD = "lockdown"
+APP_HOSTS = ("localhost", "127.0.0.1")
 PLACEHOLDER_URL = "http://127.0.0.1:8080"
 
 
@@ -52,6 +55,34 @@ class Prepared:
         d = self.root / "dump.sql"
         return d if d.is_file() else None
 
+    def app_password(self) -> str:
+        """The app account's password in the prepared database (random, in a 0600 file)."""
+        try:
+            return (self.root / "app-password").read_text().strip()
+        except OSError:
+            return ""
+
+
+def new_password() -> str:
+    """A random password of letters and digits (nothing to quote in PHP, SQL or an ini file)."""
+    return secrets.token_hex(16)
+
+
+def write_secret(path: Path, value: str) -> Path:
+    """`value` in a file only its owner reads, created so (never readable, not even briefly)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(value + "\n")
+    return path
+
+
+def app_account_sql(password: str, create: bool) -> str:
+    """Create the app's account (or give it a new password) on every host it connects from."""
+    verb = "CREATE USER" if create else "ALTER USER"
+    return "".join(f"{verb} '{APP_USER}'@'{h}' IDENTIFIED BY '{password}';" for h in APP_HOSTS)
+
 
 def cache_key(target: Target) -> str:
     h = hashlib.sha256(f"format {PREPARE_FORMAT}\n".encode())
@@ -70,7 +101,7 @@ def cache_key(target: Target) -> str:
 
 
 def app_env(target: Target, app_dir: Path, base_url: str, db: DatabaseServer | None,
-            db_name: str | None, db_user: str = APP_USER, db_password: str = APP_PASSWORD) -> dict:
+            db_name: str | None, db_user: str = APP_USER, db_password: str = "") -> dict:
     """The environment of install and configure commands (docs/targets.md)."""
     env = dict(os.environ)
     php_dir = os.path.dirname(tool("php"))
@@ -197,14 +228,19 @@ def _build(target: Target, tmp: Path) -> None:
                 mysql = PrivateMariaDB(procs, tmp / "work" / "mysql", tmp / "data")
                 db = mysql.start()
                 name = target.database
-                db.sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4;"
-                       + "".join(f"CREATE USER '{APP_USER}'@'{h}' IDENTIFIED BY '{APP_PASSWORD}';"
-                                 f"GRANT ALL ON `{name}`.* TO '{APP_USER}'@'{h}';"
-                                 for h in ("localhost", "127.0.0.1")))
+                password = new_password()
+                write_secret(tmp / "app-password", password)
+                # install-db's socket-only accounts for root and for lockdown's user stay; the
+                # one it makes for an OS account `mysql` goes (nobody here logs in as that)
+                spare = "" if service_account.os_user() == "mysql" else "DROP USER IF EXISTS 'mysql'@'localhost';"
+                db.sql(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4;" + spare
+                       + app_account_sql(password, create=True)
+                       + "".join(f"GRANT ALL ON `{name}`.* TO '{APP_USER}'@'{h}';" for h in APP_HOSTS))
                 for sql in (target.schema, target.seed):
                     if sql:
                         db.load_file(sql, name)
-            env = app_env(target, tmp / "app", PLACEHOLDER_URL, db, target.database)
+            env = app_env(target, tmp / "app", PLACEHOLDER_URL, db, target.database,
+                          db_password=Prepared(target, tmp).app_password())
             if target.configure:
                 run_target_command(procs, target, "configure", target.configure, env, 300)
             if target.install:
@@ -212,6 +248,8 @@ def _build(target: Target, tmp: Path) -> None:
             if db is not None:
                 db.dump(target.database, tmp / "dump.sql")
                 mysql.stop()
+                # root's between runs: each run serves a copy, given to the servers' account then
+                service_account.reclaim(tmp / "data")
         finally:
             if mysql is not None:   # a failed build leaves no /tmp socket directory behind either
                 ports.remove_short_socket_dir(mysql.socket)

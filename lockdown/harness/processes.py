@@ -8,7 +8,6 @@ stops what was left (`sweep_orphans`).
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -22,17 +21,19 @@ from ..errors import LockdownError, PhaseFailed
 from .. import paths
 from ..signals import held
 from . import ports
+from .service_account import Account, demote, die_with_parent
 
-_PR_SET_PDEATHSIG = 1
 
+def _preexec(user: Account | None):
+    """Runs in the child between fork and exec: become `user` (a server's unprivileged account,
+    service_account.py), then ask the kernel for SIGTERM when lockdown dies (after, as a change
+    of user clears that request)."""
+    become = demote(user)
 
-def _die_with_parent() -> None:
-    """Runs in the child between fork and exec: ask the kernel for SIGTERM when lockdown dies."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    except OSError:
-        pass
+    def child() -> None:
+        become()
+        die_with_parent()
+    return child
 
 
 @dataclass
@@ -64,15 +65,16 @@ class ProcessGroup:
     # -- starting ---------------------------------------------------------------------------
     def spawn(self, name: str, argv: list[str], *, log: Path | None = None,
               env: dict | None = None, cwd: Path | None = None,
-              stdout_to_log: bool = True) -> Child:
-        """Start a long-running child (a server); its stdout and stderr go to `log`."""
+              stdout_to_log: bool = True, user: Account | None = None) -> Child:
+        """Start a long-running child (a server); its stdout and stderr go to `log`; `user`: the
+        unprivileged account it runs as (None: as lockdown)."""
         log = log or self.run_dir / "logs" / f"{name}.out"
         log.parent.mkdir(parents=True, exist_ok=True)
         with held(), open(log, "ab") as out:     # no signal between fork and the record
             try:
                 popen = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=out if stdout_to_log else subprocess.PIPE,
-                    stderr=out, env=env, cwd=cwd, start_new_session=True, preexec_fn=_die_with_parent)
+                    stderr=out, env=env, cwd=cwd, start_new_session=True, preexec_fn=_preexec(user))
             except FileNotFoundError:
                 raise LockdownError(f"cannot start {name}: {argv[0]} not found; run `make setup` "
                                     f"or `lockdown doctor` to see what is missing")
@@ -85,7 +87,8 @@ class ProcessGroup:
 
     def run(self, name: str, argv: list[str], *, timeout: float, env: dict | None = None,
             cwd: Path | None = None, log: Path | None = None,
-            capture: bool = False, stdout_file: Path | None = None) -> subprocess.CompletedProcess:
+            capture: bool = False, stdout_file: Path | None = None,
+            user: Account | None = None) -> subprocess.CompletedProcess:
         """Run a child to completion (install scripts, load generators); kill it on timeout.
         Output goes to `log`, or stdout to `stdout_file` (truncated) when one is given."""
         log = log or self.run_dir / "logs" / f"{name}.out"
@@ -99,7 +102,7 @@ class ProcessGroup:
                             argv, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE if capture else data if stdout_file else out,
                             stderr=out, env=env, cwd=cwd,
-                            start_new_session=True, preexec_fn=_die_with_parent)
+                            start_new_session=True, preexec_fn=_preexec(user))
                     except FileNotFoundError:
                         raise LockdownError(f"cannot run {name}: {argv[0]} not found; run `make setup`")
                     child = self._track(Child(name, list(argv), popen, log))
@@ -259,7 +262,7 @@ def sweep_orphans() -> list[str]:
                     _killpg(group["pgid"], signal.SIGKILL)
                     stopped.append(group["name"])
             if run_dir:   # the killed stack's sockets, when its paths were too long to bind
-                for part in ("php", "mysql"):
+                for part in ("php", "mysql", "mysql/server"):
                     shutil.rmtree(ports.short_socket_dir(Path(run_dir) / part), ignore_errors=True)
                 # and its copies of the app and the database (tens to hundreds of MB), which
                 # the command removes as it ends (Stack.__exit__); its configs and logs stay

@@ -15,12 +15,13 @@ from ..errors import LockdownError, PhaseFailed
 from ..signals import held
 from ..targets.config import Target
 from ..progress import as_reporter
-from . import app_tree, ports
+from . import app_tree, ports, service_account
 from .db_claim import claim
 from .mariadb import DatabaseServer, PrivateMariaDB, copy_datadir, parse_dsn
 from .nginx import Nginx
 from .phpfpm import PhpConfig, PhpFpm, build_php_config, check_ini
-from .prepare import APP_PASSWORD, APP_USER, app_env, discard, prepare, run_target_command
+from .prepare import (APP_USER, app_account_sql, app_env, discard, new_password, prepare,
+                      run_target_command, write_secret)
 from .processes import ProcessGroup
 
 
@@ -119,9 +120,21 @@ class Stack:
             self.db_claim.close()
             self.db_claim = None
 
+    def _new_app_password(self) -> str:
+        """This run's own random password for the app's account, kept in a 0600 file of the run
+        (mysql/app-password); the target's configure writes it where the app reads it."""
+        password = new_password()
+        self.db.sql(app_account_sql(password, create=False))
+        write_secret(self.run_dir / "mysql" / "app-password", password)
+        return password
+
     def _start(self) -> None:
         t, o = self.target, self.options
         paths.check_config_path(self.run_dir, "choose a run directory (-o, --run-dir, LOCKDOWN_HOME) whose path has none")
+        acct = service_account.account()
+        service_account.check_reachable(self.run_dir, acct, "the run directory",
+                                        "choose a run directory (-o, --run-dir, LOCKDOWN_HOME)")
+        service_account.share(self.run_dir, acct)     # its servers enter it, no other account
         port = o.port or ports.free_port()
         ports.ensure_free(port, "nginx", "--port")
         overrides = {**t.php_ini, **o.php_ini}
@@ -131,7 +144,7 @@ class Stack:
         self.say(f"[start] run directory {self.run_dir}")
         linked_at = time.time_ns()
         app_tree.link_copy(prepared.app, self.app_dir)
-        db_user, db_password = APP_USER, APP_PASSWORD
+        db_user, db_password = APP_USER, prepared.app_password()
         if t.database:
             if o.mysql_dsn:
                 self.db = parse_dsn(o.mysql_dsn, self.run_dir)
@@ -148,6 +161,8 @@ class Stack:
                 self.mysql = PrivateMariaDB(self.procs, self.run_dir / "mysql", self.data_dir)
                 self.db = self.mysql.start()
                 self.db_name = t.database
+                if t.configure:
+                    db_password = self._new_app_password()
             self.say(f"[start] MariaDB {self.db.version} at {self.db.where()}")
         elif o.mysql_dsn:
             self.say(f"[start] {t.name} has no database: --mysql is not used")
@@ -169,6 +184,9 @@ class Stack:
                     f"prepared copy of {t.name} was discarded and will be rebuilt on next use; a "
                     f"recipe's steps must name what they write (`writes` in recipes.toml), and a "
                     f"configure script must write a new file and rename it over")
+        # the workers may add, rename and remove files in the app copy, never write through
+        # its files (hard links into the prepared tree)
+        service_account.give_dirs(self.app_dir, acct)
         self.fpm.start()
         self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}"
                  + (f", and 1 with {o.instrumented_extension}" if o.instrumented_extension else ""))
