@@ -10,7 +10,7 @@ from ..errors import LockdownError
 from ..harness.ab_bench import DEFAULT_MAX_RUNS, DEFAULT_RUNS
 from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions
 from ..harness.loadgen import TOOLS
-from ..harness.mariadb import DSN_FORM, dsn_parts
+from ..harness.mariadb import DSN_FORM, PASSWORD_ENV, dsn_parts, redact_dsn
 
 
 def _check_dsn(ctx, param, value):
@@ -19,7 +19,8 @@ def _check_dsn(ctx, param, value):
         try:
             dsn_parts(value)
         except LockdownError:
-            raise click.BadParameter(f"{value!r} is not a DSN: expected {DSN_FORM}") from None
+            # the value is not a DSN, but may hold a password all the same
+            raise click.BadParameter(f"{redact_dsn(value)!r} is not a DSN: expected {DSN_FORM}") from None
     return value
 
 
@@ -33,7 +34,9 @@ def stack_options(last_hook: str, last_hook_help: str):
                      help="nginx port on 127.0.0.1 (default: a free one)."),
         click.option("--mysql", metavar="DSN", default=None, callback=_check_dsn,
                      help="Use an existing server: mysql://USER:PASSWORD@HOST[:PORT]/ "
-                          "(add ?socket=PATH for a unix socket)."),
+                          "(add ?socket=PATH for a unix socket). Without :PASSWORD, the password is "
+                          f"${PASSWORD_ENV}'s: a command line is visible to every local account "
+                          "(ps), the environment is not. Outputs show the DSN as USER:***@."),
         click.option("--exec-before-warmup", metavar="CMD", help="Shell command run before warmup."),
         click.option("--exec-after-warmup", metavar="CMD", help="Shell command run after warmup."),
         click.option(f"--exec-{last_hook}", metavar="CMD", help=last_hook_help),

@@ -6,8 +6,10 @@ password ever appears on a command line.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
+import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +103,52 @@ class DatabaseServer:
 
 DSN_FORM = "mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH]"
 
+# The password of a --mysql DSN that has none (`mysql://user@host/`): lockdown's own command
+# line is readable by every local account (ps, /proc/PID/cmdline), its environment is not.
+PASSWORD_ENV = "LOCKDOWN_MYSQL_PASSWORD"
+
+# a URL's password: from `scheme://user:` to the last `@` (a password may hold `@`, `/`, spaces)
+_URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:/?#@\s]*):.*@", re.IGNORECASE | re.DOTALL)
+
+
+def redact_dsn(dsn: str) -> str:
+    """`dsn` as lockdown writes it anywhere (outputs, logs, reports, records of the command):
+    its password replaced by `***`, `mysql://user:***@host:port/`. Also a DSN of the wrong form,
+    or a text holding one; one without a password is unchanged."""
+    return _URL_PASSWORD.sub(r"\1:***@", dsn)
+
+
+def redacted_argv(argv: list[str] | None = None) -> list[str]:
+    """A command line (default: this process's) as lockdown records it (manifest.json's
+    `command`, a run directory's incomplete.json): every DSN's password replaced by `***`."""
+    return [redact_dsn(str(a)) for a in (sys.argv if argv is None else argv)]
+
+
+def _option_value(value: str) -> str:
+    """A value for a MariaDB option file: double-quoted, with backslash escapes, so that any
+    character is read back as itself (unquoted, `#` starts a comment, and quotes, backslashes
+    and spaces at either end change the value)."""
+    escaped = (value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+               .replace("\r", "\\r").replace("\t", "\\t"))
+    return f'"{escaped}"'
+
+
+_memory_files: dict[tuple[int, str], Path] = {}
+
+
+def _memory_file(text: str) -> Path:
+    """A 0600 file holding `text` that exists only in this process's memory, named as the
+    processes lockdown starts (its own user's) can open it; the same text, the same file."""
+    key = (os.getpid(), text)
+    if key not in _memory_files:
+        fd = os.memfd_create("lockdown-client.cnf", os.MFD_CLOEXEC)
+        os.fchmod(fd, 0o600)     # a memfd starts 0777; the client ignores a world-writable file
+        data = text.encode()
+        while data:
+            data = data[os.write(fd, data):]
+        _memory_files[key] = Path(f"/proc/{os.getpid()}/fd/{fd}")
+    return _memory_files[key]
+
 
 def dsn_parts(dsn: str) -> urllib.parse.SplitResult:
     """The parts of a `--mysql` DSN, or one line on what is wrong with its form: the CLI checks
@@ -111,18 +159,20 @@ def dsn_parts(dsn: str) -> urllib.parse.SplitResult:
     except ValueError:   # a port that is not a number, or out of range
         parts = None
     if parts is None or parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
-        raise LockdownError(f"bad --mysql DSN {dsn!r}: expected {DSN_FORM}")
+        raise LockdownError(f"bad --mysql DSN {redact_dsn(dsn)!r}: expected {DSN_FORM}")
     return parts
 
 
-def parse_dsn(dsn: str, run_dir: Path) -> DatabaseServer:
-    """`mysql://user:password@host:port/` (or `?socket=/path`) -> a DatabaseServer."""
+def parse_dsn(dsn: str, run_dir: Path | None = None) -> DatabaseServer:
+    """`mysql://user:password@host:port/` (or `?socket=/path`) -> a DatabaseServer. A DSN
+    without a password takes $LOCKDOWN_MYSQL_PASSWORD's. The client option file is kept in
+    memory, never written to disk (`run_dir` is not used: the run directory keeps no password)."""
     parts = dsn_parts(dsn)
     query = urllib.parse.parse_qs(parts.query)
     socket_path = query.get("socket", [None])[0]
-    server = DatabaseServer.create(run_dir, parts.hostname, parts.port or 3306, socket_path,
-                                   urllib.parse.unquote(parts.username or "root"),
-                                   urllib.parse.unquote(parts.password or ""))
+    password = urllib.parse.unquote(parts.password or "") or os.environ.get(PASSWORD_ENV, "")
+    server = DatabaseServer.create(None, parts.hostname, parts.port or 3306, socket_path,
+                                   urllib.parse.unquote(parts.username or "root"), password)
     try:
         server.version = server.sql("SELECT VERSION();").strip()
     except PhaseFailed as e:
