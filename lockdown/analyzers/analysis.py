@@ -112,14 +112,21 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
         rows = hot_builtins(xh.values(), php["internal_functions"], php.get("internal_classes") or [])
         out["builtins"] = {"profiles": len(xh), "top": [dict(asdict(b), calls_per_request=b.calls / len(xh))
                                                          for b in rows[:top]]}
-    rt = round_trip.measure(xh, query_digest.by_request(statements)) if xh else None
+    statements_of = query_digest.by_request(statements)
+    rt = round_trip.measure(xh, statements_of) if xh else None
     timed = [r for r in requests if not r.instrumented]
     if rt is not None and timed:
         # the statements' client side, which db wait (the server's Query_time) leaves in cpu
-        # and other wait: minicms 22.8 ms of db wait, and 185 statements x 128 us besides
-        per_request = sum(counts[r.id] for r in timed) / len(timed)
-        out["db_round_trip"] = {**asdict(rt), "statements_per_request": round(per_request, 2),
-                                "us_per_request": round(rt.per_call_us * per_request, 1)}
+        # and other wait: minicms 22.8 ms of db wait, and 185 statements x 128 us besides.
+        # Measured on the instrumented requests, applied to the timed ones at most what each
+        # one's statements left of its wall time (round_trip.applied): per_call_us is the mean
+        # so applied, measured_per_call_us the instrumented requests' own
+        trip = round_trip.applied(rt, timed, statements_of)
+        out["db_round_trip"] = {**asdict(rt), "measured_per_call_us": rt.per_call_us,
+                                "per_call_us": trip.mean_us,
+                                "capped_requests": trip.capped,
+                                "statements_per_request": round(trip.statements / len(timed), 2),
+                                "us_per_request": round(trip.us / len(timed), 1)}
     if statements:
         classes = query_digest.digest(statements, requests)
         out["queries"] = {"statements": len(statements),

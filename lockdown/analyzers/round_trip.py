@@ -5,14 +5,30 @@ out, the server thread wakes, the result comes back and is decoded. For the smal
 that N+1 loops and database-served caches send, that is most of the cost (minicms: 69 us in the
 server, 173 us in `mysqli::query`). xhprof times the client call of each statement, so the
 instrumented requests give both sides: the mean extra time per call is
-(client time - server time of the same requests) / client calls."""
+(client time - server time of the same requests) / client calls.
+
+That mean is measured on other requests than the ones it is applied to: the instrumented ones
+run one at a time on their own xhprof pool after the timed pass, the timed ones under the
+capture's concurrency. A timed request cannot have spent more on round trips than the time
+its own statements left of its wall time, so each timed request gets
+
+    min(measured round trip, (its wall time - its statements' server time) / its statements)
+
+per statement (`applied`): the bound is measured on the request itself. Without it, a round trip
+of 1.3 ms measured on slow instrumented requests, applied to the many repeats of fast timed
+requests, made a repeated-query finding explain 444% of their time (issue 29). With it, the
+statements of a request never cost more than its wall time (server time + round trips <=
+wall), so no share of request time built on it exceeds 100%. lockdown's own marker statement
+(`lockdown-capture`, sent after the request's end was taken and outside xhprof) is no
+statement of the request here."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ..bundle.model import Statement
+from ..bundle.model import RequestRecord, Statement
 from .builtins import entries
+from .sql_text import MARKER
 
 # Builtins that send one statement and wait for its result (mysqli, procedural and OO; PDO).
 # Prepare, connect and fetch calls are left out: prepares are not statements in the slow log,
@@ -51,6 +67,11 @@ def client_calls(profile: dict) -> tuple[int, int]:
     return calls, us
 
 
+def app_statements(statements: Iterable[Statement]) -> list[Statement]:
+    """The application's statements: lockdown's own marker left out."""
+    return [s for s in statements if MARKER not in s.sql]
+
+
 def measure(profiles: Mapping[str, dict], statements_of: Mapping[str, Iterable[Statement]]) -> RoundTrip | None:
     """The round trip over the instrumented requests (request id -> xhprof array) that sent
     statements through a known client call; None when there are none."""
@@ -62,7 +83,51 @@ def measure(profiles: Mapping[str, dict], statements_of: Mapping[str, Iterable[S
         requests += 1
         calls += n
         client_us += us
-        server_us += sum(s.duration_us for s in statements_of.get(rid, ()))
+        server_us += sum(s.duration_us for s in app_statements(statements_of.get(rid, ())))
     if not calls:
         return None
     return RoundTrip(requests, calls, client_us, server_us, max(0.0, (client_us - server_us) / calls))
+
+
+def bound_us(wall_us: float, statements: Iterable[Statement]) -> float | None:
+    """The most a request's statements can have cost it each beyond their server time: what
+    they left of its wall time, shared among them (never below 0); None without statements."""
+    mine = app_statements(statements)
+    if not mine:
+        return None
+    return max(0.0, wall_us - sum(s.duration_us for s in mine)) / len(mine)
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The measured round trip as applied to the timed requests, each bounded by itself."""
+    per_call_us: dict          # request id -> round trip per statement applied to its statements
+    requests: int              # timed requests with statements
+    capped: int                # of those, requests whose own time bounded the measured round trip
+    statements: int            # their statements (lockdown's markers left out)
+    us: float                  # the round trips applied to them, summed
+
+    @property
+    def mean_us(self) -> float:
+        """Per statement, over the timed requests' statements."""
+        return self.us / self.statements if self.statements else 0.0
+
+
+def applied(rt: RoundTrip, requests: Iterable[RequestRecord],
+            statements_of: Mapping[str, Iterable[Statement]]) -> Applied:
+    """`rt` applied to `requests` (the timed ones): each request's statements get
+    min(rt.per_call_us, bound_us(request)) each (see the module docstring)."""
+    per_call: dict = {}
+    n = capped = statements = 0
+    us = 0.0
+    for r in requests:
+        mine = app_statements(statements_of.get(r.id, ()))
+        bound = bound_us(r.wall_us, mine)
+        if bound is None:
+            continue
+        n += 1
+        capped += bound < rt.per_call_us
+        per_call[r.id] = min(rt.per_call_us, bound)
+        statements += len(mine)
+        us += per_call[r.id] * len(mine)
+    return Applied(per_call, n, capped, statements, us)

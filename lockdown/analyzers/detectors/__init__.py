@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from ...errors import LockdownError
-from ..findings import Finding
+from ..findings import Evidence, Finding
 from .context import Context, build_context  # noqa: F401
 from .related import link_consequences
 
@@ -56,7 +56,21 @@ def detect(ctx: Context) -> list[Finding]:
     found: list[Finding] = []
     for mod in modules():
         found.extend(mod.detect(ctx))
-    return rank(link_consequences(ctx, found))
+    return rank(guard_shares(link_consequences(ctx, found)))
+
+
+def guard_shares(found: list[Finding]) -> list[Finding]:
+    """The last check on every share: a share of request time is a part of the same requests'
+    time, at most 100%. Each detector's estimate is built to stay within it (docs/detectors.md);
+    one that did not is set to 100 here, with its own value in the evidence, rather than ranked
+    on an impossible number."""
+    for f in found:
+        if f.share_pct is not None and not 0 <= f.share_pct <= 100:
+            f.evidence.append(Evidence(
+                "share of request time as estimated, outside 0-100% (an estimate at fault; reported as "
+                "the bound)", f.share_pct, "lockdown/analyzers/detectors/__init__.py guard_shares"))
+            f.share_pct = min(100.0, max(0.0, f.share_pct))
+    return found
 
 
 def rank(found: list[Finding]) -> list[Finding]:

@@ -18,7 +18,7 @@ from ...bundle.store import Bundle
 from ..builtins import ROOT, entries, function_totals
 from ..engine_state import EngineState, app_tree, summarize
 from ..query_digest import by_request, fingerprint
-from ..round_trip import RoundTrip, measure
+from ..round_trip import Applied, RoundTrip, app_statements, applied, measure
 from ..sql_caller import caller_of
 from ..symbolize import jit_name, symbolize, tables_for
 
@@ -71,6 +71,22 @@ class Context:
         the instrumented requests (`round_trip.measure`); None without client calls in xhprof."""
         return measure(self.xhprof_profiles, self.statements_of)
 
+    @cached_property
+    def round_trip_applied(self) -> Applied | None:
+        """That round trip as the timed requests can have spent it: per request, at most what
+        its own statements left of its wall time (`round_trip.applied`)."""
+        rt = self.round_trip
+        return None if rt is None else applied(rt, self.timed, self.statements_of)
+
+    @cached_property
+    def overfull(self) -> frozenset[str]:
+        """Timed requests whose statements took longer in the server than the request's wall
+        time: impossible for statements the request sent one after the other, so some are not
+        its own (a statement tied to the wrong request). Their part of any share is at most
+        their wall time."""
+        return frozenset(r.id for r in self.timed
+                         if sum(s.duration_us for s in app_statements(self.statements_of[r.id])) > r.wall_us)
+
     def shapes_on_urls(self, matches: Callable[[Statement], bool], min_share: float) -> list[tuple[str, list[str], dict]]:
         """Statements that `matches`, by fingerprint: (fingerprint, the URLs on at least
         `min_share` of whose requests one ran, {URL: request ids}), fingerprints in order; those
@@ -87,18 +103,28 @@ class Context:
                 out.append((fp, urls, per_url))
         return out
 
+    def _share(self, statements: Iterable[Statement], round_trips: bool) -> float:
+        """% of the timed requests' wall time these statements of theirs cost: per request,
+        server time (plus the round trip applied to that request, each), at most its wall time."""
+        trip = self.round_trip_applied if round_trips else None
+        part: dict[str, float] = defaultdict(float)
+        for s in statements:
+            if s.request in self.timed_ids:
+                part[s.request] += s.duration_us + (trip.per_call_us.get(s.request, 0.0) if trip else 0.0)
+        if not self.wall_us_total:
+            return 0.0
+        us = sum(min(v, self.request_of[rid].wall_us) for rid, v in part.items())
+        return 100.0 * us / self.wall_us_total
+
     def server_share_of(self, statements: Iterable[Statement]) -> float:
         """Server-side duration of these statements of timed requests, as % of their wall time."""
-        us = sum(s.duration_us for s in statements if s.request in self.timed_ids)
-        return 100.0 * us / self.wall_us_total if self.wall_us_total else 0.0
+        return self._share(statements, round_trips=False)
 
     def share_of(self, statements: Iterable[Statement]) -> float:
         """What these statements of timed requests cost the requests, as % of their wall time:
-        server time plus one measured round trip each (server time only when none was measured)."""
-        mine = [s for s in statements if s.request in self.timed_ids]
-        if not self.round_trip or not self.wall_us_total:
-            return self.server_share_of(mine)
-        return self.server_share_of(mine) + 100.0 * self.round_trip.per_call_us * len(mine) / self.wall_us_total
+        server time plus one round trip each, as applied to their request (server time only when
+        none was measured). Never above 100: a request's part is at most its wall time."""
+        return self._share(statements, round_trips=self.round_trip is not None)
 
     @cached_property
     def sent_by(self) -> Counter:

@@ -161,7 +161,10 @@ def share_pct(ctx: Context, fn: str, found: list[dict], rids: list[str]) -> tupl
         return share, Evidence(f"timed PHP samples with {fn} on the stack", f"{share:.1f}%",
                                "excimer.jsonl (timed requests, wall clock)")
     walls = [ctx.wall_us(r) for r in rids]
-    share = 100.0 * sum(g["inclusive_us"] for g in found) / sum(walls) if sum(walls) else 0.0
+    # each request's part at most its wall time (xhprof's inclusive time sums every call of
+    # the getter, a call inside another counted twice): a share is part of the same requests' time
+    share = (100.0 * sum(min(g["inclusive_us"], w) for g, w in zip(found, walls)) / sum(walls)
+             if sum(walls) else 0.0)
     return share, Evidence(f"inclusive time of {fn}, % of the instrumented requests' wall time",
                            f"{share:.1f}%", "xhprof (no Excimer samples name it: an upper bound, "
                            "xhprof slows small calls down)")

@@ -95,7 +95,8 @@ def detect(ctx: Context) -> list:
         top = walker or chain[-1]      # time entering it from outside: recursion counted once
         spent = [sum(v["wt"] for (p, c), v in ctx.xhprof_edges[r].items() if c == top and p != top)
                  for r in rids]
-        share = 100.0 * sum(spent) / sum(main) if sum(main) else 0.0
+        # each request's part at most its wall time: a share is part of the same requests' time
+        share = 100.0 * sum(map(min, spent, main)) / sum(main) if sum(main) else 0.0
         share_source = "xhprof inclusive time of the walker over the request's wall time"
     lookup = chain[chain.index(walker) - 1] if walker in chain and chain.index(walker) > 0 else None
     mid = lambda xs: statistics.median(xs) if xs else 0

@@ -183,7 +183,7 @@ def detect(ctx: Context) -> list:
             callers = sorted(((v["ct"], p) for (p, c), v in edges.items() if c == fn), reverse=True)
             hits[fn].append({"request": rid, "url": ctx.url_of.get(rid, "?"), "calls": t["calls"],
                              "inclusive_us": t["inclusive_us"], "main_us": main,
-                             "saved_pct": 100.0 * saved / main, "callees": ncallees,
+                             "saved_pct": 100.0 * min(saved, main) / main, "callees": ncallees,
                              "callers": [f"{p} ({ct})" for ct, p in callers[:3]]})
     max_include = ctx.threshold(ID, "max_include_share_pct")
     loaders = {fn for fn in hits if (include_share_pct(ctx, fn) or 0.0) >= max_include}

@@ -1,8 +1,10 @@
 """The share of request time a set of statements explains, and the evidence lines that show how
 it was reckoned. Two estimates, the larger one counts:
 
-- server time from the slow log plus one measured round trip per statement
-  (`Context.round_trip`), with the server-only figure beside it;
+- server time from the slow log plus one round trip per statement, measured on the
+  instrumented requests (`Context.round_trip`) and, in each timed request, at most what that
+  request's statements left of its wall time (`Context.round_trip_applied`), with the
+  server-only figure beside it;
 - when the statements name the PHP function that sent them (`sql_caller`, MediaWiki's
   `/* LCStoreDB::get */`), Excimer's share of timed requests' samples under that function,
   times the part of its statements that are these: what the framework's own database layer
@@ -42,6 +44,13 @@ def statement_time(ctx: Context, statements: Iterable[Statement],
                      f"xhprof: {rt.calls} client calls in {rt.requests} instrumented requests took "
                      f"{rt.client_us / 1000:.1f} ms, their statements {rt.server_us / 1000:.1f} ms in the server"),
         ]
+        evidence += bounded_evidence(ctx, mine)
+    overfull = sorted({s.request for s in mine if s.request in ctx.overfull})
+    if overfull:
+        evidence.append(Evidence(
+            "timed requests whose statements took longer in the server than the request itself "
+            "(some are not its own; each counted at most its wall time)", len(overfull),
+            f"{SHARE_SOURCE}: {', '.join(overfull[:3])}{' ...' if len(overfull) > 3 else ''}"))
     sender = sender_share(ctx, mine)
     function = None
     if sender is not None:
@@ -53,6 +62,23 @@ def statement_time(ctx: Context, statements: Iterable[Statement],
             f"samples have it on the stack, and these are {100 * part:.0f}% of the statements it sent"))
         share = max(share, in_php)
     return share, evidence, function
+
+
+def bounded_evidence(ctx: Context, statements: list[Statement]) -> list[Evidence]:
+    """The round trip as applied to these statements' timed requests, when their own time
+    bounded it below the measured one (`round_trip.applied`); nothing otherwise."""
+    rt, trip = ctx.round_trip, ctx.round_trip_applied
+    mine = [s for s in statements if s.request in trip.per_call_us] if trip else []
+    capped = sorted({s.request for s in mine if trip.per_call_us[s.request] < rt.per_call_us})
+    if not capped:
+        return []
+    mean = sum(trip.per_call_us[s.request] for s in mine) / len(mine)
+    return [Evidence(
+        "round trip per statement as the timed requests can have spent it (mean over these statements)",
+        f"{mean:.0f} us",
+        f"in {len(capped)} of {len({s.request for s in mine})} timed requests the measured round trip "
+        "exceeds what their statements left of their wall time (wall time - server time, per "
+        "statement), which bounds it there: the instrumented requests ran apart and slower")]
 
 
 def sender_share(ctx: Context, statements: list[Statement]) -> tuple[str, float, float, float] | None:
