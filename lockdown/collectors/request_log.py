@@ -90,6 +90,9 @@ def write_config(cap: CaptureDir, settings: CaptureSettings, db: dict | None) ->
         config["db"] = db
     path = cap.root / "config.json"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    acct = service_account.account()
+    if acct is not None:          # the workers read it (it holds their marker query's login)
+        os.fchown(fd, acct.uid, acct.gid)
     with os.fdopen(fd, "w") as f:
         json.dump(config, f)
 

@@ -177,7 +177,17 @@ def parse_dsn(dsn: str, run_dir: Path | None = None) -> DatabaseServer:
         server.version = server.sql("SELECT VERSION();").strip()
     except PhaseFailed as e:
         raise LockdownError(f"cannot connect to the --mysql server {server.where()}: {e}")
+    _dsn_servers[server.where()] = server
     return server
+
+
+_dsn_servers: dict[str, DatabaseServer] = {}
+
+
+def dsn_server(where: str) -> DatabaseServer | None:
+    """The server `parse_dsn` reached at `where` (its `where()`) in this process, if any: how
+    a claim on one of its databases (db_claim.py) reaches it, given only where it is."""
+    return _dsn_servers.get(where)
 
 
 class PrivateMariaDB:
@@ -247,7 +257,19 @@ class PrivateMariaDB:
         server = DatabaseServer.create(self.base.parent, "127.0.0.1", self.port, self.socket,
                                        service_account.os_user(), "")
         server.version = server.sql("SELECT VERSION();").strip()
+        if self.acct is not None:
+            # the capture's marker query, from the PHP workers: it sees the processlist, by
+            # socket as the workers' OS account, and may do nothing else
+            server.sql(f"CREATE USER IF NOT EXISTS '{self.workers_user}'@'localhost' IDENTIFIED VIA unix_socket;"
+                       f"GRANT PROCESS ON *.* TO '{self.workers_user}'@'localhost';")
         return server
+
+    @property
+    def workers_user(self) -> str:
+        """The account the PHP workers log in as by socket, without a password, for the
+        capture's marker query: theirs when they run as the servers' account, else the
+        administrator's (the workers then run as lockdown's own user)."""
+        return self.acct.name if self.acct is not None else service_account.os_user()
 
     def stop(self) -> None:
         """Clean shutdown (SIGTERM lets InnoDB flush), so the datadir can be reused."""

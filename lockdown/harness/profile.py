@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
+import fcntl
+import json
 import math
 import os
 import platform
+import re
 import statistics
-import sys
 import time
 from dataclasses import dataclass, field, replace
+from collections import Counter
 from pathlib import Path
 
 from .. import __version__
@@ -30,13 +34,17 @@ from ..collectors import assemble, request_log, server_status
 from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import STATEMENT_MEMORY, SlowLogCapture, read_settings
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
+from ..errors import LockdownError
+from ..paths import pid_alive
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu, opcache_settle
 from .bench import DEFAULT_WORKERS, capacity, first_line, run_hook, sanity_check, versions
-from .driver import DriveResult, drive, instrumented_paths
+from .driver import DriveResult, SentRequest, drive, instrumented_paths, ok_status, quote_path
 from .host_speed import SpeedProbe
+from .mariadb import redacted_argv
 from .phpfpm import php_facts
+from .processes import staging_recorded
 from .stack import Stack, StackOptions
 from .toolchain import tool
 
@@ -161,12 +169,104 @@ def _overhead(chunks: list[DriveResult], baseline: list[DriveResult], speeds: di
 
 
 def run_profile(target: Target, run_dir: Path, dest: Path, opts: ProfileOptions, say=print) -> Path:
-    writer = BundleWriter(dest)
+    writer = claim_output(dest)
     try:
-        return _profile(target, run_dir, writer, opts, say)
+        with staging_recorded(writer.staging):    # a kill -9 leaves it to the next command
+            return _profile(target, run_dir, writer, opts, say)
     except BaseException:
         writer.abandon()
         raise
+
+
+_STAGING = r"\.{name}\.partial-(\d+)"
+
+
+def claim_output(dest: Path) -> BundleWriter:
+    """The writer of the bundle `dest`, refused in one line while another lockdown stages the
+    same -o (two `profile -o b` at once: the second's final rename failed with a traceback).
+    The check and the staging directory's creation are one step under a lock on the parent
+    directory, so of two commands started together exactly one gets it."""
+    dest = Path(dest)
+    try:
+        fd = os.open(dest.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return BundleWriter(dest)          # it names the directory that is missing
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        pattern = re.compile(_STAGING.format(name=re.escape(dest.name)))
+        for entry in os.listdir(dest.parent):
+            m = pattern.fullmatch(entry)
+            if m and int(m.group(1)) != os.getpid() and pid_alive(int(m.group(1))):
+                raise LockdownError(f"{dest} is being written by another lockdown (pid {m.group(1)}); "
+                                    f"wait for it to finish, or choose another -o")
+        return BundleWriter(dest)
+    finally:
+        os.close(fd)                        # and the lock with it
+
+
+def _finished(writer: BundleWriter, manifest: dict) -> Path:
+    """The bundle renamed into place; one line if `-o` appeared meanwhile (made by hand)."""
+    try:
+        return writer.finish(manifest)
+    except OSError as e:
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise LockdownError(f"{writer.dest} appeared while the capture ran (something else wrote it); "
+                                f"capture again with another -o")
+        raise
+
+
+def check_logged(sent: list[SentRequest], logged: set[str], error_log: Path) -> None:
+    """Fail, in one line naming the cause, when fewer requests were logged than sent: a
+    request that could not be sent (the error), one the server answered without running PHP
+    or with a failure (its status and URL: nginx's 404 for a file that is not there, a 502),
+    or one served but not logged (the request log could not be written)."""
+    lost = [s for s in sent if s.id not in logged]
+    if not lost:
+        return
+    causes = []
+    unsent = [s for s in lost if s.error is not None]
+    if unsent:
+        causes.append(f"{len(unsent)} could not be sent to {_urls(unsent)} ({unsent[0].error})")
+    refused = [s for s in lost if s.error is None and not ok_status(s.status)]
+    if refused:
+        causes.append(f"the server answered {_statuses(refused)} at {_urls(refused)}; check --url or the "
+                      f"target's [[urls]], and the logs in {error_log.parent}")
+    served = [s for s in lost if s.error is None and ok_status(s.status)]
+    if served:
+        causes.append(f"{len(served)} were served ({_statuses(served)}) but PHP did not log them: the "
+                      f"capture directory was not writable, or the disk is full; see {error_log}")
+    raise LockdownError(f"{len(lost)} of {len(sent)} requests were not logged: {'; '.join(causes)}")
+
+
+def _statuses(requests: list[SentRequest]) -> str:
+    return ", ".join(f"{code} x{n}" for code, n in Counter(str(r.status) for r in requests).most_common())
+
+
+def _urls(requests: list[SentRequest]) -> str:
+    urls = [u for u, _ in Counter(r.url for r in requests).most_common()]
+    return ", ".join(urls[:3]) + (f" and {len(urls) - 3} more" if len(urls) > 3 else "")
+
+
+@contextlib.contextmanager
+def _password_dropped(cap: request_log.CaptureDir):
+    """The capture's config.json gives the prepend the database password for its marker
+    connection; it is taken out when the capture's stack stops, however it stops, so that the
+    run directory keeps no password (only a kill -9 leaves it, in that 0600 file)."""
+    try:
+        yield
+    finally:
+        path = cap.root / "config.json"
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError):
+            config = None
+        if isinstance(config, dict) and isinstance(config.get("db"), dict) and config["db"].get("password"):
+            config["db"]["password"] = "***"
+            tmp = path.with_name(f".config.json.{os.getpid()}")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump(config, f)
+            os.replace(tmp, path)
 
 
 def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileOptions, say) -> Path:
@@ -175,7 +275,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     if "queries" in settings.collect and not target.database:
         settings = replace(settings, collect=settings.collect - {"queries"})
         notes.append("queries not collected: the target has no database")
-    paths = list(opts.urls) or target.weighted_paths()
+    # as sent (percent-encoded: `/a b` is `/a%20b`), which the request log then records
+    paths = [quote_path(p) for p in (list(opts.urls) or target.weighted_paths())]
     overrides = {**target.php_ini, **opts.php_ini}
     cap = request_log.install(run_dir / "capture", overrides.get("auto_prepend_file"))
     resolve_ports = "queries" in settings.collect and opts.concurrency > 1
@@ -187,7 +288,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     size = opts.size()
     manifest: dict = {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "lockdown_version": __version__, "command": sys.argv,
+        "lockdown_version": __version__, "command": redacted_argv(),
         "target": {"name": target.name, "directory": str(target.directory),
                    # the changes the copy served was patched with (run --on-top-of/--patch, verify)
                    **({"applied": opts.applied} if opts.applied else {})},
@@ -200,12 +301,14 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         "run_dir": str(run_dir),
     }
     say(f"[start] collectors: {', '.join(sorted(settings.collect)) or 'none (request log only)'}")
-    with Stack(target, run_dir, stack_opts, say=say) as stack:
+    with Stack(target, run_dir, stack_opts, say=say) as stack, _password_dropped(cap):
         db_cfg = None
         if "queries" in settings.collect:
             db = stack.db
+            # a private server's marker login is the workers' own, by socket (mariadb.py)
+            user, password = (stack.mysql.workers_user, "") if stack.mysql else (db.user, db.password)
             db_cfg = {"host": "localhost" if db.socket else db.host, "port": db.port,
-                      "socket": db.socket or "", "user": db.user, "password": db.password,
+                      "socket": db.socket or "", "user": user, "password": password,
                       "resolve_ports": resolve_ports, "app_db": stack.db_name}
         request_log.write_config(cap, settings, db_cfg)
         served_from = time.time()       # files the app writes from its first request on
@@ -357,6 +460,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         manifest["overhead"] = _overhead(chunks, baseline, speeds, cpus)
     sent = captured.requests + (profiled.requests if profiled is not None else [])
     records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", sent, writer)
+    check_logged(sent, {r.id for r in records}, stack.fpm.error_log)
     collected = {}
     if "perf" in settings.collect:
         say("[assemble] perf script (DWARF unwinding)")
@@ -373,9 +477,5 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
         collected["queries"] = assemble.statements(run_dir / "capture" / "slow.log", records,
                                                    opts.concurrency, writer, plans=slow_plans)
     manifest["collected"] = collected
-    if manifest["requests"]["lost"]:
-        say(f"[assemble] warning: {manifest['requests']['lost']} of {manifest['requests']['sent']} "
-            f"requests were not logged (the capture directory was not writable?); see "
-            f"{stack.fpm.error_log}")
-    return writer.finish(manifest)
+    return _finished(writer, manifest)
 
