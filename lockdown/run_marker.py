@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 from .errors import LockdownError
+from .harness.mariadb import redacted_argv
 from .harness.processes import owner_alive, owner_record
 
 MARKER = "incomplete.json"
@@ -36,7 +36,7 @@ def _read(directory: Path) -> dict | None:
 def claim(directory: Path, option: str = "-o") -> Path:
     """Mark `directory` as being written by this process; refused when another run has it."""
     path = Path(directory) / MARKER
-    data = {**owner_record(), "command": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    data = {**owner_record(), "command": redacted_argv(), "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "note": "lockdown run has not finished writing this directory: it is still running, or it "
                     "was interrupted or failed. Run it again into an empty directory."}
     try:

@@ -24,6 +24,7 @@ from . import cpu, opcache_settle, server_cpu, steady_runs
 from .host_speed import SpeedProbe
 from .loadgen import LoadResult, run_load
 from .logs import evidence
+from .mariadb import redact_dsn
 from .stack import Stack, StackOptions
 from .toolchain import tool
 
@@ -133,7 +134,10 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print, reme
         "canonical": not non_default,
         "non_default_options": non_default,
         **({"on_top_of": base} if base else {}),
-        "config": {**asdict(opts), "urls": [asdict(u) for u in target.urls], "cpus": os.cpu_count(),
+        # the DSN without its password (also one a hook names): bench.json is meant to be shared
+        "config": {**asdict(opts), "mysql": opts.mysql and redact_dsn(opts.mysql),
+                   "hooks": {k: v and redact_dsn(v) for k, v in opts.hooks.items()},
+                   "urls": [asdict(u) for u in target.urls], "cpus": os.cpu_count(),
                    "host": platform.node(), "versions": versions()},
         "run_dir": str(run_dir),
         "phases": [],
