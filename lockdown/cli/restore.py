@@ -1,20 +1,22 @@
-"""`lockdown restore`: put back MariaDB settings a killed capture left changed."""
+"""`lockdown restore`: put back what a killed command left on a MariaDB server."""
 from __future__ import annotations
 
 import click
 
-from ..collectors.server_settings import restore_pending
+from ..collectors import server_settings
 from .main import main
 
 
 @main.command("restore")
 def restore_cmd():
     """Restore server settings (slow log, long_query_time, ...) changed by a capture whose
-    lockdown was killed. Every lockdown command does this at start; this does only that."""
-    messages = restore_pending()
+    lockdown was killed, and drop the lockdown_<target> database a killed command left on a
+    --mysql server. Every lockdown command does this at start; this does only that."""
+    earlier = list(server_settings.reported)    # done as this command started, said on stderr
+    messages = server_settings.restore_pending()
     for m in messages:
         click.echo(m)
-    if not messages:
+    if not messages and not earlier:
         click.echo("nothing to restore")
-    if any("could not" in m for m in messages):
+    if any(m.startswith("lockdown: could not") for m in messages):
         raise SystemExit(1)
