@@ -20,6 +20,26 @@ import threading
 HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised like Ctrl-C so every `finally` and context manager runs;
+    lockdown then exits as a shell reports that signal's death, 128 + its number (143 for
+    SIGTERM, 129 for SIGHUP), as Ctrl-C exits 130."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def raise_terminated(signum, frame):
+    """The handler of SIGTERM and SIGHUP (cli/main.py)."""
+    raise Terminated(signum)
+
+
+def exit_status(interrupt: BaseException) -> int:
+    """The exit status after `interrupt` unwound everything: 128 + the signal's number."""
+    return 128 + (interrupt.signum if isinstance(interrupt, Terminated) else signal.SIGINT)
+
+
 @contextlib.contextmanager
 def held():
     """Hold SIGINT, SIGTERM, SIGHUP and SIGALRM for the block; deliver the first one caught
@@ -60,11 +80,12 @@ def _deliver(signum: int, handler) -> None:
 def starting():
     """Importing the CLI or a command's module, before anything is started: a signal waits
     for the import to finish (a Ctrl-C inside a dataclass's creation was a RuntimeError), and
-    then is one line and exit 130 instead of a traceback."""
+    then is one line and exit 130 (143 for SIGTERM) instead of a traceback."""
     try:
         with held():
             yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         import sys
-        sys.stderr.write("lockdown: interrupted while starting; nothing was started\n")
-        raise SystemExit(130)
+        what = "terminated" if isinstance(e, Terminated) else "interrupted"
+        sys.stderr.write(f"lockdown: {what} while starting; nothing was started\n")
+        raise SystemExit(exit_status(e))

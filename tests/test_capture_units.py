@@ -229,11 +229,15 @@ def test_auto_excimer_period_aims_at_ten_samples_per_median_request():
 
 
 def test_drive_results_join_in_order():
-    a = DriveResult([SentRequest(0, "r000000", "/", False)], 1.5)
+    a = DriveResult([SentRequest(0, "r000000", "/", False, status=200)], 1.5)
     b = DriveResult([SentRequest(1, "r000001", "/b", False, error="x")], 0.5)
     j = DriveResult.joined([a, b])
     assert [r.id for r in j.requests] == ["r000000", "r000001"] and j.seconds == 2.0
-    assert j.rps == 0.5 and j.status_counts() == {"0": 1, "error": 1}
+    assert j.rps == 0.5 and j.status_counts() == {"200": 1, "error": 1}
+    # only successful responses are throughput: a 404 or a 502 is not
+    c = DriveResult([SentRequest(2, "r000002", "/", False, status=404),
+                     SentRequest(3, "r000003", "/", False, status=302)], 1.0)
+    assert c.rps == 1.0
 
 
 def test_host_cpu_of_several_slices_sums_their_jiffies_only():

@@ -5,7 +5,7 @@ import click
 
 from .. import paths
 from ..errors import LockdownError
-from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions, run_bench
+from ..harness.bench import DEFAULT_WORKERS_TEXT, BenchOptions, bound_errors, run_bench
 from ..harness.loadgen import TOOLS
 from ..progress import for_command
 from ..reports.bench_table import format_bench
@@ -26,6 +26,15 @@ def parse_ini(values: tuple[str, ...], option: str = "--php-ini") -> dict:
             raise LockdownError(f"bad {option} {item!r}: expected KEY=VALUE, e.g. opcache.enable=0")
         out[key.strip()] = value.strip()
     return out
+
+
+def check_bounds(**options) -> None:
+    """Options beyond lockdown's sane bounds (harness/bench.py: --concurrency at most 10,000
+    and what the open-file limit allows, --workers 256, a duration a day, --requests 10
+    million) are a usage error: one line, exit 2, before anything starts."""
+    problems = bound_errors(**options)
+    if problems:
+        raise click.UsageError("; ".join(problems), click.get_current_context(silent=True))
 
 
 d = BenchOptions()
@@ -59,6 +68,7 @@ def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_request
               run_dir, timeout, json_out):
     """Benchmark TARGET (a built-in name or a path): nginx -> php-fpm -> MariaDB under load,
     with a sanity check, warmups and repeated measured runs."""
+    check_bounds(concurrency=concurrency, workers=workers, duration=duration, warmup_duration=warmup_duration)
     t = resolve(target)
     opts = BenchOptions(
         runs=runs, duration=duration, concurrency=concurrency, workers=workers, load=load,

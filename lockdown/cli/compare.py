@@ -22,7 +22,7 @@ from ..progress import for_command
 from ..reports.compare_text import format_compare
 from ..reports.output import write_json_atomic
 from ..targets.registry import resolve as resolve_target
-from .bench import parse_ini
+from .bench import check_bounds, parse_ini
 from .destinations import check_not_input, target_inputs
 from .json_output import check_destination, deliver, json_option, to_stdout
 from .main import deadline, main
@@ -66,6 +66,7 @@ def compare_cmd(target, with_ini, patch_files, php_ini, on_top_of, runs, duratio
         raise click.UsageError(f"--resolve {resolve:g}: give the change in percent, e.g. 2 or -5 (not 0, "
                                f"above -100)")
     check_max_runs(runs, max_runs)
+    check_bounds(concurrency=concurrency, workers=workers, duration=duration, warmup_duration=warmup_duration)
     plan = PairPlan(resolve, max_runs, "a change of") if resolve is not None else None
     t = resolve_target(target)
     start = load_base(on_top_of, t.name) if on_top_of is not None else None

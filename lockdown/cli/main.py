@@ -13,18 +13,11 @@ from .. import __version__
 from ..errors import LockdownError, PhaseFailed
 from ..collectors.server_settings import restore_pending
 from ..harness.processes import sweep_orphans
-from ..signals import starting
+from ..signals import Terminated, exit_status, raise_terminated, starting
 
 
 _FILE_SYSTEM_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM/SIGHUP, raised like Ctrl-C so every `finally` and context manager runs."""
-
-
-def _raise_terminated(signum, frame):
-    raise _Terminated()
+_LONGEST_TIMER_S = 1e9     # setitimer's bound is the platform's time_t: --timeout 1e20 is none
 
 
 @contextlib.contextmanager
@@ -38,7 +31,7 @@ def deadline(seconds: float | None):
         raise LockdownError(f"timed out after {seconds:g} s (--timeout); everything started "
                             f"was stopped, logs are in the run directory")
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, min(seconds, _LONGEST_TIMER_S))
     try:
         yield
     finally:
@@ -86,7 +79,7 @@ class LockdownGroup(click.Group):
 
     def invoke(self, ctx):
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, _raise_terminated)
+            signal.signal(sig, raise_terminated)
         try:
             for message in sweep_orphans() + restore_pending():
                 click.echo(message, err=True)
@@ -109,10 +102,10 @@ class LockdownGroup(click.Group):
             what = f"cannot write {where}" if where else "a write failed"
             click.echo(f"lockdown: error: {what}: {e.strerror}; {hint}", err=True)
             ctx.exit(LockdownError.exit_code)
-        except KeyboardInterrupt as e:
-            what = "terminated" if isinstance(e, _Terminated) else "interrupted"
+        except KeyboardInterrupt as e:     # exit 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
+            what = "terminated" if isinstance(e, Terminated) else "interrupted"
             click.echo(f"lockdown: {what}; everything started was stopped", err=True)
-            ctx.exit(130)
+            ctx.exit(exit_status(e))
 
 
 @click.group(cls=LockdownGroup, context_settings={"help_option_names": ["-h", "--help"]})

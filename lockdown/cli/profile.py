@@ -16,7 +16,7 @@ from ..progress import for_command
 from ..reports.bundle_summary import format_summary
 from ..bundle.store import open_bundle
 from ..targets.registry import resolve
-from .bench import parse_ini
+from .bench import check_bounds, parse_ini
 from .json_output import check_destination, emit, json_option, to_stdout, written_line
 from .main import deadline, main
 from .stack_options import stack_options
@@ -74,6 +74,7 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
     statements, tied to the request that caused them, into the bundle OUTPUT."""
     if requests is not None and duration is not None:
         raise LockdownError("give --requests or --duration, not both")
+    check_bounds(concurrency=concurrency, workers=workers, duration=duration, requests=requests)
     bad = [u for u in urls if not u.startswith("/")]
     if bad:
         raise LockdownError(f"bad --url {bad[0]!r}: give a path starting with /")

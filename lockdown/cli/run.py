@@ -32,7 +32,7 @@ from ..reports.reproduce import RUN_DEFAULTS
 from ..reports.run_documents import write_finding_writeups, write_flamegraphs, write_report
 from ..reports.run_results import FINDINGS_FORMAT
 from ..targets.registry import resolve
-from .bench import parse_ini
+from .bench import check_bounds, parse_ini
 from .json_output import check_destination, emit, json_option, to_stdout, written_line
 from .main import deadline, main
 
@@ -76,6 +76,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
             on_top_of, patch_files, timeout, json_out):
     """Benchmark TARGET, capture it per request, analyse the capture, detect known pathologies
     and propose checked patches; print the findings and write them to OUTPUT."""
+    check_bounds(duration=duration, warmup_duration=warmup_duration, requests=requests)
     t = resolve(target)
     limits = load_thresholds(thresholds)
     given = _given_options(click.get_current_context())

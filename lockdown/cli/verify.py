@@ -17,6 +17,7 @@ from ..reports.run_documents import write_finding_writeups, write_report
 from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option, to_stdout, written_line
 from .destinations import check_not_input, run_inputs
+from .bench import check_bounds
 from .main import deadline, main
 from ..remediation.user_patch import checked, load_patch
 from .stack_options import ab_options, check_max_runs, max_runs_option
@@ -66,6 +67,8 @@ def verify_cmd(directory, wanted, everything, each, numbers, patch_files, runs, 
         raise click.UsageError("--remediation picks among one finding's remediations; with several "
                                "findings the first remediation of each is applied")
     check_max_runs(runs, max_runs)
+    check_bounds(concurrency=concurrency, workers=workers, duration=duration, warmup_duration=warmup_duration,
+                 requests=requests)
     if patch_files and (everything or each or numbers):
         raise click.UsageError("--patch is the fix of the findings given with --finding: not with --all, "
                                "--each or --remediation")

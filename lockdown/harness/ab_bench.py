@@ -152,7 +152,7 @@ def run_ab(target: Target, run_dir: Path, before: StackOptions, after: StackOpti
             arm = result["order"][i]
             n = len(result[arm]["runs"]) + 1
             run = measured_run(stacks[arm], opts, paths, run_dir / arm / "load", f"run-{n}", say,
-                               f"run {i + 1}/{len(result['order'])} ({arm})")
+                               f"run {i + 1}/{len(result['order'])} ({arm})", name=f"run {n} ({arm})")
             result[arm]["runs"].append(run)
             say(f"[measure] {i + 1}/{len(result['order'])} {arm:{width}} run {n}: {run_line(run)}")
             i += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import resource
 import subprocess
 import time
 import urllib.error
@@ -21,8 +22,9 @@ from ..errors import PhaseFailed
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu, opcache_settle, server_cpu, steady_runs
+from .driver import quote_path
 from .host_speed import SpeedProbe
-from .loadgen import LoadResult, run_load
+from .loadgen import LoadResult, check_run, declared_ok, log_size, run_load
 from .logs import evidence
 from .mariadb import redact_dsn
 from .stack import Stack, StackOptions
@@ -30,6 +32,42 @@ from .toolchain import tool
 
 DEFAULT_WORKERS = max(2, 2 * (os.cpu_count() or 1))
 DEFAULT_WORKERS_TEXT = "twice the CPUs, at least 2"   # how --help names it, on any machine
+
+# Sane bounds of the options (docs/bench.md, "Rules"): beyond them a
+# command is refused in one line before anything starts.
+MAX_WORKERS = 256              # php-fpm workers: each a PHP process of tens of MB
+MAX_CONCURRENCY = 10_000       # load generator connections, and no more than the open files allow
+MAX_SECONDS = 86_400           # a run's or a warmup's duration: a day
+MAX_REQUESTS = 10_000_000      # a capture's requests
+_FD_HEADROOM = 64              # files the load generator opens besides its connections
+
+
+def max_concurrency() -> tuple[int, str]:
+    """The most connections a load generator may open, and why: MAX_CONCURRENCY, or fewer
+    when the open-file limit (`ulimit -n`) is lower, as wrk needs one file per connection."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft - _FD_HEADROOM < MAX_CONCURRENCY:
+        return max(1, soft - _FD_HEADROOM), f" (the open-file limit, ulimit -n, is {soft})"
+    return MAX_CONCURRENCY, ""
+
+
+def bound_errors(concurrency: int | None = None, workers: int | None = None, duration: float | None = None,
+                 warmup_duration: float | None = None, requests: int | None = None) -> list[str]:
+    """What is out of bounds among the options given, one phrase each."""
+    out = []
+    if concurrency is not None:
+        most, why = max_concurrency()
+        if concurrency > most:
+            out.append(f"--concurrency {concurrency} is more than {most:,} connections{why}")
+    if workers is not None and workers > MAX_WORKERS:
+        out.append(f"--workers {workers} is more than {MAX_WORKERS} php-fpm workers")
+    for option, value in (("--duration", duration), ("--warmup-duration", warmup_duration)):
+        if value is not None and not value <= MAX_SECONDS:
+            shown = value if isinstance(value, int) else f"{value:g}"
+            out.append(f"{option} {shown} is more than {MAX_SECONDS:,} s (a day)")
+    if requests is not None and requests > MAX_REQUESTS:
+        out.append(f"--requests {requests} is more than {MAX_REQUESTS:,}")
+    return out
 
 
 @dataclass
@@ -62,10 +100,12 @@ class BenchOptions:
 
 
 def fetch(url: str, timeout: float = 60) -> tuple[int, bytes]:
-    """GET without following redirects; returns (status, body)."""
+    """GET without following redirects; returns (status, body). The URL is percent-encoded
+    as the load generators send it (`driver.quote_path`: a space, a non-ASCII character)."""
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *a, **k):
             return None
+    url = quote_path(url)
     opener = urllib.request.build_opener(NoRedirect)
     try:
         with opener.open(url, timeout=timeout) as r:
@@ -184,7 +224,7 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print, reme
                 which = (f"{i + 1}/{opts.runs}" if i < opts.runs else
                          f"{i + 1} (extra {i + 1 - opts.runs} of up to {opts.runs})")
                 measured.append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}", say,
-                                             f"measured run {which}"))
+                                             f"measured run {which}", name=f"run {i + 1}"))
                 say(f"[measure] run {which}: {run_line(measured[-1])}")
         phase("measure", measure)
         run_hook(stack, "after-benchmark", opts.hooks.get("after-benchmark"), say)
@@ -293,7 +333,7 @@ def warm_concurrent(stack: Stack, opts: BenchOptions, paths: list[str], load_dir
         return None
     with as_reporter(say).timed(f"warmup at concurrency {opts.concurrency}", opts.warmup_duration):
         r = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
-                     opts.warmup_duration, load_dir, "warmup")
+                     opts.warmup_duration, load_dir, "warmup", declared_ok(stack.target))
     say(f"[warmup-concurrent] {opts.warmup_duration:g} s at concurrency "
         f"{opts.concurrency}: {r.rps:.1f} req/s")
     return r
@@ -319,15 +359,27 @@ def settle_opcache(stack: Stack, paths: list[str], served_from: float, warmed_fr
     return round(wait, 2)
 
 
+def access_log(stack: Stack) -> Path:
+    """nginx's access log of the stack: which URL answered which status."""
+    return getattr(stack.nginx, "access_log", None) or stack.run_dir / "logs" / "nginx-access.log"
+
+
 def measured_run(stack: Stack, opts: BenchOptions, paths: list[str], load_dir: Path, label: str,
-                 say=print, title: str | None = None) -> dict:
+                 say=print, title: str | None = None, name: str | None = None) -> dict:
     """One measured run of `duration` s at `concurrency`, with the host's CPU use during it
-    and the servers' CPU time per request served."""
+    and the servers' CPU time per request served. A run whose failed requests are more than
+    loadgen.MAX_FAILED_SHARE, or that served nothing, stops the command (`check_run`: one
+    line naming the run, `name`, e.g. "run 2", the statuses and the URLs)."""
     servers = {c.name: c.pid for c in stack.procs.children if c.alive()}
+    declared = declared_ok(stack.target)
+    log = access_log(stack)
+    since = log_size(log)
     before, started, served_before = cpu.snapshot(), time.time(), server_cpu.snapshot(servers)
     with as_reporter(say).timed(title or label, opts.duration), SpeedProbe() as speed:
         r: LoadResult = run_load(opts.load, stack.procs, stack.base_url, paths, opts.concurrency,
-                                 opts.duration, load_dir, label)
+                                 opts.duration, load_dir, label, declared)
+    check_run(r, f"{name or label.replace('-', ' ')} of {stack.target.name}", paths, access_log=log,
+              since=since, declared=declared, logs=stack.run_dir / "logs")
     served = server_cpu.usage(served_before, server_cpu.snapshot(servers), r.requests)
     # wall-clock bounds, to line a run up with outside monitoring (sar, the hypervisor's graphs)
     return {**r.to_json(), "started_at": round(started, 3), "ended_at": round(time.time(), 3),

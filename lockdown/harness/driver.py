@@ -8,12 +8,34 @@ keep-alive connections, fast enough for PHP pages (it is not the throughput benc
 from __future__ import annotations
 
 import http.client
+import re
 import threading
 import time
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass
 from typing import Callable
+
+
+# What a path keeps as it is when percent-encoded: the characters of a URL's path and query
+# (RFC 3986), and '%' where it already starts an escape. A space, a control character, '"',
+# '#', '<', '>', '\\', '`', '{', '|', '}' and every non-ASCII character (as UTF-8) are encoded.
+URL_SAFE = "/?&=%:;,+@!$'()*[]~-._"
+
+
+def quote_path(path: str) -> str:
+    """`path` as it goes on the request line: percent-encoded where HTTP needs it (`/a b` ->
+    `/a%20b`, `/café` -> `/caf%C3%A9`), escapes already there kept, a '%' that starts none
+    encoded. A path that needs nothing comes back unchanged, so quoting twice changes nothing."""
+    return re.sub(r"%(?![0-9A-Fa-f]{2})", "%25", urllib.parse.quote(path, safe=URL_SAFE))
+
+
+def ok_status(status: int | str) -> bool:
+    """Whether a response counts as served: 2xx and 3xx (a redirect is the page's answer)."""
+    try:
+        return 200 <= int(status) < 400
+    except (TypeError, ValueError):
+        return False
 
 
 @dataclass
@@ -37,7 +59,8 @@ class DriveResult:
 
     @property
     def rps(self) -> float:
-        ok = sum(1 for r in self.requests if r.error is None)
+        """Successful responses (2xx, 3xx) per second: a 404 or a 502 served fast is no throughput."""
+        ok = sum(1 for r in self.requests if r.error is None and ok_status(r.status))
         return ok / self.seconds if self.seconds > 0 else 0.0
 
     @classmethod
@@ -87,8 +110,10 @@ def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | 
     cycling through `paths` in order; `progress` hears how many were sent, a few times a second.
     `xhprof` sends every request to the instrumented (xhprof) pool: captured and profiled with
     `capture`, or only to warm that pool without. Request ids count from `first_seq`;
-    `headers` go with every request."""
+    `headers` go with every request. Paths are percent-encoded (`quote_path`), and each
+    request records its path as sent; a request that cannot be sent records why in `error`."""
     parts = urllib.parse.urlsplit(base_url)
+    paths = [quote_path(p) for p in paths]
     lock = threading.Lock()
     sent: list[SentRequest] = []
     deadline = None if duration is None else time.monotonic() + duration
@@ -126,7 +151,8 @@ def drive(base_url: str, paths: list[str], concurrency: int, *, requests: int | 
                 if resp.getheader("Connection", "").lower() == "close":
                     conn.close()
                     conn = None
-            except (OSError, http.client.HTTPException) as e:
+            except (OSError, http.client.HTTPException, ValueError) as e:
+                # ValueError: a request line http.client refuses to encode; never a thread's traceback
                 r.error = f"{type(e).__name__}: {e}"
                 if conn is not None:
                     conn.close()

@@ -8,8 +8,11 @@ stops what was left (`sweep_orphans`).
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,6 +25,12 @@ from .. import paths
 from ..signals import held
 from . import ports
 from .service_account import Account, demote, die_with_parent
+
+# Every child `ProcessGroup.run` starts (install and configure commands, hooks, load
+# generators) has this in its environment, set to its run directory, and so has whatever it
+# starts in turn: a `sleep 300 &` in a target's install command names no run directory in its
+# command line, and may leave the child's process group, but it keeps the environment.
+MARKER = "LOCKDOWN_SWEEP_RUN_DIR"
 
 
 def _preexec(user: Account | None):
@@ -93,6 +102,7 @@ class ProcessGroup:
         Output goes to `log`, or stdout to `stdout_file` (truncated) when one is given."""
         log = log or self.run_dir / "logs" / f"{name}.out"
         log.parent.mkdir(parents=True, exist_ok=True)
+        env = marked(env, self.run_dir)
         with open(log, "ab") as out, open(stdout_file or os.devnull, "wb") as data:
             child = None
             try:
@@ -240,20 +250,119 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def marked(env: dict | None, run_dir: Path) -> dict:
+    """`env` (this process's own when None) with the sweep's marker naming `run_dir`."""
+    return {**(os.environ if env is None else env), MARKER: str(run_dir)}
+
+
+def _environ_has(pid: int, entry: bytes) -> bool:
+    try:
+        return entry in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
+def _own_line() -> set[int]:
+    """This process and its ancestors: never swept, whatever their environment says (a
+    lockdown started by a killed lockdown's hook inherited its marker)."""
+    pids, pid = set(), os.getpid()
+    while pid > 1 and pid not in pids:
+        pids.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            pid = int(stat[stat.rfind(")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def _state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2:].split()[0]
+
+
+def marked_processes(run_dir: str) -> list[int]:
+    """Live processes whose environment carries the marker of `run_dir` (MARKER): what the
+    children `ProcessGroup.run` started under it left running, wherever they went."""
+    entry = f"{MARKER}={run_dir}".encode()
+    own = _own_line()
+    found = []
+    for proc in os.scandir("/proc"):
+        if proc.name.isdigit() and int(proc.name) not in own and _state(int(proc.name)) not in (None, "Z") \
+                and _environ_has(int(proc.name), entry):
+            found.append(int(proc.name))
+    return found
+
+
+def _stop_pids(pids: list[int]) -> None:
+    """SIGTERM each of `pids`, then SIGKILL what is left after a few seconds."""
+    for pid in pids:
+        _kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(_state(p) not in (None, "Z") for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        _kill(pid, signal.SIGKILL)
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# A bundle's staging directory beside its -o (bundle/store.py: `.NAME.partial-PID`).
+_STAGING = re.compile(r"\..+\.partial-(?P<pid>\d+)")
+
+
+@contextlib.contextmanager
+def staging_recorded(staging: Path):
+    """Record `staging` (a `.NAME.partial-PID` directory this process fills) in
+    `$LOCKDOWN_HOME/active/` while the block runs: after a kill -9 the next lockdown command,
+    whatever it is, removes it (`sweep_orphans`)."""
+    digest = hashlib.sha256(str(staging).encode()).hexdigest()[:12]
+    record = paths.active_dir() / f"{os.getpid()}-staging-{digest}.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(json.dumps({**owner_record(), "staging": str(staging)}))
+    tmp.replace(record)
+    try:
+        yield
+    finally:
+        record.unlink(missing_ok=True)
+
+
+def _remove_staging(data: dict) -> None:
+    """A dead owner's staging directory, if the record names one it made (its pid in the name)."""
+    staging = Path(str(data.get("staging") or ""))
+    m = _STAGING.fullmatch(staging.name)
+    if staging.is_absolute() and m and int(m.group("pid")) == data.get("owner") and not staging.is_symlink():
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def sweep_orphans() -> list[str]:
     """Stop processes left behind by a lockdown that was killed; return one message per run.
 
     A record is stale when its owner is gone (or the pid now belongs to another process).
-    Only processes whose group id matches and whose command line names the run directory
-    are signalled, so a recycled pid is never hit.
+    Only processes that name the run directory are signalled, so a recycled pid is never
+    hit: those of a recorded process group whose command line names it, and any process
+    whose environment carries its marker (MARKER: what `run`'s children started, such as a
+    `sleep 300 &` in an install command, even one that left the group). A dead command's
+    bundle staging directory (`staging_recorded`) is removed.
     """
     messages = []
     for record, data in dead_records(paths.active_dir()):
         run_dir = data.get("run_dir", "")
         stopped = []
         with held():              # one record at a time, whole: stopped, then removed
+            marker = f"{MARKER}={run_dir}".encode()
             for group in data.get("groups", []):
-                pids = [p for p in _group_members(group["pgid"]) if run_dir and run_dir in _cmdline(p)]
+                pids = [p for p in _group_members(group["pgid"])
+                        if run_dir and (run_dir in _cmdline(p) or _environ_has(p, marker))]
                 if pids:
                     _killpg(group["pgid"], signal.SIGTERM)
                     deadline = time.monotonic() + 10
@@ -261,6 +370,13 @@ def sweep_orphans() -> list[str]:
                         time.sleep(0.05)
                     _killpg(group["pgid"], signal.SIGKILL)
                     stopped.append(group["name"])
+            strays = marked_processes(run_dir) if run_dir else []
+            if strays:            # descendants that left their group (setsid, a daemon)
+                _stop_pids(strays)
+                if not stopped:
+                    stopped.append(f"{len(strays)} process(es) its commands started")
+            if data.get("staging"):
+                _remove_staging(data)
             if run_dir:   # the killed stack's sockets, when its paths were too long to bind
                 for part in ("php", "mysql", "mysql/server"):
                     shutil.rmtree(ports.short_socket_dir(Path(run_dir) / part), ignore_errors=True)
