@@ -237,7 +237,7 @@ def users_server(tmp_path):
         admin.sql("CREATE USER 'owner'@'127.0.0.1' IDENTIFIED BY 'secret';"
                   "GRANT ALL ON *.* TO 'owner'@'127.0.0.1';"
                   "SET GLOBAL long_query_time = 2.5; SET GLOBAL slow_query_log = ON;"
-                  f"SET GLOBAL slow_query_log_file = '{tmp_path}/their-slow.log';")
+                  f"SET GLOBAL slow_query_log_file = '{server.server_dir}/their-slow.log';")  # its own directory
         yield admin, f"mysql://owner:secret@127.0.0.1:{server.port}/"
 
 
