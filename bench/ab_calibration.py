@@ -16,8 +16,9 @@ import math
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _run import scratch_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,7 +34,7 @@ def wilson(hits: int, n: int) -> tuple[float, float]:
 
 
 def compare(target: str, runs: int, duration: int, i: int) -> dict:
-    with tempfile.TemporaryDirectory(prefix="lockdown-aa-") as tmp:
+    with scratch_dir("lockdown-aa-") as tmp:
         out = Path(tmp) / "cmp"
         # 128M is PHP's default; 129M + i MB changes nothing a small page costs
         proc = subprocess.run([sys.executable, "-m", "lockdown", "compare", target,

@@ -17,8 +17,9 @@ import argparse
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from _run import scratch_dir
 
 
 def capture(target: str, out: Path, ini: str | None) -> Path:
@@ -50,7 +51,7 @@ def main() -> None:
     ap.add_argument("--bundle", action="append", type=Path,
                     help="compare these bundles instead of capturing (the first is the baseline)")
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="lockdown-attr-") as tmp:
+    with scratch_dir("lockdown-attr-") as tmp:
         if a.bundle:
             runs = [(b.name, b) for b in a.bundle]
         else:

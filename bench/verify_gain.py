@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -42,7 +43,9 @@ def main() -> None:
     ap.add_argument("--duration", type=int, default=10, help="seconds per run (whole: the load generators take no fractions)")
     ap.add_argument("--keep", metavar="DIR", help="keep the run directory here")
     args = ap.parse_args()
-    out = Path(args.keep or tempfile.mkdtemp(prefix="lockdown-verify-gain-")) / "run"
+    scratch = args.keep or tempfile.mkdtemp(prefix="lockdown-verify-gain-")
+    os.chmod(scratch, 0o711)   # the servers' account passes through it (bench/_run.py scratch_dir)
+    out = Path(scratch) / "run"
     r = lockdown("run", args.target, "-o", str(out), "--runs", "1", "--duration", "3")
     if r.returncode != 0:
         sys.exit(f"lockdown run failed:\n{r.stderr[-2000:]}")

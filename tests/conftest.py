@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -34,6 +35,26 @@ def passable(path: Path) -> Path:
         if not st.st_mode & 0o001:
             d.chmod((st.st_mode & 0o7777) | 0o001)
     return path
+
+
+TEST_ROOT = Path("/var/tmp") / f"lockdown-tests-{os.geteuid()}"
+
+
+def pytest_configure(config):
+    """Each test session's temporary directories under /var/tmp/lockdown-tests-UID/pytest-PID
+    rather than pytest's /tmp/pytest-of-USER, which every new pytest session on the machine
+    resets to 0700: the servers' account of a session still running then lost its way to the
+    pages it served (nginx answered 404). xdist's workers get their directory from the
+    controller (basetemp/popen-gwN); sessions whose process is gone are removed."""
+    if config.option.basetemp or hasattr(config, "workerinput"):
+        return
+    TEST_ROOT.mkdir(mode=0o711, exist_ok=True)
+    TEST_ROOT.chmod(0o711)
+    for old in TEST_ROOT.glob("pytest-*"):
+        pid = old.name.removeprefix("pytest-")
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    config.option.basetemp = str(TEST_ROOT / f"pytest-{os.getpid()}")
 
 
 class PassableFactory:

@@ -35,7 +35,7 @@ def test_wordpress(lockdown, tmp_path):
     assert data["sanity"]["status"] == 200
     # the app was served from the run directory's copy, never from /usr/share/wordpress
     conf = (Path(data["run_dir"]) / "nginx" / "nginx.conf").read_text()
-    assert f"root {data['run_dir']}/app;" in conf and "/usr/share/wordpress" not in conf
+    assert f'root "{data["run_dir"]}/app";' in conf and "/usr/share/wordpress" not in conf
 
 
 def test_wordpress_seed_is_in_its_own_database(tmp_path):
