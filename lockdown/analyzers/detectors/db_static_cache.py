@@ -51,7 +51,8 @@ Limits
 
 Share of request time
     `share_pct` is what the reported lookups cost timed requests, as % of their wall time
-    (`statement_time`): server time plus one measured round trip each, or, when the statements
+    (`statement_time`): server time plus one round trip each (measured on the instrumented
+    requests, at most what each timed request's statements left of its wall time), or, when the statements
     name their PHP sender, what PHP spends under it, whichever is larger. Without a named
     sender it is a lower bound: the unserialize of each value comes on top (MediaWiki: 104
     lookups took 76.8 ms of a ~95 ms page when instrumented in PHP; `LCStoreDB::get` is named).

@@ -40,7 +40,8 @@ Not flagged
 
 Share of request time
     `share_pct`: what the loop's executions cost timed requests, as % of their wall time
-    (`statement_time`: server time plus one measured round trip each, or what PHP spends under
+    (`statement_time`: server time plus one round trip each -- measured on the instrumented
+    requests, at most what each timed request's statements left of its wall time --, or what PHP spends under
     the sender the statements name, whichever is larger); the batched query that replaces them
     costs something too. Severity follows
     `findings.severity_for(share_pct)`.

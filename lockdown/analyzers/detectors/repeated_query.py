@@ -33,7 +33,8 @@ Ignored, and why
 Share of request time
     `share_pct`: what the executions a per-request memo would save cost timed requests -- every
     execution after the first of each write-free run -- as % of their wall time
-    (`statement_time`: server time plus one measured round trip each, or what PHP spends under
+    (`statement_time`: server time plus one round trip each -- measured on the instrumented
+    requests, at most what each timed request's statements left of its wall time --, or what PHP spends under
     the sender the statements name, whichever is larger). Severity
     follows `findings.severity_for(share_pct)`.
 
