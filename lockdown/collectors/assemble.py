@@ -103,11 +103,17 @@ def xhprof(raw_dir: Path, records: list[RequestRecord], writer: BundleWriter) ->
 
 
 def statements(slow_log: Path, records: list[RequestRecord], concurrency: int,
-               writer: BundleWriter, plans: bool = False) -> dict:
-    """`plans`: the capture turned log_slow_verbosity=query_plan on (slowlog.parse)."""
+               writer: BundleWriter, plans: bool = False, sql_mode: str = "") -> dict:
+    """`plans`: the capture turned log_slow_verbosity=query_plan on; `sql_mode`: the server's
+    global one, which says how statement texts quote (slowlog.parse tells a statement's own
+    text from an entry's header by reading it as SQL). Lines end at '\n' only: a '\r' is part
+    of a statement's text."""
+    modes = {m.strip().upper() for m in sql_mode.split(",")}
     try:
-        with open(slow_log, errors="replace") as f:
-            entries = list(slowlog.parse(f, str(slow_log), plans=plans))
+        with open(slow_log, errors="replace", newline="\n") as f:
+            entries = list(slowlog.parse(f, str(slow_log), plans=plans,
+                                         backslash_escapes="NO_BACKSLASH_ESCAPES" not in modes,
+                                         ansi_quotes="ANSI_QUOTES" in modes))
     except FileNotFoundError:
         raise LockdownError(f"{slow_log}: the server wrote no slow log; statement capture failed")
     except slowlog.SlowLogError as e:

@@ -452,7 +452,8 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                             "kernel": platform.release(), "machine": platform.machine()}
         manifest["database"] = ({"where": stack.db.where(), "name": stack.db_name,
                                  "private": not opts.mysql,
-                                 "variables": read_settings(stack.db, STATEMENT_MEMORY),
+                                 # sql_mode: how the slow log's statement texts quote (slowlog.parse)
+                                 "variables": read_settings(stack.db, STATEMENT_MEMORY + ("sql_mode",)),
                                  "status": {"requests": len(captured.requests),
                                             "counters": server_status.summed(status)}} if stack.db else None)
     say("[stop] everything stopped; assembling the bundle")
@@ -474,8 +475,10 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     if "xhprof" in settings.collect:
         collected["xhprof"] = assemble.xhprof(cap.out / "xhprof", records, writer)
     if "queries" in settings.collect:
+        sql_mode = ((manifest.get("database") or {}).get("variables") or {}).get("sql_mode", "")
         collected["queries"] = assemble.statements(run_dir / "capture" / "slow.log", records,
-                                                   opts.concurrency, writer, plans=slow_plans)
+                                                   opts.concurrency, writer, plans=slow_plans,
+                                                   sql_mode=sql_mode)
     manifest["collected"] = collected
     return _finished(writer, manifest)
 
