@@ -283,7 +283,7 @@ def listeners(run_dir: Path) -> list[tuple[str, str]]:
     return found
 
 
-HOOK = 'ss -H -ltunp > "$LOCKDOWN_RUN_DIR/ss.txt"; ps -eo pid=,ppid=,args= > "$LOCKDOWN_RUN_DIR/ps.txt"'
+HOOK = 'ss -H -ltunp > "$LOCKDOWN_RUN_DIR/ss.txt"; ps -ww -eo pid=,ppid=,args= > "$LOCKDOWN_RUN_DIR/ps.txt"'
 
 
 @pytest.mark.parametrize("target, servers", [("hello", {"nginx"}), ("sqltag", {"nginx", "mariadbd"})])

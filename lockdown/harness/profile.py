@@ -452,8 +452,9 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                             "kernel": platform.release(), "machine": platform.machine()}
         manifest["database"] = ({"where": stack.db.where(), "name": stack.db_name,
                                  "private": not opts.mysql,
-                                 # sql_mode: how the slow log's statement texts quote (slowlog.parse)
-                                 "variables": read_settings(stack.db, STATEMENT_MEMORY + ("sql_mode",)),
+                                 "variables": read_settings(stack.db, STATEMENT_MEMORY),
+                                 # how the slow log's statement texts quote (slowlog.parse)
+                                 "sql_mode": read_settings(stack.db, ("sql_mode",)).get("sql_mode", ""),
                                  "status": {"requests": len(captured.requests),
                                             "counters": server_status.summed(status)}} if stack.db else None)
     say("[stop] everything stopped; assembling the bundle")
@@ -475,7 +476,7 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
     if "xhprof" in settings.collect:
         collected["xhprof"] = assemble.xhprof(cap.out / "xhprof", records, writer)
     if "queries" in settings.collect:
-        sql_mode = ((manifest.get("database") or {}).get("variables") or {}).get("sql_mode", "")
+        sql_mode = (manifest.get("database") or {}).get("sql_mode", "")
         collected["queries"] = assemble.statements(run_dir / "capture" / "slow.log", records,
                                                    opts.concurrency, writer, plans=slow_plans,
                                                    sql_mode=sql_mode)
