@@ -39,6 +39,21 @@ def default_home() -> Path:
     return Path.home() / ".local" / "share" / "lockdown"
 
 
+def servers_dir() -> Path:
+    """Records about users' MariaDB servers (`--mysql`): the settings a capture changed and the
+    databases a command loaded. One place for every LOCKDOWN_HOME of this account, so that the
+    next command, whichever its home, puts back what a killed one left on a server.
+    `LOCKDOWN_SERVERS_DIR`, else $XDG_STATE_HOME/lockdown/servers (~/.local/state/...), and
+    /var/lib/lockdown/servers for root."""
+    env = os.environ.get("LOCKDOWN_SERVERS_DIR")
+    if env:
+        return Path(env).expanduser().resolve()
+    if os.geteuid() == 0:
+        return ROOT_HOME / "servers"
+    base = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(base) / "lockdown" / "servers"
+
+
 def active_dir() -> Path:
     return home() / "active"
 

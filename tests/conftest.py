@@ -50,11 +50,14 @@ def pytest_configure(config):
         return
     TEST_ROOT.mkdir(mode=0o711, exist_ok=True)
     TEST_ROOT.chmod(0o711)
-    for old in TEST_ROOT.glob("pytest-*"):
-        pid = old.name.removeprefix("pytest-")
+    for old in [*TEST_ROOT.glob("pytest-*"), *TEST_ROOT.glob("servers-*")]:
+        pid = old.name.split("-", 1)[1]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(old, ignore_errors=True)
     config.option.basetemp = str(TEST_ROOT / f"pytest-{os.getpid()}")
+    # records of users' servers (paths.servers_dir): one place per session, shared by its homes
+    # (the workers inherit it), so another session's commands never restore this one's
+    os.environ["LOCKDOWN_SERVERS_DIR"] = str(TEST_ROOT / f"servers-{os.getpid()}")
 
 
 class PassableFactory:

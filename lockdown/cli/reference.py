@@ -21,6 +21,7 @@ Environment variables:
 |---|---|
 | `LOCKDOWN_HOME` | where runs, prepared targets and records of running commands live (default `$XDG_DATA_HOME/lockdown`, else `~/.local/share/lockdown`, and `/var/lib/lockdown` for root: as root the servers run as the account `lockdown-run`, which must pass through every directory above a run) |
 | `LOCKDOWN_MYSQL_PASSWORD` | the password of a `--mysql` DSN written without one (`mysql://user@host/`): a command line is visible to every account in `ps`, the environment is not |
+| `LOCKDOWN_SERVERS_DIR` | where the records of users' MariaDB servers (`--mysql`) live: settings a capture changed, databases a command loaded; one place for every `LOCKDOWN_HOME` of the account, so the next command puts back what a killed one left (default `$XDG_STATE_HOME/lockdown/servers`, else `~/.local/state/lockdown/servers`, and `/var/lib/lockdown/servers` for root) |
 | `LOCKDOWN_PREPARED_DIR` | where prepared targets are kept (default `$LOCKDOWN_HOME/prepared`) |
 | `LOCKDOWN_TARGETS` | the directory the built-in target names are looked up in (default `fixtures/apps` of this checkout) |
 | `LOCKDOWN_<TOOL>` | the program run for a tool, by name or path: `LOCKDOWN_PHP`, `LOCKDOWN_PHP_FPM`, `LOCKDOWN_MARIADBD`, `LOCKDOWN_NGINX`, `LOCKDOWN_PERF`, `LOCKDOWN_WRK`, ... (lockdown/harness/toolchain.py) |

@@ -7,7 +7,7 @@ file of lockdown's. Those are global settings of a server that may be the user's
   the server's lock `lockdown_capture` (harness/db_claim.ServerLock) from before it reads the
   settings until they are back; another is refused in one line before it changes anything.
 - Before changing anything, the original values are written to a record in
-  `$LOCKDOWN_HOME/active/mysql/` (0600); they are restored when the capture ends (also on
+  the records of users' servers (paths.servers_dir, one place for every LOCKDOWN_HOME; 0600); they are restored when the capture ends (also on
   Ctrl-C, SIGTERM, errors and timeouts), and if lockdown was killed outright, by the next
   lockdown command (`restore_pending`) or explicitly by `lockdown restore`.
 - Values that are a capture's own are never taken for the server's: when the server's slow log
@@ -55,7 +55,8 @@ SLOWLOG_PREFIX = "lockdown-slowlog-"
 
 
 def records_dir() -> Path:
-    return paths.active_dir() / "mysql"
+    """Original settings of captures running or killed, shared by every LOCKDOWN_HOME."""
+    return paths.servers_dir() / "settings"
 
 
 def _literal(value: str | None) -> str:

@@ -14,7 +14,7 @@ unawares:
   (collectors/server_settings.py), `lockdown_db:<database>` a database claim's.
 - `claim`: the database claim. Besides the server's lock, an advisory lock (flock) on a file in
   $LOCKDOWN_HOME/active/mysql-claims says which command of this home holds it (its pid and run
-  directory) in the refusal; and a record in $LOCKDOWN_HOME/active/mysql-databases/ (0600, with
+  directory) in the refusal; and a record in the records of users' servers (paths.servers_dir, databases/; one place for every LOCKDOWN_HOME) (0600, with
   how to reach the server) names the database loaded there until it is dropped. After a kill -9,
   `lockdown restore` (and the next lockdown command) drops that database, unless a live
   lockdown holds it by then (`drop_left_databases`).
@@ -147,7 +147,7 @@ def claim_file(where: str, database: str) -> Path:
 
 def records_dir() -> Path:
     """Records of databases loaded into users' servers, one per command while it holds one."""
-    return paths.active_dir() / "mysql-databases"
+    return paths.servers_dir() / "databases"
 
 
 def lock_name(database: str) -> str:
