@@ -221,7 +221,7 @@ def test_wordpress_with_too_few_opcache_keys_compiles_a_third_of_its_scripts(loc
 
 def test_wordpress_theme_settings_resolved_again_and_again(lockdown, tmp_path):
     """WordPress 6.1 resolves its global styles and settings on every call
-    (wp_get_global_settings, ../shared/pathologies.md section 6): the argument probe confirms
+    (wp_get_global_settings, docs/pathologies.md section 6): the argument probe confirms
     that most calls repeat an earlier argument list, and names the definition. The proposed
     per-request cache (WordPress 6.2's) is verified: the finding goes, the pages stay."""
     out = tmp_path / "wp"

@@ -2,7 +2,7 @@
 
 Classes are keyed by the same fingerprint pt-query-digest uses, so a class here can be looked up
 by its Query ID in a pt-query-digest report of the same slow log, and the N+1 / repeated-query
-detectors (shared/pathologies.md section 4) can count a fingerprint per request.
+detectors (docs/pathologies.md section 4) can count a fingerprint per request.
 
 `fingerprint` follows percona-toolkit's QueryRewriter::fingerprint (3.x), in its order, and keeps
 its known quirks because matching the real tool matters more than being "right":

@@ -2,7 +2,7 @@
 CLOCK_MONOTONIC (the clock of the request log), then `perf script` text for the bundle.
 
 Debian's PHP has no frame pointers, so only DWARF unwinding gives whole stacks
-(../shared/formats.md). perf's own output is kept: perf.data for re-symbolising later,
+(docs/profile.md). perf's own output is kept: perf.data for re-symbolising later,
 the script text for FlameGraph-style tools, build ids for matching binaries.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ capture (timed pass, then the xhprof-instrumented requests) -> baseline (the oth
 stop -> assemble. The two baseline halves give the overhead recorded in the manifest; with
 `overhead_slices` K the timed pass is cut into K slices with uncollected slices between them.
 
-The instrumented requests run 2x to 6x slower (../shared/pathologies.md section 7). Sent inside
+The instrumented requests run 2x to 6x slower (docs/pathologies.md section 7). Sent inside
 the timed pass they took a core from the requests being timed and cost most of the capture's
 measured throughput, so they follow it: the same URLs, captured the same way, on their own
 one-worker pool, while nothing else runs.

@@ -2,7 +2,7 @@
 
 Why: flamegraph.pl is the picture people know, but it is a Perl script under the CDDL, its default
 colours are random, and it has no idea of PHP. This renderer reproduces the behaviour users
-expect from flamegraph.pl (docs: /work/shared/formats.md) with our own code and template
+expect from flamegraph.pl (docs/analysis.md, "Flame graphs") with our own code and template
 (templates/flamegraph.svg.j2) and a PHP-aware palette (lockdown/reports/palette.py).
 
 Layout (as flamegraph.pl)

@@ -1,5 +1,5 @@
 """db-static-cache: static data (localisation messages, configuration) read from the database
-one key at a time, the same keys on every page view (shared/pathologies.md section 2).
+one key at a time, the same keys on every page view (docs/pathologies.md section 2).
 
 Mechanism
     MediaWiki's localisation cache falls back to the database store (`LCStoreDB`, table

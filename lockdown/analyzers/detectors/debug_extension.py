@@ -1,5 +1,5 @@
 """debug-extension: a debugger, profiler or coverage/test extension loaded in the production
-php-fpm configuration (shared/pathologies.md section 5).
+php-fpm configuration (docs/pathologies.md section 5).
 
 Mechanism: Xdebug replaces the engine's execute hook and observes every call and statement;
 profilers (xhprof, tideways, SPX, Blackfire) hook every function call; pcov hooks execution for

@@ -1,6 +1,6 @@
 """file-static-cache: static data read from a file one key at a time, on every request.
 
-Mechanism (shared/pathologies.md section 2, the same pathology one store further): a cache of
+Mechanism (docs/pathologies.md section 2, the same pathology one store further): a cache of
 data that never changes between requests -- translations, configuration -- kept in a file
 that is opened and read again for every key: a CDB or DBM-like file walked with fseek/fread by
 PHP code, a line-oriented file scanned with fgets. Debian's MediaWiki 1.39 is this case: its

@@ -1,6 +1,6 @@
 """fs-scan: the same directory walk on every request.
 
-Mechanism (shared/pathologies.md section 1): a registry or configuration lookup misses -- a
+Mechanism (docs/pathologies.md section 1): a registry or configuration lookup misses -- a
 module recorded as enabled whose files are gone -- and the code falls back to walking the
 source tree to find it (Drupal 7's drupal_get_filename -> drupal_system_listing ->
 file_scan_directory), on every request, because the miss is not cached. HHVM's lockdown saw

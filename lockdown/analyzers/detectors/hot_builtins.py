@@ -1,5 +1,5 @@
 """hot-builtins (informational): which PHP builtins the requests spend their time in, and where
-the engine's CPU goes -- the lists HHVM's 2015 lockdown started from (shared/pathologies.md
+the engine's CPU goes -- the lists HHVM's 2015 lockdown started from (docs/pathologies.md
 section 6: `get_object_vars`, `implode`, `function_exists`, `defined`, `str_replace`, `is_dir`,
 PCRE, ...; PHP 5.6 on WordPress: under 30% bytecode interpretation, ~20% memory manager, ~13%
 hash tables, ~5% regular expressions).

@@ -1,5 +1,5 @@
 """n-plus-one: one query per row -- a loop that runs the same SELECT shape many times in one
-request with a different literal each time (shared/pathologies.md section 4).
+request with a different literal each time (docs/pathologies.md section 4).
 
 Mechanism
     Code fetches a list (posts), then for each row asks for what belongs to it

@@ -1,5 +1,5 @@
 """opcache: PHP files compiled again on every request -- the opcode cache missing, disabled, or
-too small for the application (shared/pathologies.md section 5).
+too small for the application (docs/pathologies.md section 5).
 
 Mechanism: without OPcache every include/require runs the scanner, parser and compiler
 (`compile_file`, `zendparse`, `zend_compile_*`) before executing a line, on every request; a

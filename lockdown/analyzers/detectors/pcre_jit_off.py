@@ -1,5 +1,5 @@
 """pcre-jit-off: PCRE's JIT compiler switched off (`pcre.jit=0`) while the application spends
-measurable time matching regular expressions (shared/pathologies.md section 5).
+measurable time matching regular expressions (docs/pathologies.md section 5).
 
 Mechanism: with `pcre.jit=1` (PHP's default) each pattern is compiled once per worker into
 machine code; with 0 every match runs in PCRE2's interpreter (`pcre2_match`), several times

@@ -1,7 +1,7 @@
 """repeated-call: an expensive user function called many times per request doing the same work
 each time -- a memoization candidate.
 
-Mechanism (shared/pathologies.md section 6): WordPress 6.1 calls `wp_get_global_settings` ->
+Mechanism (docs/pathologies.md section 6): WordPress 6.1 calls `wp_get_global_settings` ->
 `WP_Theme_JSON_Resolver::get_merged_data` 71 times while rendering the home page, re-reading
 and merging the same theme.json data each time; a per-request static cache removes all but one.
 

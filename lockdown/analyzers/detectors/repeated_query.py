@@ -1,5 +1,5 @@
 """repeated-query: the very same SELECT -- same shape and same literals -- sent several times in
-one request (shared/pathologies.md section 4).
+one request (docs/pathologies.md section 4).
 
 Mechanism
     A helper that reads a setting, the current user or a term is called from many places while

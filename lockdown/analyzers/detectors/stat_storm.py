@@ -1,6 +1,6 @@
 """stat-storm: path lookups and stat() calls on every request that the engine's caches should
 absorb -- a small realpath cache, or OPcache re-checking every included file's timestamp on
-every include (shared/pathologies.md section 5).
+every include (docs/pathologies.md section 5).
 
 Mechanism: PHP resolves the path of every include/require, realpath() and (with open_basedir)
 every file function through its realpath cache, which remembers each path component for

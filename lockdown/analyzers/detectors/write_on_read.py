@@ -1,6 +1,6 @@
 """write-on-read: a read-only request (GET) that writes to the database, the same statement
 shape on most views of a page -- MediaWiki's old `UPDATE page SET page_counter = page_counter
-+ 1` on every view (shared/pathologies.md section 3). Each such write takes row locks and
++ 1` on every view (docs/pathologies.md section 3). Each such write takes row locks and
 forces a log flush on the hottest pages, and turns reads into contention under load."""
 from __future__ import annotations
 
