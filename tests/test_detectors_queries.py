@@ -10,7 +10,7 @@ import pytest
 
 from contexts import context, request, statement
 from lockdown.analyzers.detectors import db_static_cache, n_plus_one, repeated_query
-from lockdown.analyzers.detectors.db_static_cache import literals, normalize, point_lookup
+from lockdown.analyzers.sql_text import literals, normalize, point_lookup
 
 WALL = 100_000  # every synthetic request's wall time (us), the builders' default
 
@@ -275,7 +275,7 @@ def test_static_data_allows_up_to_30_percent_of_a_requests_keys_its_own():
 
 
 def test_the_parent_query_is_looked_for_among_the_five_data_statements_before_the_loop():
-    from lockdown.analyzers.detectors.db_static_cache import find_parent
+    from lockdown.analyzers.detectors.query_loops import find_parent
     parent = statement("r1", "SELECT id, author_id FROM posts LIMIT 30", rows_sent=30)
     loop = statement("r1", "SELECT name FROM authors WHERE id = 5")
     data = [statement("r1", f"SELECT v FROM opts WHERE k = 'o{k}'") for k in range(5)]
@@ -868,7 +868,7 @@ def test_a_sender_is_known_by_its_counts_only_when_one_shape_matches():
 def test_the_busiest_url_is_named_when_urls_differ():
     """db-static-cache's summary and repeated-query's title name the URL that sends most
     (minicms: 167 message lookups on /, 125-126 elsewhere; a median of 126 over all)."""
-    from lockdown.analyzers.detectors.db_static_cache import busiest, others_text
+    from lockdown.analyzers.detectors.figures import busiest, others_text
     per_url = {u: {"queries_per_request": {"median": m}} for u, m in (("/", 167), ("/a", 125), ("/b", 126))}
     assert busiest(per_url, "queries_per_request") == ("/", 167, 125, 126, 2)
     assert others_text(125, 126, 2) == "125-126 on the 2 other URLs" and others_text(3, 3, 1) == "3 on the other URL"
@@ -913,3 +913,28 @@ def test_write_on_read_counts_the_get_views_of_a_url_that_write():
     assert [(g.details["verb"], g.urls, ev(g, "GET requests that sent it")) for g in found] == \
         [("INSERT", ["/other"], "2 of 4"), ("UPDATE", ["/article"], "3 of 4")]
     assert not write_on_read.is_write("SELECT 1") and not write_on_read.is_write("UPDATEd_at()")
+
+
+def test_one_write_rule_for_every_query_detector():
+    """sql_text.is_write is the one rule (write-on-read's own regular expression skipped only
+    /* */ comments before the verb and knew only the four row writes). Comments of every kind
+    are skipped; write-on-read keeps the row writes (sql_text.ROW_WRITES): a TRUNCATE, ALTER or
+    CREATE TEMPORARY TABLE on a GET is a write to the table, not a view counter."""
+    from lockdown.analyzers.detectors import write_on_read
+    from lockdown.analyzers.sql_text import is_write, write_verb
+    for sql, verb in (("UPDATE t SET n = n + 1", "UPDATE"), ("/* a */ insert into log values (1)", "INSERT"),
+                      ("-- audit\nREPLACE INTO t VALUES (1)", "REPLACE"), ("# x\nDELETE FROM t", "DELETE"),
+                      ("TRUNCATE cache", "TRUNCATE"), ("LOAD  DATA INFILE 'f' INTO TABLE t", "LOAD DATA"),
+                      ("CREATE TEMPORARY TABLE tmp (id INT)", "CREATE"), ("SELECT 1", None),
+                      ("UPDATEd_at()", None), ("SELECT updated FROM t", None)):
+        assert write_verb(sql) == verb and is_write(sql) == (verb is not None), sql
+        assert write_on_read.is_write(sql) == (verb in ("UPDATE", "INSERT", "REPLACE", "DELETE")), sql
+    reqs, stmts = [], []
+    for i in range(4):
+        rid = f"r{i:06d}"
+        reqs.append(request(rid, "/article"))
+        stmts += prelude(rid)
+        stmts.append(statement(rid, f"-- counter\nUPDATE page SET counter = counter + 1 WHERE id = {i}", rows_sent=0))
+        stmts.append(statement(rid, "CREATE TEMPORARY TABLE tmp (id INT)", rows_sent=0))
+    [f] = write_on_read.detect(context(reqs, stmts))
+    assert f.details["verb"] == "UPDATE" and ev(f, "GET requests that sent it") == "4 of 4"

@@ -14,6 +14,10 @@ from typing import Callable, Iterable, NamedTuple
 
 FORMAT = "lockdown-bundle"
 VERSION = 1
+# The text of the capture's own ordering statement (collectors/php/prepend.php sends
+# `SHOW /*lockdown-capture <request id>*/ PROCESSLIST`): attribution reads the request id from
+# it, and the analyzers leave it out of the application's statements.
+CAPTURE_MARKER = "lockdown-capture"
 
 INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1     # what a 64-bit reader (XHGui, perf) can hold
 ATTRIBUTIONS = ("connection", "order", "ambiguous", "none")

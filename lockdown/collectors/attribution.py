@@ -8,13 +8,13 @@ import re
 from collections import defaultdict
 from typing import Iterable, Iterator
 
-from ..bundle.model import PerfSample, RequestRecord, Statement
+from ..bundle.model import CAPTURE_MARKER, PerfSample, RequestRecord, Statement
 from ..formats.perf_script import Sample
 from ..formats.slowlog import SlowLogEntry
 
 # the prepend's marker: SHOW ... PROCESSLIST (SELECT ... FROM information_schema before 0.1.0's
 # twelfth stop; both are read)
-MARKER = re.compile(r"^(?:SELECT|SHOW) /\*lockdown-capture ([A-Za-z0-9._-]+)\*/")
+MARKER = re.compile(r"^(?:SELECT|SHOW) /\*" + re.escape(CAPTURE_MARKER) + r" ([A-Za-z0-9._-]+)\*/")
 ADMIN_TAG = "/*lockdown-admin*/"
 
 

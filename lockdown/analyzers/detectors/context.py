@@ -87,18 +87,24 @@ class Context:
         return frozenset(r.id for r in self.timed
                          if sum(s.duration_us for s in app_statements(self.statements_of[r.id])) > r.wall_us)
 
-    def shapes_on_urls(self, matches: Callable[[Statement], bool], min_share: float) -> list[tuple[str, list[str], dict]]:
+    def shapes_on_urls(self, matches: Callable[[Statement], bool], min_share: float,
+                       among: Callable[[RequestRecord], bool] | None = None) -> list[tuple[str, list[str], dict]]:
         """Statements that `matches`, by fingerprint: (fingerprint, the URLs on at least
         `min_share` of whose requests one ran, {URL: request ids}), fingerprints in order; those
-        on no such URL left out. What a query detector calls 'on most views of a page'."""
+        on no such URL left out. What a query detector calls 'on most views of a page'. With
+        `among`, only the requests it accepts count, sending or not (write-on-read: the GETs)."""
+        chosen = (lambda r: True) if among is None else among
         seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
         for r in self.requests:
+            if not chosen(r):
+                continue
             for s in self.statements_of[r.id]:
                 if matches(s):
                     seen[fingerprint(s.sql)][self.url_of[r.id]].add(r.id)
         out = []
         for fp, per_url in sorted(seen.items()):
-            urls = sorted(u for u, rids in per_url.items() if len(rids) >= min_share * len(self.by_url[u]))
+            urls = sorted(u for u, rids in per_url.items()
+                          if len(rids) >= min_share * sum(1 for r in self.by_url[u] if chosen(r)))
             if urls:
                 out.append((fp, urls, per_url))
         return out

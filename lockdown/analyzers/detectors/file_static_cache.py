@@ -77,7 +77,7 @@ from collections import Counter
 from ..call_graph import attributed, call_graph
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
-from .db_static_cache import spread
+from .figures import spread
 
 ID = "file-static-cache"
 

@@ -63,8 +63,10 @@ from ..findings import Evidence, Finding, severity_for
 from ..query_digest import query_id
 from .context import Context
 from .statement_time import statement_time
-from .db_static_cache import Loop, fp_of, loops, normalize, one_line, point_lookup, spread, \
-    static_fingerprints
+from ..sql_text import fp_of, normalize, one_line, point_lookup
+from .db_static_cache import static_fingerprints
+from .figures import spread
+from .query_loops import Loop, loops
 
 ID = "n-plus-one"
 

@@ -25,7 +25,7 @@ from ..findings import Evidence, Finding
 from ..round_trip import is_client_call
 from ..sql_caller import caller_of
 from .context import Context
-from .db_static_cache import fp_of, is_marker, normalize
+from ..sql_text import fp_of, is_marker, normalize
 
 CHAIN_DEPTH = 16     # callers followed up from the repeated function
 MIN_INSIDE_PCT = 25.0   # of a repeated function's samples (or calls) under flagged work, to say so
@@ -183,7 +183,7 @@ def statement_senders(ctx: Context) -> dict[str, tuple[str, str]]:
     left_out: set[str] = set()
     for rid in sorted(ctx.xhprof):
         totals = ctx.xhprof[rid]
-        shapes = Counter(fp_of(s.sql) for s in ctx.statements_of.get(rid, ()) if not is_marker(s))
+        shapes = Counter(fp_of(s.sql) for s in ctx.statements_of.get(rid, ()) if not is_marker(s.sql))
         by_count: dict[int, set[str]] = {}
         for shape, n in shapes.items():
             by_count.setdefault(n, set()).add(shape)
@@ -198,7 +198,7 @@ def statement_senders(ctx: Context) -> dict[str, tuple[str, str]]:
                 continue
             candidates[fn] = candidates[fn] & same if fn in candidates else set(same)
     out = {fn: ("shape", next(iter(shapes))) for fn, shapes in candidates.items() if len(shapes) == 1}
-    for name in {caller_of(s.sql) for s in ctx.statements if not is_marker(s)} - {None}:
+    for name in {caller_of(s.sql) for s in ctx.statements if not is_marker(s.sql)} - {None}:
         out[name] = ("named", name)
     return out
 
@@ -242,7 +242,7 @@ def for_statements(ctx: Context, fn: str, rids: list[str], queries: list[Finding
         if not calls:
             continue
         calls_total += calls
-        stmts = [s for s in ctx.statements_of.get(rid, ()) if not is_marker(s)]
+        stmts = [s for s in ctx.statements_of.get(rid, ()) if not is_marker(s.sql)]
         removed = [{id(s) for s in _removed(q, stmts)} if ctx.url_of.get(rid) in q.urls else set()
                    for q in queries]
         weights: dict[str, dict[tuple[int, str], float]] = {}

@@ -55,8 +55,8 @@ from ..query_digest import query_id
 from . import db_static_cache, n_plus_one
 from .context import Context
 from .statement_time import SHARE_SOURCE, statement_time
-from .db_static_cache import _ident, busiest_url, fp_of, identifiers, is_marker, is_table_select, is_write, \
-    normalize, spread, spread_by_url, tokens
+from ..sql_text import fp_of, ident, identifiers, is_marker, is_table_select, is_write, normalize, tokens
+from .figures import busiest_url, spread, spread_by_url
 
 ID = "repeated-query"
 
@@ -94,7 +94,7 @@ def tables_read(sql: str) -> frozenset[str]:
                 if j + 2 < len(toks) and toks[j + 1] == ("punct", ".") and toks[j + 2][0] == "ident":
                     j += 2
                     name = toks[j][1]
-                out.add(_ident(name).lower())
+                out.add(ident(name).lower())
                 j += 1
                 # an alias, then a comma continues the FROM list
                 if j < len(toks) and toks[j][0] == "ident" and toks[j][1].lower() == "as":
@@ -137,7 +137,7 @@ def _repeats(ctx: Context, rid: str, skip: set[tuple[str, str]]) -> list[Repeat]
     found: dict[str, Repeat] = {}
     run: dict[str, int] = {}
     for s in stmts:
-        if is_marker(s):
+        if is_marker(s.sql):
             continue
         if is_write(s.sql):
             touched = identifiers(s.sql)

@@ -4,48 +4,36 @@ shape on most views of a page -- MediaWiki's old `UPDATE page SET page_counter =
 forces a log flush on the hottest pages, and turns reads into contention under load."""
 from __future__ import annotations
 
-import re
-from collections import defaultdict
-
 from ..findings import Evidence, Finding
 from ..query_digest import fingerprint, query_id
+from ..sql_text import ROW_WRITES, write_verb
 from .context import Context
 from .statement_time import statement_time
 
 ID = "write-on-read"
-_WRITE = re.compile(r"^\s*(?:/\*.*?\*/\s*)*(UPDATE|INSERT|REPLACE|DELETE)\b", re.I | re.S)
 
 
 def is_write(sql: str) -> bool:
-    return _WRITE.match(sql) is not None
+    """A row write (UPDATE, INSERT, REPLACE, DELETE; sql_text.write_verb): what a read-only
+    request should not send. Schema statements and TRUNCATE are writes too (sql_text.is_write),
+    but not this pathology's."""
+    return write_verb(sql) in ROW_WRITES
 
 
 def detect(ctx: Context) -> list:
     methods = {m.upper() for m in ctx.threshold(ID, "methods")}
     min_share = ctx.threshold(ID, "min_request_share")
+    is_read = lambda r: r.method.upper() in methods
     findings = []
-    # fingerprint -> url -> set of request ids that sent it
-    seen: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
-    examples: dict[str, str] = {}
-    for r in ctx.requests:
-        if r.method.upper() not in methods:
-            continue
-        for s in ctx.statements_of[r.id]:
-            if is_write(s.sql):
-                fp = fingerprint(s.sql)
-                seen[fp][ctx.url_of[r.id]].add(r.id)
-                examples.setdefault(fp, s.sql)
-    for fp, per_url in sorted(seen.items()):
-        urls = sorted(u for u, rids in per_url.items()
-                      if len(rids) >= min_share * sum(1 for r in ctx.by_url[u] if r.method.upper() in methods))
-        if not urls:
-            continue
+    for fp, urls, per_url in ctx.shapes_on_urls(lambda s: is_write(s.sql), min_share, among=is_read):
+        example = next(s.sql for r in ctx.requests if is_read(r) for s in ctx.statements_of[r.id]
+                       if is_write(s.sql) and fingerprint(s.sql) == fp)
         rids = sorted(set().union(*(per_url[u] for u in urls)))
-        reads = [r for u in urls for r in ctx.by_url[u] if r.method.upper() in methods]
+        reads = [r for u in urls for r in ctx.by_url[u] if is_read(r)]
         sent = [s for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp]
         count = len(sent)
         share, time_evidence, sender = statement_time(ctx, sent, "time in these writes")
-        verb = _WRITE.match(examples[fp]).group(1).upper()
+        verb = write_verb(example)
         findings.append(Finding(
             id=ID, title=f"Every page view writes: {verb} on {len(urls)} read-only URL(s)",
             severity="medium", share_pct=round(share, 2),
@@ -56,7 +44,7 @@ def detect(ctx: Context) -> list:
                       Evidence("GET requests that sent it", f"{len(rids)} of {len(reads)}", "statements.jsonl"),
                       Evidence("executions", count, "statements.jsonl"),
                       *time_evidence,
-                      Evidence("example", examples[fp], "statements.jsonl")],
+                      Evidence("example", example, "statements.jsonl")],
             urls=urls, requests=rids[:5],
-            details={"sender": sender, "fingerprint": fp, "query_id": query_id(fp), "verb": verb, "example": examples[fp]}))
+            details={"sender": sender, "fingerprint": fp, "query_id": query_id(fp), "verb": verb, "example": example}))
     return findings
