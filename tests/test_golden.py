@@ -60,3 +60,19 @@ def test_outputs_unchanged(case, tmp_path):
             got = tmp_path / name
             got.write_text(text)
             pytest.fail(f"{case}/{name} differs from the recorded output: diff -u {path} {got}")
+
+
+def test_samples_are_symbolized_once_per_bundle(monkeypatch):
+    """`run` analyzes a bundle, then builds the detectors' Context from the same Bundle: the
+    perf samples are named once (analysis.symbolized), not once for each."""
+    from lockdown.analyzers import analysis
+    calls = []
+    real = analysis.symbolize
+    monkeypatch.setattr(analysis, "symbolize", lambda *a, **k: calls.append(1) or real(*a, **k))
+    bundle = open_bundle(GOLDEN / "minicms" / "bundle")
+    analyze(bundle)
+    ctx = build_context(bundle, load_thresholds())
+    assert len(calls) == 1 and ctx.native
+    assert analysis.symbolized(bundle)[0] is analysis.symbolized(bundle)[0]
+    analyze(open_bundle(GOLDEN / "minicms" / "bundle"))        # another Bundle: named again
+    assert len(calls) == 2

@@ -8,7 +8,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import asdict
+from weakref import WeakKeyDictionary
 
+from ..bundle.model import PerfSample
 from ..bundle.store import Bundle
 from ..errors import LockdownError
 from . import budget, db_status, engine_state, off_cpu, query_digest, round_trip, subsystems, tail
@@ -16,6 +18,23 @@ from .builtins import hot_builtins
 from .native_functions import hot_native
 from .php_functions import hot_functions
 from .symbolize import Identity, jit_name, symbolize, tables_for
+
+
+_SYMBOLIZED: WeakKeyDictionary = WeakKeyDictionary()
+
+
+def symbolized(bundle: Bundle) -> tuple[list[PerfSample], Identity]:
+    """Every perf sample of the bundle with its frames named (symbolize.symbolize), and the
+    counts of what was named: computed once per opened bundle and kept while it lives, since
+    `analyze` and the detectors' Context (detectors/context.py) both read them, on one Bundle
+    in a `run`. The samples and counts are shared: read them, do not change them."""
+    got = _SYMBOLIZED.get(bundle)
+    if got is None:
+        identity = Identity()
+        samples = symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()), identity,
+                            jit_name(bundle.manifest))
+        got = _SYMBOLIZED[bundle] = (samples, identity)
+    return got
 
 
 class SelectionError(LockdownError):
@@ -56,10 +75,8 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     whole = request is None and url is None
     instrumented = {r.id for r in requests if r.instrumented}
     url_of = {r.id: (r.url or r.uri) for r in requests}
-    identity = Identity()
-    samples = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()), identity,
-                                   jit_name(bundle.manifest))
-               if s.request in ids and s.request not in instrumented]
+    named, identity = symbolized(bundle)
+    samples = [s for s in named if s.request in ids and s.request not in instrumented]
     statements = [s for s in bundle.statements() if whole or s.request in ids]
     out: dict = {"bundle": str(bundle.root), "target": bundle.manifest["target"]["name"],
                  "selection": {"request": request, "url": url}, "requests": len(requests),

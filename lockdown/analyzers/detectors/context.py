@@ -20,7 +20,7 @@ from ..engine_state import EngineState, app_tree, summarize
 from ..query_digest import by_request, fingerprint
 from ..round_trip import Applied, RoundTrip, app_statements, applied, measure
 from ..sql_caller import caller_of
-from ..symbolize import jit_name, symbolize, tables_for
+from ..analysis import symbolized
 
 
 @dataclass
@@ -251,9 +251,7 @@ class Context:
 def build_context(bundle: Bundle, thresholds: dict) -> Context:
     requests = bundle.requests()
     timed = {r.id for r in requests if not r.instrumented}
-    native = [s for s in symbolize(bundle.perf_samples(), tables_for(bundle.build_ids()),
-                                   jit=jit_name(bundle.manifest))
-              if s.request in timed]
+    native = [s for s in symbolized(bundle)[0] if s.request in timed]     # named once per bundle
     profiles = bundle.excimer()
     return Context(
         requests=requests,
