@@ -46,10 +46,31 @@ def _finite_float(text: str) -> float:
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 
 
+# JSON may escape half of a UTF-16 pair alone ("\ud800"): Python reads it into a string no
+# UTF-8 output (a report, an export, the terminal) can hold
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate(text: str, value) -> bool:
+    """Whether JSON `text`, decoded into `value`, holds a string with half a character."""
+    if not _SURROGATE_ESCAPE.search(text):          # the common case: no such escape at all
+        return False
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def strict_json(data: bytes):
-    """One bundle file or JSONL line: UTF-8, JSON without NaN, Infinity or overflowing floats.
-    Raises ValueError (UnicodeDecodeError and JSONDecodeError are ValueErrors) or RecursionError."""
-    return _DECODER.decode(data.decode("utf-8"))
+    """One bundle file or JSONL line: UTF-8, JSON without NaN, Infinity or overflowing floats,
+    or half a character (a lone surrogate escape). Raises ValueError (UnicodeDecodeError and
+    JSONDecodeError are ValueErrors) or RecursionError."""
+    text = data.decode("utf-8")
+    value = _DECODER.decode(text)
+    if lone_surrogate(text, value):
+        raise ValueError("a \\u escape of half a character, not text")
+    return value
 
 
 def _why(e: Exception) -> str:
@@ -60,7 +81,7 @@ def _why(e: Exception) -> str:
         return f"damaged JSON ({e.msg}, column {e.colno})"
     if isinstance(e, RecursionError):
         return "damaged JSON (nested too deeply)"
-    return f"damaged JSON ({e})"
+    return f"damaged JSON ({str(e).split('; use sys.')[0]})"      # not Python's advice on an int's digits
 
 
 def sha256_of(path: Path) -> str:
@@ -255,7 +276,12 @@ MANIFEST_SHAPE = {
     "php.pool.instrumented_extension": "str | None",
     "host": "dict | None", "host_cpu": "dict | None",
 }
-_REQUIRED = ("target", "target.name", "files")
+# (a field whose parent is there: what every writer puts in it, and the summary prints)
+_REQUIRED = ("target", "target.name", "files", "overhead.capture_rps", "overhead.baseline_rps", "overhead.ratio",
+             "collected.perf.samples", "collected.perf.in_requests", "collected.perf.outside_requests",
+             "collected.excimer.samples", "collected.excimer.requests_with_samples", "collected.xhprof.profiles",
+             "collected.queries.statements", "collected.queries.attribution")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")        # no writer names a file so; a message would break
 
 
 def manifest_problem(manifest: dict) -> str | None:
@@ -274,7 +300,8 @@ def manifest_problem(manifest: dict) -> str | None:
             return f"{path} is not {check.one} ({brief(where[key])})"
     for rel, meta in manifest["files"].items():
         parts = PurePosixPath(rel).parts
-        if not parts or rel.startswith("/") or ".." in parts:
+        if (not parts or rel.startswith("/") or ".." in parts or _CONTROL.search(rel)
+                or max(len(part.encode("utf-8", "surrogatepass")) for part in parts) > 255):
             return f"files lists {rel!r}, not a path inside the bundle"
         if not (type(meta) is dict and type(meta.get("bytes")) is int and meta["bytes"] >= 0
                 and type(meta.get("sha256")) is str):
@@ -309,11 +336,18 @@ def open_bundle(path: Path) -> Bundle:
     why = manifest_problem(manifest)
     if why:
         raise BundleError(f"{mpath}: {why}; the manifest is damaged, capture the bundle again")
+    inside = root.resolve()
     for rel, meta in manifest["files"].items():
         p = root / rel
-        if not p.is_file():
-            raise BundleError(f"{p}: missing from the bundle (listed in manifest.json)")
-        size = p.stat().st_size
+        try:
+            if not p.is_file():
+                raise BundleError(f"{p}: missing from the bundle (listed in manifest.json)")
+            if inside not in p.resolve().parents:       # read, it would land in analyses and exports
+                raise BundleError(f"{p}: leads out of the bundle (through a symlink, to {p.resolve()}); "
+                                  f"a bundle holds its own files, capture it again")
+            size = p.stat().st_size
+        except OSError as e:                            # a directory it may not enter, say
+            raise BundleError(f"{p}: cannot read it ({e.strerror or e})")
         if size != meta["bytes"]:
             raise BundleError(f"{p}: {size} bytes, manifest says {meta['bytes']}; the file is "
                               f"truncated or damaged")

@@ -45,6 +45,12 @@ COMMANDS = ("analyze", "bench", "compare", "doctor", "export", "flamegraph", "pr
             "restore", "run", "targets", "validate", "verify", "writeup")
 
 
+def one_line(message) -> str:
+    """An error's message on one line: a path or value it quotes may hold a line break (a
+    directory named so, a damaged file's field)."""
+    return str(message).replace("\r", "\\r").replace("\n", "\\n")
+
+
 class LockdownGroup(click.Group):
     def list_commands(self, ctx):
         return sorted(set(COMMANDS) | set(self.commands))
@@ -85,14 +91,25 @@ class LockdownGroup(click.Group):
                 click.echo(message, err=True)
             return super().invoke(ctx)
         except PhaseFailed as e:
-            click.echo(f"lockdown: error: {e}", err=True)
+            click.echo(f"lockdown: error: {one_line(e)}", err=True)
             if e.details:
                 click.echo(e.details, err=True)
             ctx.exit(e.exit_code)
         except LockdownError as e:
-            click.echo(f"lockdown: error: {e}", err=True)
+            click.echo(f"lockdown: error: {one_line(e)}", err=True)
             ctx.exit(e.exit_code)
+        except RuntimeError as e:           # pathlib's resolve() of a symlink loop, before Python 3.13
+            if not str(e).startswith("Symlink loop from "):
+                raise
+            click.echo(f"lockdown: error: {one_line(str(e)[len('Symlink loop from '):])}: a loop of symbolic "
+                       f"links; give another path", err=True)
+            ctx.exit(LockdownError.exit_code)
         except OSError as e:
+            if e.errno in (errno.ENAMETOOLONG, errno.ELOOP):    # a path given, or one a file read names
+                hint = "give a shorter path" if e.errno == errno.ENAMETOOLONG else "give another path"
+                where = one_line(e.filename2 or e.filename or "a path")
+                click.echo(f"lockdown: error: {where}: {e.strerror}; {hint}", err=True)
+                ctx.exit(LockdownError.exit_code)
             if e.errno not in _FILE_SYSTEM_ERRORS:
                 raise
             # a full or read-only disk can stop any write; everything started was stopped on the way

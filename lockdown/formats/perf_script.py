@@ -14,9 +14,10 @@ from typing import Iterable, Iterator
 
 SCRIPT_FIELDS = "comm,pid,tid,time,period,event,ip,sym,symoff,dso"
 
-_HEADER = re.compile(r"^(?P<comm>.*?)\s+(?P<pid>-?\d+)/(?P<tid>-?\d+)\s+(?P<sec>\d+)\.(?P<frac>\d+):"
-                     r"\s+(?P<period>\d+)\s+(?P<event>\S+?):?\s*$")
+_HEADER = re.compile(r"^(?P<comm>.*?)\s+(?P<pid>-?\d{1,19})/(?P<tid>-?\d{1,19})\s+(?P<sec>\d{1,19})\.(?P<frac>\d+):"
+                     r"\s+(?P<period>\d{1,19})\s+(?P<event>\S+?):?\s*$")
 _FRAME = re.compile(r"^\s+(?P<addr>[0-9a-f]+)\s+(?P<sym>.*?)(?:\+0x(?P<off>[0-9a-f]+))?\s+\((?P<dso>.*)\)\s*$")
+INT_MAX = (1 << 63) - 1      # what the bundle's records hold (bundle/model.py): perf's own are 64-bit
 
 
 class PerfScriptError(ValueError):
@@ -69,8 +70,11 @@ def parse(lines: Iterable[str], source: str = "perf script") -> Iterator[Sample]
             if m is None or current is None:
                 raise PerfScriptError(f"{source} line {n}: not a call-chain frame: {line[:80]!r}")
             off = m.group("off")
-            current.frames.append(Frame(int(m.group("addr"), 16), m.group("sym") or "[unknown]",
-                                        int(off, 16) if off else None, m.group("dso")))
+            frame = Frame(int(m.group("addr"), 16), m.group("sym") or "[unknown]",
+                          int(off, 16) if off else None, m.group("dso"))
+            if frame.addr >> 64 or (frame.offset or 0) > INT_MAX:
+                raise PerfScriptError(f"{source} line {n}: a number out of range: {line[:80]!r}")
+            current.frames.append(frame)
             continue
         m = _HEADER.match(line)
         if m is None:
@@ -80,5 +84,7 @@ def parse(lines: Iterable[str], source: str = "perf script") -> Iterator[Sample]
         current = Sample(m.group("comm"), int(m.group("pid")), int(m.group("tid")),
                          _time_ns(m.group("sec"), m.group("frac")), int(m.group("period")),
                          m.group("event"))
+        if not all(-INT_MAX <= v <= INT_MAX for v in (current.pid, current.tid, current.time_ns, current.period)):
+            raise PerfScriptError(f"{source} line {n}: a number out of range: {line[:80]!r}")
     if current is not None:
         yield current

@@ -62,12 +62,15 @@ def load_run(directory: Path) -> RunRecord:
     findings = findings_of(data, path)
     run = data.get("run") if isinstance(data.get("run"), dict) else {}
     try:
-        target = resolve(run.get("target_dir") or data["target"])
+        try:
+            target = resolve(run.get("target_dir") or data["target"])
+        except LockdownError as e:      # moved or deleted since, or the file is damaged
+            raise LockdownError(f"{path}: the run's target: {e}") from None
         return RunRecord(directory, target, findings, dict(run.get("php_ini", {})),
                          int(run.get("requests", 120)), int(run.get("xhprof_every", 10)),
                          with_defaults(run.get("thresholds")),
                          run_bundle(directory, data), Base.from_json(run.get("base")))
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise LockdownError(f"{path}: damaged ({type(e).__name__}: {e}); run `lockdown run` again")
 
 

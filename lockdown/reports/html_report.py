@@ -622,7 +622,7 @@ def _pages(responses) -> str | None:
     """The page comparison's line, or None when verify.json has none (older) or a damaged one."""
     try:
         return pages_line(responses) if isinstance(responses, dict) else None
-    except (KeyError, TypeError, IndexError):
+    except (KeyError, TypeError, IndexError, ValueError):
         return None
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
 
 from ..analyzers.findings import Finding, remediation_names
+from ..bundle.store import lone_surrogate
 from ..remediation.base import describe
 from ..errors import LockdownError
 from .. import run_marker
@@ -44,8 +46,13 @@ def read_json(path: Path, redo: str, required: bool = True) -> dict | None:
     except json.JSONDecodeError as e:
         raise RunDirError(f"{path}: damaged JSON ({e.msg}: line {e.lineno} column {e.colno}); "
                           f"{redo}")
+    except (ValueError, RecursionError) as e:     # an int of 4,300+ digits; nesting too deep
+        why = "nested too deeply" if isinstance(e, RecursionError) else str(e).split(";")[0]
+        raise RunDirError(f"{path}: damaged JSON ({why}); {redo}")
     if not isinstance(data, dict):
         raise RunDirError(f"{path}: not a JSON object; {redo}")
+    if lone_surrogate(text, data):          # no report or write-up could be written with it
+        raise RunDirError(f"{path}: damaged JSON (a \\u escape of half a character, not text); {redo}")
     return data
 
 
@@ -69,8 +76,9 @@ def run_bundle(run_dir: Path, findings: dict) -> Path:
     directory copied elsewhere reads its own copy, not the original's)."""
     local = Path(run_dir) / "bundle"
     named = findings.get("bundle")
-    if local.is_dir() or not isinstance(named, str):
-        return local
+    if (local.is_dir() or not isinstance(named, str) or not named.startswith("/") or re.search(r"[\x00-\x1f]", named)
+            or max(len(part.encode("utf-8", "surrogatepass")) for part in Path(named).parts) > 255):
+        return local        # no path a run writes (an absolute one): the error names DIR/bundle
     return Path(named)
 
 

@@ -63,7 +63,9 @@ def pages_line(responses: dict, change: str = "the fix", source: str = "verify.j
     if same + unstable == n:
         what = f"all {same} compared URLs" if unstable else f"all {n} URLs"
         return f"{what} serve the same page before and after{masked}{note}"
-    first = next(r for r in responses["pages"] if r.get("same") is False)
+    first = next((r for r in responses["pages"] if r.get("same") is False), None)
+    if first is None:       # (a StopIteration would end a template's loop, or escape as RuntimeError)
+        raise ValueError(f"responses: {n - same - unstable} of {n} URLs differ, but no page is marked different")
     where = (f"status {first['status_before']} -> {first['status_after']}"
              if first["status_before"] != first["status_after"] else
              f"first difference at character {first['first_difference']['offset']}")
