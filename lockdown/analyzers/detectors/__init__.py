@@ -1,6 +1,9 @@
 """Detectors of known pathologies (../../../docs/detectors.md): one module each, each with an
-`ID` and a pure `detect(ctx) -> list[Finding]` over the bundle's `Context`. Adding one means
-adding a module here, its thresholds in thresholds.toml, and its fixture test."""
+`ID`, a `SUBJECT` (the details key that tells its findings apart across captures, one of
+findings.SUBJECT_KEYS, or None when it reports one finding at most) and a pure
+`detect(ctx) -> list[Finding]` over the bundle's `Context`. Adding one means adding a module
+here, its name to DETECTORS, its thresholds in thresholds.toml, and its fixture test;
+tests/test_detectors_registry.py fails when one of them is missing."""
 from __future__ import annotations
 
 import importlib

@@ -25,6 +25,7 @@ from ..off_cpu import of_capture, significant
 from .context import Context
 
 ID = "blocking-wait"
+SUBJECT = "function"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 
 def detect(ctx: Context) -> list[Finding]:

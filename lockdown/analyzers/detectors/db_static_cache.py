@@ -89,6 +89,7 @@ from .query_loops import Loop, loops, written_tables
 from .statement_time import statement_time
 
 ID = "db-static-cache"
+SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 
 def static_fingerprints(ctx: Context) -> dict[str, dict]:

@@ -49,6 +49,7 @@ from .hot_builtins import (capture_extensions, example_requests, php_version, re
                            sample_share, self_dso)
 
 ID = "debug-extension"
+SUBJECT = "extension"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 _WHAT = {
     "xdebug": "Xdebug replaces the engine's execute hook and observes every call; loaded in production it made "

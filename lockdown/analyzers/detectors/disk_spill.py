@@ -39,6 +39,7 @@ from .context import Context
 from .statement_time import statement_time
 
 ID = "disk-spill"
+SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
 TABLE_FLAGS = ("tmp_table_on_disk",)
 SORT_FLAGS = ("filesort_on_disk", "merge_passes")
 NO_PATCH = ("the capture does not know the schema (column types, indexes) or the server's memory "

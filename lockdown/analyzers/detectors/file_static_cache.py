@@ -80,6 +80,7 @@ from .context import Context
 from .figures import spread
 
 ID = "file-static-cache"
+SUBJECT = "function"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 READS = frozenset(("fread", "fgets", "fgetc", "fgetcsv", "fscanf", "stream_get_contents",
                    "stream_get_line", "splfileobject::fread", "splfileobject::fgets",

@@ -29,6 +29,7 @@ from ..findings import Evidence, Finding, severity_for
 from .context import Context
 
 ID = "fs-scan"
+SUBJECT = "walker"  # what tells its findings apart (findings.SUBJECT_KEYS)
 # builtins that walk a directory, and the methods of PHP's directory iterators
 WALKERS = ("opendir", "readdir", "closedir", "rewinddir", "scandir", "glob", "dir")
 ITERATOR = re.compile(r"^(RecursiveDirectoryIterator|DirectoryIterator|FilesystemIterator|GlobIterator"

@@ -51,6 +51,7 @@ from ..subsystems import breakdown, categorise, dso_name, passes_through
 from .context import Context
 
 ID = "hot-builtins"
+SUBJECT = None  # one finding at most
 
 # -- ini values (manifest php.ini: ini_get_all(null, false), strings or null) -------------------
 

@@ -69,6 +69,7 @@ from .figures import spread
 from .query_loops import Loop, loops
 
 ID = "n-plus-one"
+SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 
 def _candidate(ctx: Context, lp: Loop) -> bool:

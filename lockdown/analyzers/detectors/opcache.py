@@ -67,6 +67,7 @@ from .hot_builtins import (example_requests, ini_flag, ini_int, ini_value, php_v
                            sample_share, share_by_url)
 
 ID = "opcache"
+SUBJECT = "case"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 _FILE_ENTRY = re.compile(r"^compile_file(\.|$)")
 _EVAL_ENTRY = re.compile(r"^compile_string(\.|$)")

@@ -43,6 +43,7 @@ from .hot_builtins import (callee_calls, example_requests, ini_flag, ini_value, 
                            request_share, sample_share, share_by_url, sources)
 
 ID = "pcre-jit-off"
+SUBJECT = None  # one finding at most
 MATCHERS = ("preg_match", "preg_match_all", "preg_replace", "preg_replace_callback",
             "preg_replace_callback_array", "preg_split", "preg_grep", "preg_filter")
 

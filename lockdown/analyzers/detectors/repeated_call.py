@@ -39,6 +39,7 @@ from .context import Context
 from .related import unlink_nested
 
 ID = "repeated-call"
+SUBJECT = "function"  # what tells its findings apart (findings.SUBJECT_KEYS)
 SAVE_LABEL = "share of request time a cache would save, %"
 
 

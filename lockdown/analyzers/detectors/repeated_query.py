@@ -59,6 +59,7 @@ from ..sql_text import fp_of, ident, identifiers, is_marker, is_table_select, is
 from .figures import busiest_url, spread, spread_by_url
 
 ID = "repeated-query"
+SUBJECT = "statement"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 _VOLATILE = {"rand", "uuid", "uuid_short", "now", "sysdate", "curdate", "curtime", "current_timestamp",
              "current_date", "current_time", "utc_timestamp", "utc_date", "utc_time", "localtime",

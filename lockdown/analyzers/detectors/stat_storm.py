@@ -71,6 +71,7 @@ from .fs_scan import is_walk_call   # the walk calls are fs-scan's
 from .opcache import _loaded as opcache_loaded
 
 ID = "stat-storm"
+SUBJECT = None  # one finding at most
 STAT_CALLS = frozenset((
     "file_exists", "is_file", "is_dir", "is_link", "is_readable", "is_writable", "is_writeable",
     "is_executable", "filemtime", "filectime", "fileatime", "filesize", "fileperms", "fileinode",

@@ -28,6 +28,7 @@ from .context import Context
 from .statement_time import statement_time
 
 ID = "unindexed-query"
+SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
 _WHERE = re.compile(r"\bWHERE\b(.*?)(?:\bGROUP\s+BY\b|\bORDER\s+BY\b|\bLIMIT\b|\bHAVING\b|$)", re.I | re.S)
 _COND_COL = re.compile(r"(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?\s*(?:=|<=?|>=?|<>|!=|\bIN\b|\bLIKE\b|\bBETWEEN\b|\bIS\b)", re.I)
 _ORDER_COL = re.compile(r"(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?\s*(?:ASC|DESC)?\s*(?:,|$)", re.I)

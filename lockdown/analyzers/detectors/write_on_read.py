@@ -11,6 +11,7 @@ from .context import Context
 from .statement_time import statement_time
 
 ID = "write-on-read"
+SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 
 def is_write(sql: str) -> bool:
