@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from contexts import context, request, statement
 from lockdown.analyzers.detectors import disk_spill
-from lockdown.analyzers.detectors.disk_spill import causes, shape
+from lockdown.analyzers.detectors.disk_spill import check_columns, describe_causes, shape
 
 DUPES = "SELECT body, COUNT(*) AS copies, MIN(id) AS first FROM notes GROUP BY body ORDER BY copies DESC LIMIT {}"
 SORTED = "SELECT id, title, body FROM notes WHERE topic = 'topic{}' ORDER BY body"
@@ -124,6 +124,12 @@ def test_a_shape_that_spills_on_a_minority_of_its_executions_is_not_flagged():
     [f] = disk_spill.detect(context(reqs, stmts, thresholds={"disk-spill": {"min_execution_share": 0.25}}))
     assert (f.details["spilled"], f.details["plan_known"], f.details["executions_per_request"]) == (4, 16, 4)
     assert f.share_pct == 20.0          # the 4 spilling executions only: 4 x 20 ms / 4 x 100 ms
+
+
+def causes(sql: str, table_spill: bool, sort_spill: bool, rows_examined: float):
+    """(the describer's sentences, the columns to check) for a statement's text."""
+    sh = shape(sql)
+    return describe_causes(sh, table_spill, sort_spill, rows_examined), check_columns(sh, table_spill, sort_spill)
 
 
 def test_the_cause_read_from_the_text():

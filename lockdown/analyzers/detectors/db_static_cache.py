@@ -78,6 +78,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 
 from ...bundle.model import Statement
 from ..findings import Evidence, Finding, severity_for
@@ -86,7 +87,7 @@ from ..sql_text import normalize, point_lookup
 from .context import Context
 from .figures import busiest, others_text, spread, spread_by_url
 from .query_loops import Loop, loops, written_tables
-from .statement_time import statement_time
+from .statement_time import StatementTime, describe_statement_time, statement_time
 
 ID = "db-static-cache"
 SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
@@ -148,22 +149,39 @@ def flagged(ctx: Context) -> list[Loop]:
     return [lp for ls in by_fp.values() if len(ls) >= 2 for lp in ls]
 
 
-def detect(ctx: Context) -> list[Finding]:
+@dataclass
+class Case:
+    """One static lookup shape, as the reported requests sent it."""
+    fingerprint: str
+    table: str
+    columns: list[str]              # the WHERE columns in order
+    varying: list[str]              # those whose values change between lookups
+    constant: dict[str, str]        # the others, with their one value
+    urls: list[str]
+    requests: list[str]             # the reported requests, sorted
+    on_urls: int                    # requests to those URLs
+    per_request: dict               # lookups per request (spread)
+    per_url: dict
+    distinct: set[str]              # keys (the varying values, joined)
+    every: set[str]                 # keys looked up on every reported request
+    empty: set[str]                 # of those, keys that never returned a row
+    unique_share: float
+    time: StatementTime
+    examples: list[str]
+
+
+def decide(ctx: Context) -> list[Case]:
     by_fp: dict[str, list[Loop]] = defaultdict(list)
     for lp in flagged(ctx):
         by_fp[lp.fingerprint].append(lp)
     static = static_fingerprints(ctx)
-    findings = []
+    cases = []
     for fp, ls in by_fp.items():
         ls.sort(key=lambda lp: lp.request)
-        rids = [lp.request for lp in ls]
         urls = sorted({lp.url for lp in ls})
-        all_stmts = [s for lp in ls for s in lp.statements]
-        lookups = [point_lookup(s.sql) for s in all_stmts]
-        table = lookups[0].table
+        lookups = [point_lookup(s.sql) for lp in ls for s in lp.statements]
         columns = list(lookups[0].columns)
         varying = [i for i in range(len(columns)) if len({lk.values[i] for lk in lookups}) > 1]
-        constant = {columns[i]: lookups[0].values[i] for i in range(len(columns)) if i not in varying}
 
         def key_of(s: Statement) -> str:
             vals = point_lookup(s.sql).values
@@ -171,54 +189,63 @@ def detect(ctx: Context) -> list[Finding]:
 
         key_sets = [{key_of(s) for s in lp.statements} for lp in ls]
         every = set.intersection(*key_sets)
-        distinct = set.union(*key_sets)
-        empty = {k for k in every
-                 if all(s.rows_sent == 0 for lp in ls for s in lp.statements if key_of(s) == k)}
-        counts = [lp.executions for lp in ls]
-        per_req = spread(counts)
-        share, time_evidence, sender = statement_time(ctx, (s for lp in ls for s in lp.statements),
-                                              "time in these statements")
-        unique_share = static[fp]["unique_share"]
-        examples = [normalize(s.sql) for s in ls[0].statements[:3]]
-        per_url = spread_by_url(ctx, ls, urls, "with_lookups", "queries_per_request")
-        source = f"statements.jsonl, {len(ls)} requests"
-        most = busiest(per_url, "queries_per_request")
-        summary = (
-            f"{per_req['median']} single-key lookups per request (median; {per_req['min']}-{per_req['max']}"
-            f"{f': {most[1]:g} on {most[0]}, {others_text(*most[2:])}' if most else ''}) "
-            f"read `{table}` one row at a time on {', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}: "
-            f"{len(distinct)} distinct keys, {len(every)} of them on every one of the {len(ls)} requests, "
-            f"and nothing in the capture writes `{table}`. This is static data (translations, "
-            "configuration) served by the database: one round trip per value. Load it once from a "
-            "PHP file returning an array, which the opcode cache keeps in memory (MediaWiki: "
-            "$wgCacheDirectory with LCStoreStaticArray and rebuildLocalisationCache.php).")
-        findings.append(Finding(
-            id=ID,
-            title=f"Static data read from the database: {per_req['median']} key lookups per request on table {table}",
-            severity=severity_for(share), share_pct=round(share, 2), summary=summary,
-            evidence=[
-                Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
-                Evidence("lookups per request (min/median/max)",
-                         f"{per_req['min']}/{per_req['median']}/{per_req['max']}", source),
-                Evidence("requests with the lookups", f"{len(ls)} of {sum(len(ctx.by_url[u]) for u in urls)}",
-                         "requests.jsonl, statements.jsonl"),
-                Evidence("distinct keys", len(distinct), source),
-                Evidence("keys looked up on every request", len(every), source),
-                Evidence("of those, keys that returned no row every time (rows_sent 0)", len(empty), source),
-                Evidence("a request's keys that no other request looked up (median share)",
-                         f"{100 * unique_share:.0f}%", source),
-                Evidence("writes to the table in the capture", 0, "statements.jsonl (all clients)"),
-                *time_evidence,
-                Evidence("table", table, "statement text"),
-                *[Evidence("example", e, f"request {ls[0].request}") for e in examples],
-            ],
-            urls=urls, requests=rids[:5],
-            details={"sender": sender, "table": table, "key_columns": columns,
-                     "varying_columns": [columns[i] for i in varying], "constant_columns": constant,
-                     "fingerprint": fp, "query_id": query_id(fp),
-                     "queries_per_request": per_req, "distinct_keys": len(distinct),
-                     "keys_sample": sorted(distinct)[:50], "keys_on_every_request": len(every),
-                     "missing_keys": len(empty), "missing_keys_sample": sorted(empty)[:50],
-                     "per_url": per_url, "examples": examples}))
-    findings.sort(key=lambda f: (-(f.share_pct or 0), f.details["fingerprint"]))
-    return findings
+        cases.append(Case(
+            fingerprint=fp, table=lookups[0].table, columns=columns, varying=[columns[i] for i in varying],
+            constant={columns[i]: lookups[0].values[i] for i in range(len(columns)) if i not in varying},
+            urls=urls, requests=[lp.request for lp in ls], on_urls=sum(len(ctx.by_url[u]) for u in urls),
+            per_request=spread([lp.executions for lp in ls]),
+            per_url=spread_by_url(ctx, ls, urls, "with_lookups", "queries_per_request"),
+            distinct=set.union(*key_sets), every=every,
+            empty={k for k in every if all(s.rows_sent == 0 for lp in ls for s in lp.statements if key_of(s) == k)},
+            unique_share=static[fp]["unique_share"],
+            time=statement_time(ctx, (s for lp in ls for s in lp.statements)),
+            examples=[normalize(s.sql) for s in ls[0].statements[:3]]))
+    cases.sort(key=lambda c: (-(round(c.time.share, 2) or 0), c.fingerprint))
+    return cases
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    fp, table, per_req, urls = c.fingerprint, c.table, c.per_request, c.urls
+    source = f"statements.jsonl, {len(c.requests)} requests"
+    most = busiest(c.per_url, "queries_per_request")
+    summary = (
+        f"{per_req['median']} single-key lookups per request (median; {per_req['min']}-{per_req['max']}"
+        f"{f': {most[1]:g} on {most[0]}, {others_text(*most[2:])}' if most else ''}) "
+        f"read `{table}` one row at a time on {', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}: "
+        f"{len(c.distinct)} distinct keys, {len(c.every)} of them on every one of the {len(c.requests)} requests, "
+        f"and nothing in the capture writes `{table}`. This is static data (translations, "
+        "configuration) served by the database: one round trip per value. Load it once from a "
+        "PHP file returning an array, which the opcode cache keeps in memory (MediaWiki: "
+        "$wgCacheDirectory with LCStoreStaticArray and rebuildLocalisationCache.php).")
+    return Finding(
+        id=ID,
+        title=f"Static data read from the database: {per_req['median']} key lookups per request on table {table}",
+        severity=severity_for(c.time.share), share_pct=round(c.time.share, 2), summary=summary,
+        evidence=[
+            Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
+            Evidence("lookups per request (min/median/max)",
+                     f"{per_req['min']}/{per_req['median']}/{per_req['max']}", source),
+            Evidence("requests with the lookups", f"{len(c.requests)} of {c.on_urls}",
+                     "requests.jsonl, statements.jsonl"),
+            Evidence("distinct keys", len(c.distinct), source),
+            Evidence("keys looked up on every request", len(c.every), source),
+            Evidence("of those, keys that returned no row every time (rows_sent 0)", len(c.empty), source),
+            Evidence("a request's keys that no other request looked up (median share)",
+                     f"{100 * c.unique_share:.0f}%", source),
+            Evidence("writes to the table in the capture", 0, "statements.jsonl (all clients)"),
+            *describe_statement_time(c.time, "time in these statements"),
+            Evidence("table", table, "statement text"),
+            *[Evidence("example", e, f"request {c.requests[0]}") for e in c.examples],
+        ],
+        urls=urls, requests=c.requests[:5],
+        details={"sender": c.time.function, "table": table, "key_columns": c.columns,
+                 "varying_columns": c.varying, "constant_columns": c.constant,
+                 "fingerprint": fp, "query_id": query_id(fp),
+                 "queries_per_request": per_req, "distinct_keys": len(c.distinct),
+                 "keys_sample": sorted(c.distinct)[:50], "keys_on_every_request": len(c.every),
+                 "missing_keys": len(c.empty), "missing_keys_sample": sorted(c.empty)[:50],
+                 "per_url": c.per_url, "examples": c.examples})

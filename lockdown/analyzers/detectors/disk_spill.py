@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import re
 import statistics
+from dataclasses import dataclass
 
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import fingerprint, plan_counts, plan_text, query_id
 from ..sql_text import FROM, ORDER_BY, is_select, without_strings
 from .context import Context
-from .statement_time import statement_time
+from .statement_time import StatementTime, describe_statement_time, statement_time
 
 ID = "disk-spill"
 SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
@@ -128,60 +129,45 @@ def _size(v) -> str | None:
     return f"{n / (1 << 20):.1f} MB" if n >= 1 << 20 else f"{n / 1024:.0f} KB" if n >= 1024 else f"{n} bytes"
 
 
-def setting(variables: dict | None, names: tuple, default: str) -> str:
-    """Server variables as the capture read them ("16.0 MB and 16.0 MB on the captured server"),
-    else MariaDB's documented default ("16M each by default") for bundles without them."""
-    sizes = [_size((variables or {}).get(n)) for n in names]
-    if all(sizes):
-        return " and ".join(sizes) + " on the captured server"
-    return default
-
-
-def causes(sql: str, table_spill: bool, sort_spill: bool, rows_examined: float,
-           variables: dict | None = None) -> tuple[list[str], list[str]]:
-    """(sentences naming the likely cause and what to check, the columns to look up) from the text."""
-    sh = shape(sql)
-    table = f"`{sh['table']}`" if sh["table"] else "the tables it reads"
-    out: list[str] = []
+def check_columns(sh: dict, table_spill: bool, sort_spill: bool) -> list[str]:
+    """The columns to look up with SHOW CREATE TABLE: those a spilled temporary table groups or
+    selects, then those a spilled sort orders by (`shape`)."""
     check: list[str] = []
     if table_spill:
-        needs = [w for w, on in (("GROUP BY", sh["group_by"]), ("DISTINCT", sh["distinct"]),
-                                 ("UNION", sh["union"])) if on] or ["its plan"]
-        cols = _unique(sh["grouped"], sh["selected"])
-        check = _unique(check, cols)
-        what = (("any column (it selects `*`" + (f", and {', '.join(cols)})" if cols else ")")) if sh["star"]
-                else cols[0] if len(cols) == 1 else f"any of {', '.join(cols)}" if cols
-                else "any column it groups or selects")
-        out.append(
-            f"The internal temporary table that {' and '.join(needs)} needs was written to disk (an Aria "
-            f"table). MariaDB's in-memory engine cannot hold TEXT or BLOB columns, so a temporary table with "
-            f"one is on disk from the start: check with SHOW CREATE TABLE {table} whether {what} is "
-            f"TEXT or BLOB. If one is, group or deduplicate on short columns (the key, or a hash such as "
-            f"MD5() of the text) and read the TEXT afterwards by key. If none is, the table outgrew "
-            f"min(tmp_table_size, max_heap_table_size) ({setting(variables, ('tmp_table_size', 'max_heap_table_size'), '16M each by default')}; "
-            f"{rows_examined:.0f} rows examined "
-            f"per execution): read fewer rows.")
+        check = _unique(check, sh["grouped"], sh["selected"])
     if sort_spill:
-        cols = sh["ordered"] or sh["grouped"]
-        check = _unique(check, cols)
-        on = (", ".join(cols) if cols else "its ORDER BY/GROUP BY expressions")
-        out.append(
-            f"The sort (by {on}) did not fit sort_buffer_size ({setting(variables, ('sort_buffer_size',), '2M by default')}) "
-            f"and went through temporary files merged in passes. A TEXT or BLOB sort column puts max_sort_length "
-            f"bytes ({(variables or {}).get('max_sort_length') or '1024 by default'}) "
-            f"of it in every row's key: check with SHOW CREATE TABLE {table}. Sort by a short or indexed "
-            f"column, "
-            + ("" if sh["limit"] else "add a LIMIT (a small one sorts in memory, keeping only the top rows), ")
-            + f"or read fewer rows ({rows_examined:.0f} examined per execution).")
-    shows = [w for w, on in (("`Using temporary`", table_spill), ("`Using filesort`", sort_spill)) if on]
-    out.append(f"EXPLAIN shows the plan ({' and '.join(shows)} in Extra).")
-    return out, check
+        check = _unique(check, sh["ordered"] or sh["grouped"])
+    return check
 
 
-def detect(ctx: Context) -> list:
+@dataclass
+class Case:
+    """One SELECT shape whose executions spill on most views of some URLs."""
+    fingerprint: str
+    urls: list[str]
+    requests: list[str]             # those with a spilling execution, sorted
+    on_urls: int                    # requests to those URLs
+    executions: int                 # of the shape there, with plan lines, spilled
+    known: int
+    spilled: int
+    plan: dict                      # the server's plan flags over the executions with plan lines
+    table_spill: bool               # a temporary table on disk, a sort through files
+    sort_spill: bool
+    per_request: float              # executions per request with a spill (median)
+    server_us: float                # per spilling execution (median), rows examined, returned
+    examined: float
+    returned: float
+    time: StatementTime
+    example: str                    # the slowest spilling execution
+    shape: dict                     # what its text says (`shape`)
+    variables: dict | None          # the server's variables as the capture read them
+    check: list[str]                # columns to check for TEXT/BLOB
+
+
+def decide(ctx: Context) -> list[Case]:
     min_request_share = ctx.threshold(ID, "min_request_share")
     min_execution_share = ctx.threshold(ID, "min_execution_share")
-    findings = []
+    cases = []
     for fp, urls, _ in ctx.shapes_on_urls(lambda s: spills(s) and is_select(s.sql), min_request_share):
         on_urls = [r.id for u in urls for r in ctx.by_url[u]]
         executions = [s for rid in on_urls for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp]
@@ -193,48 +179,109 @@ def detect(ctx: Context) -> list:
         plan = plan_counts(known)
         table_spill = any(f in plan for f in TABLE_FLAGS)
         sort_spill = any(f in plan for f in SORT_FLAGS)
-        per_request = statistics.median(sum(1 for s in executions if s.request == rid) for rid in rids)
-        server_us = statistics.median(s.duration_us for s in spilled)
-        examined = statistics.median(s.rows_examined for s in spilled)
-        returned = statistics.median(s.rows_sent for s in spilled)
-        share, time_evidence, _sender = statement_time(ctx, spilled, "time in the spilling executions")
         example = max(spilled, key=lambda s: s.duration_us).sql
-        why, check = causes(example, table_spill, sort_spill, examined,
-                            (ctx.manifest.get("database") or {}).get("variables"))
-        star = table_spill and shape(example)["star"]
-        what = ("writes its temporary table and its sort to disk" if table_spill and sort_spill else
-                "writes its temporary table to disk" if table_spill else "sorts through temporary files on disk")
-        where = f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}"
-        flags = plan_text(plan, len(known))
-        findings.append(Finding(
-            id=ID, title=f"A query {what} on {len(urls)} URL(s), {server_us / 1000:.1f} ms each",
-            severity=severity_for(share), share_pct=round(share, 2),
-            summary=(f"`{fp}` {what} on {len(rids)} of {len(on_urls)} requests to {where} "
-                     f"({len(spilled)} of {len(known)} executions; server plan flags: {flags}), "
-                     f"{server_us / 1000:.1f} ms in the server each (median). " + " ".join(why)),
-            evidence=[Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
-                      Evidence("executions per request (median)", per_request, "statements.jsonl"),
-                      Evidence("requests with a spilling execution", f"{len(rids)} of {len(on_urls)}",
-                               "statements.jsonl"),
-                      Evidence("executions the server flagged as spilling to disk", f"{len(spilled)} of {len(known)}",
-                               "slow log Tmp_table_on_disk, Filesort_on_disk, Merge_passes "
-                               "(log_slow_verbosity=query_plan)"),
-                      Evidence("the server's plan flags, % of executions", flags,
-                               "slow log query_plan lines"),
-                      Evidence("server time per spilling execution (median, us)", round(server_us),
-                               "slow log Query_time"),
-                      Evidence("rows examined / returned per spilling execution (median)",
-                               f"{examined:.0f} / {returned:.0f}", "slow log Rows_examined, Rows_sent"),
-                      *time_evidence,
-                      Evidence("columns to check for TEXT/BLOB (SHOW CREATE TABLE)",
-                               ", ".join(check + (["every column (SELECT *)"] if star else [])) or "-",
-                               "the example's text"),
-                      Evidence("example", example, "statements.jsonl")],
-            urls=urls, requests=rids[:5],
-            details={"fingerprint": fp, "query_id": query_id(fp), "table": shape(example)["table"],
-                     "temporary_table_on_disk": table_spill, "sort_on_disk": sort_spill,
-                     "executions": len(executions), "spilled": len(spilled), "plan": plan,
-                     "plan_known": len(known), "executions_per_request": per_request,
-                     "server_us": server_us, "rows_examined": examined, "rows_sent": returned,
-                     "check_columns": check, "causes": why, "example": example, "no_patch": NO_PATCH}))
-    return findings
+        sh = shape(example)
+        cases.append(Case(
+            fingerprint=fp, urls=urls, requests=rids, on_urls=len(on_urls), executions=len(executions),
+            known=len(known), spilled=len(spilled), plan=plan, table_spill=table_spill, sort_spill=sort_spill,
+            per_request=statistics.median(sum(1 for s in executions if s.request == rid) for rid in rids),
+            server_us=statistics.median(s.duration_us for s in spilled),
+            examined=statistics.median(s.rows_examined for s in spilled),
+            returned=statistics.median(s.rows_sent for s in spilled),
+            time=statement_time(ctx, spilled), example=example, shape=sh,
+            variables=(ctx.manifest.get("database") or {}).get("variables"),
+            check=check_columns(sh, table_spill, sort_spill)))
+    return cases
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+# -- description ---------------------------------------------------------------------------------
+
+def describe_setting(variables: dict | None, names: tuple, default: str) -> str:
+    """Server variables as the capture read them ("16.0 MB and 16.0 MB on the captured server"),
+    else MariaDB's documented default ("16M each by default") for bundles without them."""
+    sizes = [_size((variables or {}).get(n)) for n in names]
+    if all(sizes):
+        return " and ".join(sizes) + " on the captured server"
+    return default
+
+
+def describe_causes(sh: dict, table_spill: bool, sort_spill: bool, rows_examined: float,
+                    variables: dict | None = None) -> list[str]:
+    """Sentences naming the likely cause and what to check, from the text's `shape`."""
+    table = f"`{sh['table']}`" if sh["table"] else "the tables it reads"
+    out: list[str] = []
+    if table_spill:
+        needs = [w for w, on in (("GROUP BY", sh["group_by"]), ("DISTINCT", sh["distinct"]),
+                                 ("UNION", sh["union"])) if on] or ["its plan"]
+        cols = _unique(sh["grouped"], sh["selected"])
+        what = (("any column (it selects `*`" + (f", and {', '.join(cols)})" if cols else ")")) if sh["star"]
+                else cols[0] if len(cols) == 1 else f"any of {', '.join(cols)}" if cols
+                else "any column it groups or selects")
+        out.append(
+            f"The internal temporary table that {' and '.join(needs)} needs was written to disk (an Aria "
+            f"table). MariaDB's in-memory engine cannot hold TEXT or BLOB columns, so a temporary table with "
+            f"one is on disk from the start: check with SHOW CREATE TABLE {table} whether {what} is "
+            f"TEXT or BLOB. If one is, group or deduplicate on short columns (the key, or a hash such as "
+            f"MD5() of the text) and read the TEXT afterwards by key. If none is, the table outgrew "
+            f"min(tmp_table_size, max_heap_table_size) ({describe_setting(variables, ('tmp_table_size', 'max_heap_table_size'), '16M each by default')}; "
+            f"{rows_examined:.0f} rows examined "
+            f"per execution): read fewer rows.")
+    if sort_spill:
+        cols = sh["ordered"] or sh["grouped"]
+        on = (", ".join(cols) if cols else "its ORDER BY/GROUP BY expressions")
+        out.append(
+            f"The sort (by {on}) did not fit sort_buffer_size ({describe_setting(variables, ('sort_buffer_size',), '2M by default')}) "
+            f"and went through temporary files merged in passes. A TEXT or BLOB sort column puts max_sort_length "
+            f"bytes ({(variables or {}).get('max_sort_length') or '1024 by default'}) "
+            f"of it in every row's key: check with SHOW CREATE TABLE {table}. Sort by a short or indexed "
+            f"column, "
+            + ("" if sh["limit"] else "add a LIMIT (a small one sorts in memory, keeping only the top rows), ")
+            + f"or read fewer rows ({rows_examined:.0f} examined per execution).")
+    shows = [w for w, on in (("`Using temporary`", table_spill), ("`Using filesort`", sort_spill)) if on]
+    out.append(f"EXPLAIN shows the plan ({' and '.join(shows)} in Extra).")
+    return out
+
+
+def describe(c: Case) -> Finding:
+    fp, urls = c.fingerprint, c.urls
+    why = describe_causes(c.shape, c.table_spill, c.sort_spill, c.examined, c.variables)
+    star = c.table_spill and c.shape["star"]
+    what = ("writes its temporary table and its sort to disk" if c.table_spill and c.sort_spill else
+            "writes its temporary table to disk" if c.table_spill else "sorts through temporary files on disk")
+    where = f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}"
+    flags = plan_text(c.plan, c.known)
+    return Finding(
+        id=ID, title=f"A query {what} on {len(urls)} URL(s), {c.server_us / 1000:.1f} ms each",
+        severity=severity_for(c.time.share), share_pct=round(c.time.share, 2),
+        summary=(f"`{fp}` {what} on {len(c.requests)} of {c.on_urls} requests to {where} "
+                 f"({c.spilled} of {c.known} executions; server plan flags: {flags}), "
+                 f"{c.server_us / 1000:.1f} ms in the server each (median). " + " ".join(why)),
+        evidence=[Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
+                  Evidence("executions per request (median)", c.per_request, "statements.jsonl"),
+                  Evidence("requests with a spilling execution", f"{len(c.requests)} of {c.on_urls}",
+                           "statements.jsonl"),
+                  Evidence("executions the server flagged as spilling to disk", f"{c.spilled} of {c.known}",
+                           "slow log Tmp_table_on_disk, Filesort_on_disk, Merge_passes "
+                           "(log_slow_verbosity=query_plan)"),
+                  Evidence("the server's plan flags, % of executions", flags,
+                           "slow log query_plan lines"),
+                  Evidence("server time per spilling execution (median, us)", round(c.server_us),
+                           "slow log Query_time"),
+                  Evidence("rows examined / returned per spilling execution (median)",
+                           f"{c.examined:.0f} / {c.returned:.0f}", "slow log Rows_examined, Rows_sent"),
+                  *describe_statement_time(c.time, "time in the spilling executions"),
+                  Evidence("columns to check for TEXT/BLOB (SHOW CREATE TABLE)",
+                           ", ".join(c.check + (["every column (SELECT *)"] if star else [])) or "-",
+                           "the example's text"),
+                  Evidence("example", c.example, "statements.jsonl")],
+        urls=urls, requests=c.requests[:5],
+        details={"fingerprint": fp, "query_id": query_id(fp), "table": c.shape["table"],
+                 "temporary_table_on_disk": c.table_spill, "sort_on_disk": c.sort_spill,
+                 "executions": c.executions, "spilled": c.spilled, "plan": c.plan,
+                 "plan_known": c.known, "executions_per_request": c.per_request,
+                 "server_us": c.server_us, "rows_examined": c.examined, "rows_sent": c.returned,
+                 "check_columns": c.check, "causes": why, "example": c.example, "no_patch": NO_PATCH})

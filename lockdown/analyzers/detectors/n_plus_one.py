@@ -58,11 +58,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import query_id
 from .context import Context
-from .statement_time import statement_time
+from .statement_time import StatementTime, describe_statement_time, statement_time
 from ..sql_text import fp_of, normalize, one_line, point_lookup
 from .db_static_cache import static_fingerprints
 from .figures import spread
@@ -123,19 +124,33 @@ def batched(lp: Loop) -> str | None:
     return text
 
 
-def detect(ctx: Context) -> list[Finding]:
+@dataclass
+class Case:
+    """One loop shape, as the reported requests ran it."""
+    fingerprint: str
+    urls: list[str]
+    requests: list[str]             # the reported requests, sorted
+    on_urls: int                    # requests to those URLs
+    executions: dict                # per request (spread)
+    distinct: dict                  # different literal sets per request (spread)
+    time: StatementTime
+    table: str | None               # a single-table key lookup's table, columns and varying columns
+    columns: list[str] | None
+    varying: list[str] | None
+    values: list[str]               # the first request's varying values, in order
+    parent: dict | None             # the query that returned the rows, most often
+    examples: list[str]
+    batched: str | None             # the loop as one query
+
+
+def decide(ctx: Context) -> list[Case]:
     by_fp: dict[str, list[Loop]] = defaultdict(list)
     for lp in flagged(ctx):
         by_fp[lp.fingerprint].append(lp)
-    findings = []
+    cases = []
     for fp, ls in by_fp.items():
         ls.sort(key=lambda lp: lp.request)
-        rids = [lp.request for lp in ls]
         urls = sorted({lp.url for lp in ls})
-        execs = spread([lp.executions for lp in ls])
-        distinct = spread([lp.distinct for lp in ls])
-        share, time_evidence, sender = statement_time(ctx, (s for lp in ls for s in lp.statements),
-                                              "time in these statements")
         first = ls[0]
         lookup = point_lookup(first.statements[0].sql)
         all_lookups = [point_lookup(s.sql) for lp in ls for s in lp.statements]
@@ -147,50 +162,69 @@ def detect(ctx: Context) -> list[Finding]:
         # The first request's values, the positions that change only.
         keys = first.keys
         pos = [i for i in range(len(keys[0])) if len({k[i] for k in keys if len(k) > i}) > 1]
-        values = list(dict.fromkeys(" | ".join(k[i] for i in pos if i < len(k)) for k in keys))
-        parents = [lp.parent for lp in ls if lp.parent is not None]
-        parent = None
-        if parents:
-            pfp, _ = Counter(fp_of(p.sql) for p in parents).most_common(1)[0]
-            mine = [p for p in parents if fp_of(p.sql) == pfp]
-            parent = {"fingerprint": pfp, "query_id": query_id(pfp), "example": one_line(mine[0].sql),
-                      "rows_sent": spread([p.rows_sent for p in mine]), "requests": len(mine)}
-        examples = [one_line(s.sql) for s in first.statements[:3]]
-        rewrite = batched(first)
-        source = f"statements.jsonl, {len(ls)} requests"
-        after = (f", right after `{parent['fingerprint']}` returned {parent['rows_sent']['median']} rows "
-                 f"(in {parent['requests']} of {len(ls)} requests)") if parent else ""
-        summary = (
-            f"One query per row: `{fp}` ran {execs['median']} times per request (median; "
-            f"{execs['min']}-{execs['max']}) with {distinct['median']} different values on "
-            f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}{after}. Each execution is a round "
-            "trip; fetch the rows at once with one query using `IN (...)` over the values, or join "
-            "the table into the parent query." + (f" For example: `{rewrite}`." if rewrite else ""))
-        evidence = [
-            Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
-            Evidence("executions per request (min/median/max)",
-                     f"{execs['min']}/{execs['median']}/{execs['max']}", source),
-            Evidence("different literal values per request (min/median/max)",
-                     f"{distinct['min']}/{distinct['median']}/{distinct['max']}", source),
-            Evidence("requests with the loop", f"{len(ls)} of {sum(len(ctx.by_url[u]) for u in urls)}",
-                     "requests.jsonl, statements.jsonl"),
-            *time_evidence,
-        ]
-        if parent:
-            evidence.append(Evidence("parent query (returned the rows the loop walks)",
-                                     f"{parent['fingerprint']} (rows_sent {parent['rows_sent']['median']}, "
-                                     f"{parent['requests']} of {len(ls)} requests)",
-                                     f"query id {parent['query_id']}"))
-        evidence += [Evidence("example", e, f"request {first.request}") for e in examples]
-        findings.append(Finding(
-            id=ID, title=(f"N+1 queries: {execs['median']} lookups per request on "
-                          + (f"table {table}" if table else fp)),
-            severity=severity_for(share), share_pct=round(share, 2), summary=summary,
-            evidence=evidence, urls=urls, requests=rids[:5],
-            details={"sender": sender, "fingerprint": fp, "query_id": query_id(fp), "table": table,
-                     "key_columns": columns, "varying_columns": varying,
-                     "executions_per_request": execs, "distinct_per_request": distinct,
-                     "values_sample": values[:50], "parent": parent, "batched_example": rewrite,
-                     "examples": examples}))
-    findings.sort(key=lambda f: (-(f.share_pct or 0), f.details["fingerprint"]))
-    return findings
+        cases.append(Case(
+            fingerprint=fp, urls=urls, requests=[lp.request for lp in ls],
+            on_urls=sum(len(ctx.by_url[u]) for u in urls),
+            executions=spread([lp.executions for lp in ls]), distinct=spread([lp.distinct for lp in ls]),
+            time=statement_time(ctx, (s for lp in ls for s in lp.statements)),
+            table=table, columns=columns, varying=varying,
+            values=list(dict.fromkeys(" | ".join(k[i] for i in pos if i < len(k)) for k in keys)),
+            parent=parent_query(ls), examples=[one_line(s.sql) for s in first.statements[:3]],
+            batched=batched(first)))
+    cases.sort(key=lambda c: (-(round(c.time.share, 2) or 0), c.fingerprint))
+    return cases
+
+
+def parent_query(ls: list[Loop]) -> dict | None:
+    """The parent query the loops follow most often: its fingerprint, an example, the rows it
+    returned (spread) and in how many requests."""
+    parents = [lp.parent for lp in ls if lp.parent is not None]
+    if not parents:
+        return None
+    pfp, _ = Counter(fp_of(p.sql) for p in parents).most_common(1)[0]
+    mine = [p for p in parents if fp_of(p.sql) == pfp]
+    return {"fingerprint": pfp, "query_id": query_id(pfp), "example": one_line(mine[0].sql),
+            "rows_sent": spread([p.rows_sent for p in mine]), "requests": len(mine)}
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    fp, execs, distinct, parent, urls = c.fingerprint, c.executions, c.distinct, c.parent, c.urls
+    n = len(c.requests)
+    source = f"statements.jsonl, {n} requests"
+    after = (f", right after `{parent['fingerprint']}` returned {parent['rows_sent']['median']} rows "
+             f"(in {parent['requests']} of {n} requests)") if parent else ""
+    summary = (
+        f"One query per row: `{fp}` ran {execs['median']} times per request (median; "
+        f"{execs['min']}-{execs['max']}) with {distinct['median']} different values on "
+        f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}{after}. Each execution is a round "
+        "trip; fetch the rows at once with one query using `IN (...)` over the values, or join "
+        "the table into the parent query." + (f" For example: `{c.batched}`." if c.batched else ""))
+    evidence = [
+        Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
+        Evidence("executions per request (min/median/max)",
+                 f"{execs['min']}/{execs['median']}/{execs['max']}", source),
+        Evidence("different literal values per request (min/median/max)",
+                 f"{distinct['min']}/{distinct['median']}/{distinct['max']}", source),
+        Evidence("requests with the loop", f"{n} of {c.on_urls}", "requests.jsonl, statements.jsonl"),
+        *describe_statement_time(c.time, "time in these statements"),
+    ]
+    if parent:
+        evidence.append(Evidence("parent query (returned the rows the loop walks)",
+                                 f"{parent['fingerprint']} (rows_sent {parent['rows_sent']['median']}, "
+                                 f"{parent['requests']} of {n} requests)",
+                                 f"query id {parent['query_id']}"))
+    evidence += [Evidence("example", e, f"request {c.requests[0]}") for e in c.examples]
+    return Finding(
+        id=ID, title=(f"N+1 queries: {execs['median']} lookups per request on "
+                      + (f"table {c.table}" if c.table else fp)),
+        severity=severity_for(c.time.share), share_pct=round(c.time.share, 2), summary=summary,
+        evidence=evidence, urls=urls, requests=c.requests[:5],
+        details={"sender": c.time.function, "fingerprint": fp, "query_id": query_id(fp), "table": c.table,
+                 "key_columns": c.columns, "varying_columns": c.varying,
+                 "executions_per_request": execs, "distinct_per_request": distinct,
+                 "values_sample": c.values[:50], "parent": parent, "batched_example": c.batched,
+                 "examples": c.examples})

@@ -54,7 +54,7 @@ from ..findings import Evidence, Finding, severity_for
 from ..query_digest import query_id
 from . import db_static_cache, n_plus_one
 from .context import Context
-from .statement_time import SHARE_SOURCE, statement_time
+from .statement_time import SHARE_SOURCE, StatementTime, describe_statement_time, statement_time
 from ..sql_text import fp_of, ident, identifiers, is_marker, is_table_select, is_write, normalize, tokens
 from .figures import busiest_url, spread, spread_by_url
 
@@ -173,55 +173,80 @@ def flagged(ctx: Context) -> list[Repeat]:
             for rep in reps]
 
 
-def detect(ctx: Context) -> list[Finding]:
+@dataclass
+class Case:
+    """One statement text repeated in the reported requests."""
+    text: str
+    fingerprint: str
+    urls: list[str]
+    requests: list[str]             # the reported requests, sorted
+    on_urls: int                    # requests to those URLs
+    executions: dict                # per request (spread), and the longest write-free run
+    longest: dict
+    saved: dict                     # executions a per-request memo saves, per request
+    time: StatementTime             # of the saved executions
+    total_share: float              # of all its executions there, % of timed requests' wall time
+    tables: list[str]
+    per_url: dict
+
+
+def decide(ctx: Context) -> list[Case]:
     by_text: dict[str, list[Repeat]] = defaultdict(list)
     for rep in flagged(ctx):
         by_text[rep.text].append(rep)
-    findings = []
+    cases = []
     for text, reps in by_text.items():
         reps.sort(key=lambda rep: rep.request)
-        fp = fp_of(reps[0].statements[0].sql)
         urls = sorted({rep.url for rep in reps})
-        execs = spread([rep.executions for rep in reps])
-        longest = spread([rep.longest for rep in reps])
-        saved = spread([len(rep.saved) for rep in reps])
-        share, saved_evidence, sender = statement_time(ctx, (s for rep in reps for s in rep.saved),
-                                               "time in the saved executions")
-        total_share = ctx.share_of(s for rep in reps for s in rep.statements)
-        tables = sorted(tables_read(text))
-        per_url = spread_by_url(ctx, reps, urls, "with_repeats", "executions_per_request")
-        source = f"statements.jsonl, {len(reps)} requests"
-        short = text if len(text) <= 100 else text[:97] + "..."
-        busiest = busiest_url(per_url)
-        plain = f"{execs['median']:g} times per request"
-        where = f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}"
-        how_often = (f"{busiest}, a median of {execs['median']:g} over its {len(reps)} requests" if busiest
-                     else f"{plain} (median; {execs['min']}-{execs['max']}) on {where}")
-        summary = (
-            f"`{short}` ran {how_often}, the same text each time and "
-            f"no write to {', '.join(f'`{t}`' for t in tables)} in between: every execution after the "
-            "first asks a question already answered. Remember the result for the rest of the request "
-            "(a static variable or a per-request cache in the function that sends it).")
-        findings.append(Finding(
-            id=ID, title=f"Same query {busiest or plain}: {short}",
-            severity=severity_for(share), share_pct=round(share, 2), summary=summary,
-            evidence=[
-                Evidence("statement (comments removed, whitespace normalised)", text, f"request {reps[0].request}"),
-                Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
-                Evidence("executions per request (min/median/max)",
-                         f"{execs['min']}/{execs['median']}/{execs['max']}", source),
-                Evidence("executions a per-request memo saves (min/median/max)",
-                         f"{saved['min']}/{saved['median']}/{saved['max']}", source),
-                Evidence("requests with the repeats", f"{len(reps)} of {sum(len(ctx.by_url[u]) for u in urls)}",
-                         "requests.jsonl, statements.jsonl"),
-                *saved_evidence,
-                Evidence("time in all its executions on these URLs, % of timed requests' wall time"
-                         + (" (server time + one round trip each)" if ctx.round_trip is not None else
-                            " (server side only)"), round(total_share, 2), SHARE_SOURCE),
-            ],
-            urls=urls, requests=[rep.request for rep in reps][:5],
-            details={"sender": sender, "statement": text, "fingerprint": fp, "query_id": query_id(fp), "tables": tables,
-                     "executions_per_request": execs, "longest_run_per_request": longest,
-                     "saved_per_request": saved, "per_url": per_url}))
-    findings.sort(key=lambda f: (-(f.share_pct or 0), f.details["statement"]))
-    return findings
+        cases.append(Case(
+            text=text, fingerprint=fp_of(reps[0].statements[0].sql), urls=urls,
+            requests=[rep.request for rep in reps], on_urls=sum(len(ctx.by_url[u]) for u in urls),
+            executions=spread([rep.executions for rep in reps]), longest=spread([rep.longest for rep in reps]),
+            saved=spread([len(rep.saved) for rep in reps]),
+            time=statement_time(ctx, (s for rep in reps for s in rep.saved)),
+            total_share=ctx.share_of(s for rep in reps for s in rep.statements),
+            tables=sorted(tables_read(text)),
+            per_url=spread_by_url(ctx, reps, urls, "with_repeats", "executions_per_request")))
+    cases.sort(key=lambda c: (-(round(c.time.share, 2) or 0), c.text))
+    return cases
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    text, fp, execs, saved, urls = c.text, c.fingerprint, c.executions, c.saved, c.urls
+    source = f"statements.jsonl, {len(c.requests)} requests"
+    short = text if len(text) <= 100 else text[:97] + "..."
+    busiest = busiest_url(c.per_url)
+    plain = f"{execs['median']:g} times per request"
+    where = f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}"
+    how_often = (f"{busiest}, a median of {execs['median']:g} over its {len(c.requests)} requests" if busiest
+                 else f"{plain} (median; {execs['min']}-{execs['max']}) on {where}")
+    summary = (
+        f"`{short}` ran {how_often}, the same text each time and "
+        f"no write to {', '.join(f'`{t}`' for t in c.tables)} in between: every execution after the "
+        "first asks a question already answered. Remember the result for the rest of the request "
+        "(a static variable or a per-request cache in the function that sends it).")
+    return Finding(
+        id=ID, title=f"Same query {busiest or plain}: {short}",
+        severity=severity_for(c.time.share), share_pct=round(c.time.share, 2), summary=summary,
+        evidence=[
+            Evidence("statement (comments removed, whitespace normalised)", text, f"request {c.requests[0]}"),
+            Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
+            Evidence("executions per request (min/median/max)",
+                     f"{execs['min']}/{execs['median']}/{execs['max']}", source),
+            Evidence("executions a per-request memo saves (min/median/max)",
+                     f"{saved['min']}/{saved['median']}/{saved['max']}", source),
+            Evidence("requests with the repeats", f"{len(c.requests)} of {c.on_urls}",
+                     "requests.jsonl, statements.jsonl"),
+            *describe_statement_time(c.time, "time in the saved executions"),
+            Evidence("time in all its executions on these URLs, % of timed requests' wall time"
+                     + (" (server time + one round trip each)" if c.time.round_trip is not None else
+                        " (server side only)"), round(c.total_share, 2), SHARE_SOURCE),
+        ],
+        urls=urls, requests=c.requests[:5],
+        details={"sender": c.time.function, "statement": text, "fingerprint": fp, "query_id": query_id(fp),
+                 "tables": c.tables, "executions_per_request": execs, "longest_run_per_request": c.longest,
+                 "saved_per_request": saved, "per_url": c.per_url})

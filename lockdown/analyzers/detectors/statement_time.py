@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from ...bundle.model import Statement
 from ..findings import Evidence
+from ..round_trip import RoundTrip
 from ..sql_caller import caller_of
 from .context import Context
 
@@ -25,60 +27,63 @@ SHARE_SOURCE = "statements.jsonl duration_us, requests.jsonl wall_us"
 MIN_NAMED = 0.9     # of the statements naming one function, for its samples to count
 
 
-def statement_time(ctx: Context, statements: Iterable[Statement],
-                   what: str) -> tuple[float, list[Evidence], str | None]:
-    """(share % of timed requests' wall time, evidence, the PHP function the statements name as
-    their sender or None) for `what` (e.g. "time in these statements")."""
+@dataclass
+class Bounded:
+    """The round trip as applied to a set of statements' timed requests, where their own time
+    bounded it below the measured one (`round_trip.applied`)."""
+    mean_us: float          # over the statements
+    capped: int             # timed requests where it was bounded
+    requests: int           # timed requests of the statements
+
+
+@dataclass
+class Sender:
+    """The PHP function the statements name as their sender, and Excimer's share under it."""
+    function: str
+    sampled_pct: float      # of timed requests' samples with it on the stack
+    part: float             # these statements' part of all it sent
+    share: float            # sampled_pct x part
+
+
+@dataclass
+class StatementTime:
+    """What a set of statements costs the timed requests, both estimates (docstring above)."""
+    share: float                    # the larger estimate: the finding's share
+    served: float                   # server time (+ one round trip each when measured), %
+    server_only: float | None       # server time alone, %, beside it when a round trip was measured
+    round_trip: RoundTrip | None
+    bounded: Bounded | None
+    overfull: list[str]             # timed requests whose statements outlasted the request
+    sender: Sender | None
+
+    @property
+    def function(self) -> str | None:
+        return self.sender.function if self.sender else None
+
+
+def statement_time(ctx: Context, statements: Iterable[Statement]) -> StatementTime:
     mine = list(statements)
-    share = ctx.share_of(mine)
+    served = ctx.share_of(mine)
     rt = ctx.round_trip
-    if rt is None:
-        evidence = [Evidence(f"{what}, % of timed requests' wall time (server side only: no client "
-                             "call of a statement in the xhprof profiles)", round(share, 2), SHARE_SOURCE)]
-    else:
-        evidence = [
-            Evidence(f"{what}, % of timed requests' wall time (server time + one round trip each)",
-                     round(share, 2), f"{SHARE_SOURCE}, round trip below"),
-            Evidence(f"{what}, server side only", round(ctx.server_share_of(mine), 2), SHARE_SOURCE),
-            Evidence("round trip per statement beyond its server time (mean)", f"{rt.per_call_us:.0f} us",
-                     f"xhprof: {rt.calls} client calls in {rt.requests} instrumented requests took "
-                     f"{rt.client_us / 1000:.1f} ms, their statements {rt.server_us / 1000:.1f} ms in the server"),
-        ]
-        evidence += bounded_evidence(ctx, mine)
-    overfull = sorted({s.request for s in mine if s.request in ctx.overfull})
-    if overfull:
-        evidence.append(Evidence(
-            "timed requests whose statements took longer in the server than the request itself "
-            "(some are not its own; each counted at most its wall time)", len(overfull),
-            f"{SHARE_SOURCE}: {', '.join(overfull[:3])}{' ...' if len(overfull) > 3 else ''}"))
     sender = sender_share(ctx, mine)
-    function = None
-    if sender is not None:
-        function, sampled, part, in_php = sender
-        evidence.append(Evidence(
-            f"{what}, % of timed requests' wall time, as PHP spends it in their sender {function}",
-            round(in_php, 2),
-            f"statements name {function} in a comment; Excimer: {sampled:.1f}% of timed requests' "
-            f"samples have it on the stack, and these are {100 * part:.0f}% of the statements it sent"))
-        share = max(share, in_php)
-    return share, evidence, function
+    return StatementTime(
+        share=served if sender is None else max(served, sender[3]), served=served,
+        server_only=None if rt is None else ctx.server_share_of(mine), round_trip=rt,
+        bounded=None if rt is None else bounded(ctx, mine),
+        overfull=sorted({s.request for s in mine if s.request in ctx.overfull}),
+        sender=None if sender is None else Sender(*sender))
 
 
-def bounded_evidence(ctx: Context, statements: list[Statement]) -> list[Evidence]:
+def bounded(ctx: Context, statements: list[Statement]) -> Bounded | None:
     """The round trip as applied to these statements' timed requests, when their own time
-    bounded it below the measured one (`round_trip.applied`); nothing otherwise."""
+    bounded it below the measured one (`round_trip.applied`); None otherwise."""
     rt, trip = ctx.round_trip, ctx.round_trip_applied
     mine = [s for s in statements if s.request in trip.per_call_us] if trip else []
     capped = sorted({s.request for s in mine if trip.per_call_us[s.request] < rt.per_call_us})
     if not capped:
-        return []
+        return None
     mean = sum(trip.per_call_us[s.request] for s in mine) / len(mine)
-    return [Evidence(
-        "round trip per statement as the timed requests can have spent it (mean over these statements)",
-        f"{mean:.0f} us",
-        f"in {len(capped)} of {len({s.request for s in mine})} timed requests the measured round trip "
-        "exceeds what their statements left of their wall time (wall time - server time, per "
-        "statement), which bounds it there: the instrumented requests ran apart and slower")]
+    return Bounded(mean, len(capped), len({s.request for s in mine}))
 
 
 def sender_share(ctx: Context, statements: list[Statement]) -> tuple[str, float, float, float] | None:
@@ -93,3 +98,48 @@ def sender_share(ctx: Context, statements: list[Statement]) -> tuple[str, float,
     part = named / ctx.sent_by[function]
     sampled = ctx.php_share_pct(lambda frame: frame == function)
     return function, sampled, part, sampled * part
+
+
+# -- description ---------------------------------------------------------------------------------
+
+def describe_statement_time(t: StatementTime, what: str) -> list[Evidence]:
+    """The evidence lines that show how `t` was reckoned, for `what` (e.g. "time in these
+    statements")."""
+    rt = t.round_trip
+    if rt is None:
+        evidence = [Evidence(f"{what}, % of timed requests' wall time (server side only: no client "
+                             "call of a statement in the xhprof profiles)", round(t.served, 2), SHARE_SOURCE)]
+    else:
+        evidence = [
+            Evidence(f"{what}, % of timed requests' wall time (server time + one round trip each)",
+                     round(t.served, 2), f"{SHARE_SOURCE}, round trip below"),
+            Evidence(f"{what}, server side only", round(t.server_only, 2), SHARE_SOURCE),
+            Evidence("round trip per statement beyond its server time (mean)", f"{rt.per_call_us:.0f} us",
+                     f"xhprof: {rt.calls} client calls in {rt.requests} instrumented requests took "
+                     f"{rt.client_us / 1000:.1f} ms, their statements {rt.server_us / 1000:.1f} ms in the server"),
+        ]
+        evidence += describe_bounded(t.bounded)
+    if t.overfull:
+        evidence.append(Evidence(
+            "timed requests whose statements took longer in the server than the request itself "
+            "(some are not its own; each counted at most its wall time)", len(t.overfull),
+            f"{SHARE_SOURCE}: {', '.join(t.overfull[:3])}{' ...' if len(t.overfull) > 3 else ''}"))
+    if t.sender is not None:
+        s = t.sender
+        evidence.append(Evidence(
+            f"{what}, % of timed requests' wall time, as PHP spends it in their sender {s.function}",
+            round(s.share, 2),
+            f"statements name {s.function} in a comment; Excimer: {s.sampled_pct:.1f}% of timed requests' "
+            f"samples have it on the stack, and these are {100 * s.part:.0f}% of the statements it sent"))
+    return evidence
+
+
+def describe_bounded(b: Bounded | None) -> list[Evidence]:
+    if b is None:
+        return []
+    return [Evidence(
+        "round trip per statement as the timed requests can have spent it (mean over these statements)",
+        f"{b.mean_us:.0f} us",
+        f"in {b.capped} of {b.requests} timed requests the measured round trip "
+        "exceeds what their statements left of their wall time (wall time - server time, per "
+        "statement), which bounds it there: the instrumented requests ran apart and slower")]
