@@ -13,9 +13,6 @@ from pathlib import Path
 
 from .errors import LockdownError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-
-
 # root's default home: as root, lockdown's servers run as an unprivileged account
 # (harness/service_account.py), which must pass through the directories above a run, and
 # root's own home (/root, mode 0700) lets no one through
@@ -68,8 +65,13 @@ def runs_dir() -> Path:
     return home() / "runs"
 
 
+# The built-in targets: in a checkout, a link to its fixtures/apps; in an installed wheel, a
+# copy of them (pyproject.toml's package data follows the link)
+BUILTIN_TARGETS = Path(__file__).resolve().parent / "targets" / "builtin"
+
+
 def builtin_targets_dir() -> Path:
-    return Path(os.environ.get("LOCKDOWN_TARGETS", REPO_ROOT / "fixtures" / "apps"))
+    return Path(os.environ.get("LOCKDOWN_TARGETS", BUILTIN_TARGETS.resolve()))
 
 
 # What a run directory's path may hold: nginx.conf, php-fpm.conf (an ini file) and my.cnf name

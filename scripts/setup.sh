@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Idempotent set-up: Debian packages, then this Python package (editable) with its dependencies.
+# Idempotent set-up: Debian packages, then this Python package (editable, from pyproject.toml)
+# with its dependencies and the test extra (pytest, ruff, ...).
 # A second run checks and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(php8.2-cli php8.2-fpm php8.2-mysql php8.2-opcache php8.2-tideways php-excimer
       mariadb-server mariadb-client nginx linux-perf wrk siege apache2-utils wordpress mediawiki
-      python3 python3-pip ca-certificates chromium chromium-driver)
+      python3 python3-pip python3-venv ca-certificates chromium chromium-driver)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -37,9 +38,9 @@ fi
 
 PYTHON=${PYTHON:-python3}
 stamp=".setup-stamp"
-want="$(cat setup.py | sha256sum | cut -c1-16) $(pwd) $($PYTHON -c 'import sys; print(sys.executable)')"
+want="$(sha256sum < pyproject.toml | cut -c1-16) $(pwd) $($PYTHON -c 'import sys; print(sys.executable)')"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
-   && [ "$(cd / && $PYTHON -c 'import click, jinja2, elftools, pytest, xdist, selenium, lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))' 2>/dev/null)" = "$(pwd)" ] \
+   && [ "$(cd / && $PYTHON -c 'import click, jinja2, elftools, pytest, xdist, selenium, ruff, wheel, lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))' 2>/dev/null)" = "$(pwd)" ] \
    && command -v lockdown >/dev/null; then
   echo "setup: Python package present"
   exit 0
