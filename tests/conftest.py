@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -268,3 +269,85 @@ def one_page_target(root: Path, name: str, description: str, page: str, expect: 
     hour_ago = time.time() - 3600
     os.utime(target / "app" / "index.php", (hour_ago, hour_ago))
     return target
+
+
+# -- The fast tier: `make unit` runs `pytest -m "not server"` ---------------------------------
+# A test is `server` when it uses a fixture that runs lockdown commands (marked here), or
+# carries the mark itself (`@pytest.mark.server`, or `pytestmark` for a module) because it
+# starts a server directly. A test without the mark that starts one fails (`server_program`
+# below), in `make unit` and `make test` alike, so the fast tier stays free of servers.
+
+# (`server`: a MariaDB of the test's own, in test_users_server.py and test_slowlog_forging.py)
+SERVER_FIXTURES = ("lockdown", "env", "home", "minicms_run", "wordpress_bundle", "minicms_verified",
+                   "server")
+
+# Programs that are servers, or load generators and browsers that need one
+SERVERS = re.compile(r"mariadbd|mysqld|mariadbd-safe|mysqld_safe|mariadb-install-db|mysql_install_db"
+                     r"|php-fpm[0-9.]*|nginx|wrk|siege|ab|chromedriver|chromium|chrome|google-chrome")
+# ... unless asked a question they answer and exit: a version, a config test, their modules
+QUESTIONS = {"-v", "-V", "--version", "-h", "--help", "-i", "-t", "-tt", "-T", "-m"}
+
+
+def server_program(args) -> str | None:
+    """What a child started with `args` (Popen's) runs that only `server` tests may start: a
+    server, a load generator or a browser, a lockdown command (beyond --help and --version), a
+    bench/ script (they run lockdown); None for anything else. (A command line given as one
+    string is split as the shell would; what a shell script or a child starts in turn is not seen.)"""
+    if isinstance(args, (bytes, os.PathLike)):
+        args = [args]
+    elif isinstance(args, str):
+        try:
+            args = shlex.split(args)
+        except ValueError:
+            args = [args]
+    argv = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in args]
+    if not argv:
+        return None
+    name = os.path.basename(argv[0])
+    if re.fullmatch(r"python[0-9.]*", name) and len(argv) > 1:
+        if argv[1:3] == ["-m", "lockdown"]:
+            name, argv = "lockdown", ["lockdown", *argv[3:]]
+        elif Path(argv[1]).parent.name == "bench":
+            return f"the bench script {argv[1]}"
+    if name == "lockdown":
+        return None if argv[1:] and argv[1] in ("-h", "--help", "--version") else "lockdown " + " ".join(argv[1:2])
+    if SERVERS.fullmatch(name) and not QUESTIONS.intersection(argv[1:]):
+        return name
+    return None
+
+
+_running: dict = {"item": None}
+_popen_init = subprocess.Popen.__init__
+
+
+def _guarded_popen_init(self, *args, **kwargs):
+    item = _running["item"]
+    if item is not None and item.get_closest_marker("server") is None:
+        program = server_program(kwargs["args"] if "args" in kwargs else args[0] if args else ())
+        if program:
+            pytest.fail(f"{item.nodeid} starts {program} but is not marked `server`: add "
+                        f"@pytest.mark.server (or pytestmark = pytest.mark.server for the module), "
+                        f"so that `make unit` leaves it out", pytrace=False)
+    _popen_init(self, *args, **kwargs)
+
+
+def pytest_sessionstart(session):
+    subprocess.Popen.__init__ = _guarded_popen_init
+
+
+def pytest_sessionfinish(session):
+    subprocess.Popen.__init__ = _popen_init
+
+
+def pytest_itemcollected(item):
+    if any(name in item.fixturenames for name in SERVER_FIXTURES):
+        item.add_marker(pytest.mark.server)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _running["item"] = item           # its setup, call and teardown
+    try:
+        yield
+    finally:
+        _running["item"] = None

@@ -86,6 +86,7 @@ def test_diff_files_are_the_headers_only():
     assert app_tree.diff_files(diff) == ["config.php", "cache/new.php", "lib/a.php"]
 
 
+@pytest.mark.server
 def test_stack_refuses_a_remedy_that_writes_through_and_rebuilds_the_prepared_copy(tmp_path, monkeypatch):
     """A remedy that writes a linked file in place: the run fails with one message naming the
     file, the damaged prepared copy is thrown away, the next stack gets a fresh one."""
@@ -114,6 +115,7 @@ def test_stack_refuses_a_remedy_that_writes_through_and_rebuilds_the_prepared_co
         assert (prepared / "app" / "index.php").read_text() == original
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("writes", [None, ["index.php"], ["cache"]])
 def test_remediation_steps_own_what_they_declare(tmp_path, monkeypatch, writes):
     """A step that rewrites index.php in place (file_put_contents): with nothing declared the
@@ -140,6 +142,7 @@ def test_remediation_steps_own_what_they_declare(tmp_path, monkeypatch, writes):
             assert all(p.stat().st_nlink == 1 for p in stack.app_dir.rglob("*") if p.is_file())
 
 
+@pytest.mark.server
 def test_fixes_applied_together_skip_a_change_already_made_and_stop_at_a_conflict(tmp_path, monkeypatch):
     """`verify --all` applies several findings' diffs to one copy. Two findings can propose the
     same change in different words (other context lines): the second is already applied and

@@ -1,6 +1,8 @@
 """The flame graph SVG in headless Chromium: click-zoom and reset, regex search with its
 highlight and Matched %, and no script errors; standalone and inlined twice in one page."""
 
+import pytest
+
 from browser import headless_chromium, script_errors, wait_until, width
 from lockdown.reports.flamegraph import FlameOptions, inline_svg, render_flamegraph
 
@@ -8,6 +10,8 @@ STACKS = {"main;WP::main;WP_Query->get_posts;mysqli_query": 30,
           "main;WP::main;WP_Query->get_posts;preg_match": 10,
           "main;WP::main;render;str_replace": 40,
           "main;wp_cache_get": 20}
+
+pytestmark = pytest.mark.server     # Chromium through chromedriver
 
 
 def frame(driver, svg_id, name):

@@ -38,6 +38,7 @@ def test_wordpress(lockdown, tmp_path):
     assert f'root "{data["run_dir"]}/app";' in conf and "/usr/share/wordpress" not in conf
 
 
+@pytest.mark.server
 def test_wordpress_seed_is_in_its_own_database(tmp_path):
     """The prepared database holds >= 200 published posts, each with comments."""
     root = prepared_root("wordpress")
