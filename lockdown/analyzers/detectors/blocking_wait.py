@@ -20,6 +20,8 @@ the summary and `details`.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..findings import Evidence, Finding
 from ..off_cpu import of_capture, significant
 from .context import Context
@@ -28,7 +30,19 @@ ID = "blocking-wait"
 SUBJECT = "function"  # what tells its findings apart (findings.SUBJECT_KEYS)
 
 
-def detect(ctx: Context) -> list[Finding]:
+@dataclass
+class Case:
+    """One PHP function blocked off the CPU, not for SQL (an off_cpu row)."""
+    row: object                     # off_cpu's row: name, blocked_us, error_us, wall_us, queue_us, stack
+    share: float                    # blocked time, % of the timed requests' wall time
+    timed: int                      # timed requests the estimate rests on
+    waited_in: list[tuple[str, float, float]]   # builtins it calls: (name, calls, wall us) a profiled request
+    profiles: list[str]             # the profiled requests those come from
+    requests: list[str]             # timed requests whose stacks end in it, sorted
+    urls: list[str]
+
+
+def decide(ctx: Context) -> list[Case]:
     cfg = ctx.thresholds.get(ID, {})
     found = of_capture(ctx.manifest, ctx.timed, [p for p in ctx.excimer_profiles if p.request in ctx.timed_ids],
                        ctx.native, list(ctx.xhprof_profiles.values()))
@@ -39,15 +53,22 @@ def detect(ctx: Context) -> list[Finding]:
         share = 100.0 * row.blocked_us / found.wall_us
         if row.sql or share < cfg.get("min_share_pct", 5.0) or row.blocked_us < cfg.get("min_ms", 1.0) * 1000:
             continue
-        out.append(_finding(ctx, found, row, share))
+        seen = sorted(p.request for p in ctx.excimer_profiles if p.request in ctx.timed_ids
+                      and any(s.rsplit(";", 1)[-1] == row.name for s in p.stacks))
+        out.append(Case(row, share, found.requests, _builtins_called(ctx, row.name), sorted(ctx.xhprof_profiles),
+                        seen, sorted({ctx.url_of[r] for r in seen})))
         if len(out) >= cfg.get("max_findings", 3):
             break
     return out
 
 
-def _finding(ctx: Context, found, row, share: float) -> Finding:
-    waited_in = _builtins_called(ctx, row.name)
-    source = (f"Excimer wall samples less perf's on-CPU samples of {found.requests} timed requests "
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    row, share, waited_in, profiles = c.row, c.share, c.waited_in, c.profiles
+    source = (f"Excimer wall samples less perf's on-CPU samples of {c.timed} timed requests "
               f"(analyzers/off_cpu.py)")
     evidence = [
         Evidence("blocked off the CPU, ms a request (+- one standard error)",
@@ -58,7 +79,6 @@ def _finding(ctx: Context, found, row, share: float) -> Finding:
                  "the requests' run-queue delay (requests.jsonl sched) per unit of CPU"),
         Evidence("the stack that waited most (last frames)", row.stack, "excimer.jsonl"),
     ]
-    profiles = sorted(ctx.xhprof_profiles)
     for name, calls, wall_us in waited_in:
         evidence.append(Evidence(f"{name} called by it, calls and wall ms a request", f"{calls:g}, {wall_us / 1000:.2f}",
                                  f"xhprof of {', '.join(profiles[:3])}{' ...' if len(profiles) > 3 else ''}"))
@@ -69,17 +89,15 @@ def _finding(ctx: Context, found, row, share: float) -> Finding:
                f"worker serves nobody else meanwhile. Look at what it waits for: cache a remote answer, "
                f"move the call to a background job or a queue, give it a short timeout, hold the lock "
                f"for less time.")
-    seen = sorted(p.request for p in ctx.excimer_profiles if p.request in ctx.timed_ids
-                  and any(s.rsplit(";", 1)[-1] == row.name for s in p.stacks))
     return Finding(id=ID, title=f"{row.name} waits {row.blocked_us / 1000:.1f} ms a request off the CPU",
                    severity="info", share_pct=None, summary=summary, evidence=evidence,
-                   urls=sorted({ctx.url_of[r] for r in seen}), requests=seen[:5],
+                   urls=c.urls, requests=c.requests[:5],
                    details={"function": row.name, "blocked_us": round(row.blocked_us, 1),
                             "error_us": round(row.error_us, 1), "queue_us": round(row.queue_us, 1),
                             "wall_share_pct": round(share, 2),
                             "stack": row.stack,
-                            "waited_in": [{"builtin": n, "calls_per_request": c, "wall_us_per_request": round(w, 1)}
-                                          for n, c, w in waited_in]})
+                            "waited_in": [{"builtin": n, "calls_per_request": k, "wall_us_per_request": round(w, 1)}
+                                          for n, k, w in waited_in]})
 
 
 def _builtins_called(ctx: Context, function: str, top: int = 3) -> list[tuple[str, float, float]]:

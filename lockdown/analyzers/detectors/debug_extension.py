@@ -42,6 +42,7 @@ drops before the capture (so the bundle cannot show them).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ..findings import Evidence, Finding, Remediation
 from .context import Context
@@ -93,80 +94,113 @@ def _loaded_by_overrides(ctx: Context, name: str) -> str | None:
     return None
 
 
-def detect(ctx: Context) -> list:
+@dataclass
+class Case:
+    """One debugging or profiling extension loaded by the target's configuration."""
+    extension: str                  # lower-case name
+    names: list[str]                # as the engine spells them
+    version: str | None
+    directive: str                  # extension or zend_extension
+    override: str | None            # the target's php_ini line that loads it, else the system's configuration
+    cpu: float | None               # on-CPU samples in its .so, %
+    share: float | None             # % of request time
+    severity: str
+    settings: dict                  # its ini settings
+    samples: int                    # native samples of the timed requests
+    php_version: str
+    urls: list[str]
+    requests: list[str]
+    ours: dict[str, str]            # lockdown's own capture extensions, left out
+
+    @property
+    def display(self) -> str:
+        return next((n for n in self.names if n != self.extension), self.names[0])
+
+
+def decide(ctx: Context) -> list[Case]:
     wanted = {e.lower() for e in ctx.threshold(ID, "extensions")}
     high, medium = ctx.threshold(ID, "high_share_pct"), ctx.threshold(ID, "medium_share_pct")
     ours = capture_extensions(ctx.manifest)
-    version = php_version(ctx)
-    findings = []
+    cases = []
     for key, info in sorted(_loaded(ctx, wanted).items()):
         if key in ours:
             continue
-        display = next((n for n in info["names"] if n != key), info["names"][0])
-        directive = "zend_extension" if info["zend"] else "extension"
-        line = f"{directive}={key}.so"
-        override = _loaded_by_overrides(ctx, key)
-        where = ("the target's php_ini overrides (target.toml or --php-ini): " + override if override
-                 else "the machine's php-fpm configuration (php.ini or conf.d)")
         so = _so_pattern(key)
 
         def in_ext(s, so=so) -> bool:
             d = self_dso(s.frames)
             return d is not None and so.match(d) is not None
         cpu = sample_share(ctx, in_ext)
-        share = request_share(ctx, cpu)
         if key == "xdebug" or (cpu is not None and cpu >= high):
             severity = "high"
         elif cpu is not None and cpu >= medium:
             severity = "medium"
         else:
             severity = "low"
-        settings = {k: v for k, v in sorted(ctx.ini.items()) if k.lower().startswith(key + ".")}
-        evidence = [
-            Evidence("extension loaded in php-fpm", f"{display} {info['version'] or ''}".strip(),
-                     "manifest php.extensions / php.zend_extensions (get_loaded_extensions)"),
-            Evidence("loaded as", f"{directive}, by {where}", "manifest php.zend_extensions, php.overrides"),
-        ]
-        if cpu is not None:
-            evidence.append(Evidence(f"on-CPU samples in {key}.so (own code; lower bound of its cost)",
-                                     f"{cpu:.2f}%", f"perf samples of the timed requests ({len(ctx.native)})"))
-        else:
-            evidence.append(Evidence("on-CPU samples in its .so", "not measured", "the bundle has no native samples"))
-        for k in ("xdebug.mode", "xdebug.start_with_request", "pcov.enabled"):
-            if k in settings:
-                evidence.append(Evidence(k, settings[k], "manifest php.ini (effective value)"))
-        if override:
-            content = f"; remove from the target's php_ini (target.toml) or --php-ini: {override}"
-            steps = []
-        else:
-            content = (f"; remove: {line}\n"
-                       f"; (in the php-fpm ini file that loads it, e.g. /etc/php/{version}/fpm/conf.d/*-{key}.ini)")
-            steps = [f"phpdismod -v {version} -s fpm {key}   # Debian/Ubuntu: the same as deleting the line",
-                     f"systemctl restart php{version}-fpm"]
-        fallback = (" If it has to stay installed, set xdebug.mode=off (Xdebug 3), the least costly mode."
-                    if key == "xdebug" else "")
-        cost = (f"{cpu:.1f}% of the on-CPU samples of the timed requests were in its own code"
-                if cpu is not None else "the bundle has no native samples to measure its cost")
-        mode = f" (xdebug.mode={settings['xdebug.mode']!r})" if "xdebug.mode" in settings else ""
-        findings.append(Finding(
-            id=ID, title=f"{display} is loaded in production php-fpm",
-            severity=severity, share_pct=share,
-            summary=(f"{display}{mode} is loaded ({directive}) by {where}. "
-                     f"{_WHAT.get(key, 'It hooks the engine')}; {cost}. "
-                     "Debuggers, profilers and coverage tools belong in development images, not in the "
-                     "serving pool."),
-            evidence=evidence,
-            remediations=[Remediation(
-                kind="ini", content=content, steps=steps,
-                checked=(f"{display} seen loaded in the php-fpm configuration lockdown ran the capture with "
-                         "(manifest php.extensions/zend_extensions), and it is not one of lockdown's own "
-                         "capture extensions; the speed-up of removing it was not measured"),
-                description=("Extensions are loaded when php-fpm starts, from php.ini and the conf.d files; a "
-                             "pool's php_admin_value[...] can load one but cannot unload it, so delete (or "
-                             "comment out) the line that loads it and restart php-fpm." + fallback))],
-            urls=sorted(ctx.by_url), requests=example_requests(ctx, in_ext),
-            details={"extension": key, "names": info["names"], "version": info["version"],
-                     "directive": directive, "loaded_by": "overrides" if override else "system",
-                     "on_cpu_share_pct": None if cpu is None else round(cpu, 2), "ini": settings,
-                     "capture_extensions_ignored": ours}))
-    return findings
+        cases.append(Case(
+            extension=key, names=info["names"], version=info["version"],
+            directive="zend_extension" if info["zend"] else "extension", override=_loaded_by_overrides(ctx, key),
+            cpu=cpu, share=request_share(ctx, cpu), severity=severity,
+            settings={k: v for k, v in sorted(ctx.ini.items()) if k.lower().startswith(key + ".")},
+            samples=len(ctx.native), php_version=php_version(ctx), urls=sorted(ctx.by_url),
+            requests=example_requests(ctx, in_ext), ours=ours))
+    return cases
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    key, display, directive, override, cpu, settings, version = (
+        c.extension, c.display, c.directive, c.override, c.cpu, c.settings, c.php_version)
+    line = f"{directive}={key}.so"
+    where = ("the target's php_ini overrides (target.toml or --php-ini): " + override if override
+             else "the machine's php-fpm configuration (php.ini or conf.d)")
+    evidence = [
+        Evidence("extension loaded in php-fpm", f"{display} {c.version or ''}".strip(),
+                 "manifest php.extensions / php.zend_extensions (get_loaded_extensions)"),
+        Evidence("loaded as", f"{directive}, by {where}", "manifest php.zend_extensions, php.overrides"),
+    ]
+    if cpu is not None:
+        evidence.append(Evidence(f"on-CPU samples in {key}.so (own code; lower bound of its cost)",
+                                 f"{cpu:.2f}%", f"perf samples of the timed requests ({c.samples})"))
+    else:
+        evidence.append(Evidence("on-CPU samples in its .so", "not measured", "the bundle has no native samples"))
+    for k in ("xdebug.mode", "xdebug.start_with_request", "pcov.enabled"):
+        if k in settings:
+            evidence.append(Evidence(k, settings[k], "manifest php.ini (effective value)"))
+    if override:
+        content = f"; remove from the target's php_ini (target.toml) or --php-ini: {override}"
+        steps = []
+    else:
+        content = (f"; remove: {line}\n"
+                   f"; (in the php-fpm ini file that loads it, e.g. /etc/php/{version}/fpm/conf.d/*-{key}.ini)")
+        steps = [f"phpdismod -v {version} -s fpm {key}   # Debian/Ubuntu: the same as deleting the line",
+                 f"systemctl restart php{version}-fpm"]
+    fallback = (" If it has to stay installed, set xdebug.mode=off (Xdebug 3), the least costly mode."
+                if key == "xdebug" else "")
+    cost = (f"{cpu:.1f}% of the on-CPU samples of the timed requests were in its own code"
+            if cpu is not None else "the bundle has no native samples to measure its cost")
+    mode = f" (xdebug.mode={settings['xdebug.mode']!r})" if "xdebug.mode" in settings else ""
+    return Finding(
+        id=ID, title=f"{display} is loaded in production php-fpm",
+        severity=c.severity, share_pct=c.share,
+        summary=(f"{display}{mode} is loaded ({directive}) by {where}. "
+                 f"{_WHAT.get(key, 'It hooks the engine')}; {cost}. "
+                 "Debuggers, profilers and coverage tools belong in development images, not in the "
+                 "serving pool."),
+        evidence=evidence,
+        remediations=[Remediation(
+            kind="ini", content=content, steps=steps,
+            checked=(f"{display} seen loaded in the php-fpm configuration lockdown ran the capture with "
+                     "(manifest php.extensions/zend_extensions), and it is not one of lockdown's own "
+                     "capture extensions; the speed-up of removing it was not measured"),
+            description=("Extensions are loaded when php-fpm starts, from php.ini and the conf.d files; a "
+                         "pool's php_admin_value[...] can load one but cannot unload it, so delete (or "
+                         "comment out) the line that loads it and restart php-fpm." + fallback))],
+        urls=c.urls, requests=c.requests,
+        details={"extension": key, "names": c.names, "version": c.version,
+                 "directive": directive, "loaded_by": "overrides" if override else "system",
+                 "on_cpu_share_pct": None if cpu is None else round(cpu, 2), "ini": settings,
+                 "capture_extensions_ignored": c.ours})

@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 
 from ..call_graph import attributed, call_graph
 from ..findings import Evidence, Finding, severity_for
@@ -156,22 +157,39 @@ def reader_path(edges: dict, fn: str, reads: dict[str, float], depth: int = 12) 
     return path
 
 
-def share_pct(ctx: Context, fn: str, found: list[dict], rids: list[str]) -> tuple[float, Evidence]:
+def share_pct(ctx: Context, fn: str, found: list[dict], rids: list[str]) -> tuple[float, bool]:
+    """(% of request time in the getter, whether from Excimer): timed PHP samples with it on
+    the stack, else its inclusive xhprof time over the instrumented requests' wall time."""
     if fn in ctx.excimer_frames and ctx.excimer_total:
-        share = ctx.php_share_pct(lambda f: f == fn)
-        return share, Evidence(f"timed PHP samples with {fn} on the stack", f"{share:.1f}%",
-                               "excimer.jsonl (timed requests, wall clock)")
+        return ctx.php_share_pct(lambda f: f == fn), True
     walls = [ctx.wall_us(r) for r in rids]
     # each request's part at most its wall time (xhprof's inclusive time sums every call of
     # the getter, a call inside another counted twice): a share is part of the same requests' time
-    share = (100.0 * sum(min(g["inclusive_us"], w) for g, w in zip(found, walls)) / sum(walls)
-             if sum(walls) else 0.0)
-    return share, Evidence(f"inclusive time of {fn}, % of the instrumented requests' wall time",
-                           f"{share:.1f}%", "xhprof (no Excimer samples name it: an upper bound, "
-                           "xhprof slows small calls down)")
+    return (100.0 * sum(min(g["inclusive_us"], w) for g, w in zip(found, walls)) / sum(walls)
+            if sum(walls) else 0.0), False
 
 
-def detect(ctx: Context) -> list[Finding]:
+@dataclass
+class Case:
+    """The getter of a read-only file store, on most profiled requests of some URLs."""
+    function: str
+    urls: list[str]
+    requests: list[str]             # the profiled requests with its lookups, sorted
+    lookups: dict                   # per request (spread): calls of the getter, reads, opens, seeks under it
+    reads: dict
+    opens: dict
+    seeks: dict
+    refills: float                  # reads after a seek per request (median): buffer refills
+    reads_per_lookup: float
+    us_per_lookup: float            # inclusive, instrumented
+    callers: list[dict]             # the top 3, with calls per request
+    path: list[str]                 # the getter down to the read builtin
+    share: float
+    by_excimer: bool
+    per_url: dict
+
+
+def decide(ctx: Context) -> list[Case]:
     min_share = ctx.threshold(ID, "min_request_share")
     per_request = {rid: store_layers(ctx, rid) for rid in sorted(ctx.xhprof)}
     layers = {rid: got[0] for rid, got in per_request.items()}
@@ -188,67 +206,83 @@ def detect(ctx: Context) -> list[Finding]:
     rids = sorted(per_rid)
     found = [per_rid[r] for r in rids]
     urls = sorted({ctx.url_of.get(r, "?") for r in rids})
-    lookups = spread([g["calls"] for g in found])
-    reads = spread([g["reads"] for g in found])
-    opens = spread([g["opens"] for g in found])
-    seeks = spread([g["seeks"] for g in found])
-    # PHP's stream layer drops its read buffer on a seek outside the bytes it holds; the next
-    # read refills it with one read(2) of a whole chunk, however few bytes were asked for.
-    refills = statistics.median(min(g["seeks"], g["reads"]) for g in found)
-    per_lookup = round(sum(g["reads"] for g in found) / sum(g["calls"] for g in found), 2)
-    us_per_lookup = round(sum(g["inclusive_us"] for g in found) / sum(g["calls"] for g in found), 1)
     callers: Counter = Counter()
     for r in rids:
         for (p, c), e in ctx.xhprof_edges[r].items():
             if c == fn and p != fn:
                 callers[p] += e["ct"]
-    top_callers = [{"function": p, "calls_per_request": round(n / len(rids), 1)}
-                   for p, n in callers.most_common(3)]
-    path = reader_path(ctx.xhprof_edges[rids[0]], fn, per_request[rids[0]][1])
-    share, share_evidence = share_pct(ctx, fn, found, rids)
-    source = f"xhprof of {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"
     per_url = {}
     for u in urls:
         mine = [per_rid[r] for r in rids if ctx.url_of.get(r) == u]
         per_url[u] = {"profiled": len(ctx.profiled_by_url[u]), "with_lookups": len(mine),
                       "lookups_per_request": spread([g["calls"] for g in mine]),
                       "reads_per_request": spread([g["reads"] for g in mine])}
+    share, by_excimer = share_pct(ctx, fn, found, rids)
+    calls = sum(g["calls"] for g in found)
+    return [Case(
+        function=fn, urls=urls, requests=rids, lookups=spread([g["calls"] for g in found]),
+        reads=spread([g["reads"] for g in found]), opens=spread([g["opens"] for g in found]),
+        seeks=spread([g["seeks"] for g in found]),
+        # PHP's stream layer drops its read buffer on a seek outside the bytes it holds; the next
+        # read refills it with one read(2) of a whole chunk, however few bytes were asked for.
+        refills=statistics.median(min(g["seeks"], g["reads"]) for g in found),
+        reads_per_lookup=round(sum(g["reads"] for g in found) / calls, 2),
+        us_per_lookup=round(sum(g["inclusive_us"] for g in found) / calls, 1),
+        callers=[{"function": p, "calls_per_request": round(n / len(rids), 1)} for p, n in callers.most_common(3)],
+        path=reader_path(ctx.xhprof_edges[rids[0]], fn, per_request[rids[0]][1]),
+        share=share, by_excimer=by_excimer, per_url=per_url)]
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    fn, rids, urls, lookups, reads, seeks, path = c.function, c.requests, c.urls, c.lookups, c.reads, c.seeks, c.path
+    source = f"xhprof of {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"
+    if c.by_excimer:
+        share_evidence = Evidence(f"timed PHP samples with {fn} on the stack", f"{c.share:.1f}%",
+                                  "excimer.jsonl (timed requests, wall clock)")
+    else:
+        share_evidence = Evidence(f"inclusive time of {fn}, % of the instrumented requests' wall time",
+                                  f"{c.share:.1f}%", "xhprof (no Excimer samples name it: an upper bound, "
+                                  "xhprof slows small calls down)")
     summary = (
         f"{lookups['median']} lookups per request (median) go through `{fn}`, and each one reads "
-        f"a file: {reads['median']} file reads per request under it ({per_lookup} per lookup, "
+        f"a file: {reads['median']} file reads per request under it ({c.reads_per_lookup} per lookup, "
         f"`{' -> '.join(path[1:])}`), on {len(rids)} profiled requests of "
         f"{', '.join(urls[:3])}{' ...' if len(urls) > 3 else ''}; nothing under it writes a file. "
         "This is a read-only store of static data (translations, configuration) read from disk "
         "and decoded one key at a time on every request. A PHP file returning the data as an "
         "array, loaded once with `require`, is kept in shared memory by the opcode cache and "
         "costs no read (MediaWiki: LCStoreStaticArray and rebuildLocalisationCache.php).")
-    return [Finding(
+    return Finding(
         id=ID,
         title=f"Static data read from a file key by key: {lookups['median']} lookups per request in {fn}",
-        severity=severity_for(share), share_pct=round(share, 2), summary=summary,
+        severity=severity_for(c.share), share_pct=round(c.share, 2), summary=summary,
         evidence=[
             Evidence("lookups per request, calls of the getter (min/median/max)",
                      f"{lookups['min']}/{lookups['median']}/{lookups['max']}", source),
             Evidence("file reads per request under it (min/median/max)",
                      f"{reads['min']}/{reads['median']}/{reads['max']}", source),
-            Evidence("file reads per lookup", per_lookup, source),
-            Evidence("files opened per request under it (median)", opens["median"], source),
+            Evidence("file reads per lookup", c.reads_per_lookup, source),
+            Evidence("files opened per request under it (median)", c.opens["median"], source),
             Evidence("seeks per request under it (fseek, rewind; min/median/max)",
                      f"{seeks['min']}/{seeks['median']}/{seeks['max']}", source),
             Evidence("bytes the kernel may copy per request for reads after a seek (median; a seek "
                      f"outside PHP's {STREAM_CHUNK}-byte stream buffer makes the next read refill it)",
-                     f"up to {refills * STREAM_CHUNK / 1e6:.1f} MB", source),
+                     f"up to {c.refills * STREAM_CHUNK / 1e6:.1f} MB", source),
             Evidence("file writes under it (fwrite, file_put_contents, ...)", 0, source),
             Evidence("path to the reads", " -> ".join(path), f"xhprof of {rids[0]}"),
-            *[Evidence("caller (calls per request, mean)", f"{c['function']} ({c['calls_per_request']:g})",
-                       source) for c in top_callers],
+            *[Evidence("caller (calls per request, mean)", f"{x['function']} ({x['calls_per_request']:g})",
+                       source) for x in c.callers],
             Evidence("inclusive time per lookup (instrumented, inflated by xhprof)",
-                     f"{us_per_lookup} us", source),
+                     f"{c.us_per_lookup} us", source),
             share_evidence,
         ],
         urls=urls, requests=rids[:5],
-        details={"function": fn, "callers": top_callers, "reader_path": path,
+        details={"function": fn, "callers": c.callers, "reader_path": path,
                  "lookups_per_request": lookups, "reads_per_request": reads,
-                 "opens_per_request": opens, "seeks_per_request": seeks,
-                 "refill_bytes_per_request": int(refills * STREAM_CHUNK), "reads_per_lookup": per_lookup,
-                 "per_url": per_url})]
+                 "opens_per_request": c.opens, "seeks_per_request": seeks,
+                 "refill_bytes_per_request": int(c.refills * STREAM_CHUNK), "reads_per_lookup": c.reads_per_lookup,
+                 "per_url": c.per_url})

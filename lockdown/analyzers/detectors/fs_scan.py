@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections import Counter
+from dataclasses import dataclass
 
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
@@ -65,7 +66,22 @@ def walker_of(ctx: Context, rid: str, ops: Counter) -> tuple[str | None, list[st
     return (user[-1] if user else None), chain
 
 
-def detect(ctx: Context) -> list:
+@dataclass
+class Case:
+    """The same directory walk on most profiled requests of some URLs."""
+    urls: list[str]
+    requests: list[str]             # the scanning profiled requests, sorted
+    walker: str | None              # the user function driving the walk, its call chain, its caller
+    chain: list[str]
+    lookup: str | None
+    calls: dict[str, list[int]]     # walk builtin -> calls in each request
+    directories: list[int]          # directories visited in each request
+    walker_calls: list[int]
+    share: float                    # % of request time
+    by_excimer: bool                # the share from Excimer samples (else xhprof inclusive time)
+
+
+def decide(ctx: Context) -> list[Case]:
     min_ops = ctx.threshold(ID, "min_dir_ops_per_request")
     min_share = ctx.threshold(ID, "min_repeat_share")
     scanning: dict[str, list[str]] = {}
@@ -82,15 +98,10 @@ def detect(ctx: Context) -> list:
     if not scanning:
         return []
     rids = sorted(r for hits in scanning.values() for r in hits)
-    example = rids[0]
-    walker, chain = walker_of(ctx, example, ops_of[example])
-    per_builtin = sorted({f for r in rids for f in ops_of[r]})
-    calls = {f: [ops_of[r][f] for r in rids] for f in per_builtin}
-    dirs = [directories_visited(ops_of[r]) for r in rids]
-    walker_calls = [ctx.xhprof[r].get(walker, {}).get("calls", 0) for r in rids] if walker else []
-    if walker and ctx.excimer_total:
+    walker, chain = walker_of(ctx, rids[0], ops_of[rids[0]])
+    by_excimer = bool(walker and ctx.excimer_total)
+    if by_excimer:
         share = ctx.php_share_pct(lambda f, w=walker: f == w)
-        share_source = "Excimer samples with the walker on the stack, timed requests"
     else:
         main = [ctx.wall_us(r) for r in rids]
         top = walker or chain[-1]      # time entering it from outside: recursion counted once
@@ -98,30 +109,45 @@ def detect(ctx: Context) -> list:
                  for r in rids]
         # each request's part at most its wall time: a share is part of the same requests' time
         share = 100.0 * sum(map(min, spent, main)) / sum(main) if sum(main) else 0.0
-        share_source = "xhprof inclusive time of the walker over the request's wall time"
-    lookup = chain[chain.index(walker) - 1] if walker in chain and chain.index(walker) > 0 else None
+    return [Case(
+        urls=sorted(scanning), requests=rids, walker=walker, chain=chain,
+        lookup=chain[chain.index(walker) - 1] if walker in chain and chain.index(walker) > 0 else None,
+        calls={f: [ops_of[r][f] for r in rids] for f in sorted({f for r in rids for f in ops_of[r]})},
+        directories=[directories_visited(ops_of[r]) for r in rids],
+        walker_calls=[ctx.xhprof[r].get(walker, {}).get("calls", 0) for r in rids] if walker else [],
+        share=share, by_excimer=by_excimer)]
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    rids, walker, calls, urls = c.requests, c.walker, c.calls, c.urls
     mid = lambda xs: statistics.median(xs) if xs else 0
-    evidence = [Evidence("directories walked per request (median)", mid(dirs),
+    dirs = mid(c.directories)
+    share_source = ("Excimer samples with the walker on the stack, timed requests" if c.by_excimer
+                    else "xhprof inclusive time of the walker over the request's wall time")
+    evidence = [Evidence("directories walked per request (median)", dirs,
                          f"xhprof of {len(rids)} request(s): opendir/scandir/glob/iterator calls")]
-    for f in per_builtin:
-        lo, hi = min(calls[f]), max(calls[f])
+    for f, per_request in calls.items():
+        lo, hi = min(per_request), max(per_request)
         evidence.append(Evidence(f"{f} calls per request", lo if lo == hi else f"{lo}..{hi}",
                                  f"xhprof of {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"))
     if walker:
-        evidence.append(Evidence("walker (user function) calls per request", mid(walker_calls),
+        evidence.append(Evidence("walker (user function) calls per request", mid(c.walker_calls),
                                  f"xhprof: {walker}"))
-    evidence.append(Evidence("call chain", " > ".join(chain), f"xhprof of {example} (heaviest callers)"))
-    evidence.append(Evidence("share of request time, %", round(share, 2), share_source))
-    urls = sorted(scanning)
-    return [Finding(
-        id=ID, title=f"Every request walks {mid(dirs):.0f} directories ({walker or 'directory scan'})",
-        severity=severity_for(share, high=10, medium=3), share_pct=round(share, 2),
+    evidence.append(Evidence("call chain", " > ".join(c.chain), f"xhprof of {rids[0]} (heaviest callers)"))
+    evidence.append(Evidence("share of request time, %", round(c.share, 2), share_source))
+    return Finding(
+        id=ID, title=f"Every request walks {dirs:.0f} directories ({walker or 'directory scan'})",
+        severity=severity_for(c.share, high=10, medium=3), share_pct=round(c.share, 2),
         summary=(f"On {len(urls)} URL(s) every profiled request walked the same directory tree: "
-                 f"{mid(dirs):.0f} directories, {sum(mid(c) for c in calls.values()):.0f} directory "
+                 f"{dirs:.0f} directories, {sum(mid(x) for x in calls.values()):.0f} directory "
                  f"calls per request, driven by {walker or 'a directory walk'}"
-                 f"{f' called from {lookup}' if lookup else ''}. A lookup that misses (a registry row "
+                 f"{f' called from {c.lookup}' if c.lookup else ''}. A lookup that misses (a registry row "
                  "whose files are gone) falls back to scanning the tree, and the miss is not "
                  "cached, so every request pays for it."),
         evidence=evidence, urls=urls, requests=rids[:5],
-        details={"walker": walker, "lookup": lookup, "chain": chain, "directories": dirs,
-                 "calls_per_request": {f: calls[f] for f in per_builtin}, "requests": rids})]
+        details={"walker": walker, "lookup": c.lookup, "chain": c.chain, "directories": c.directories,
+                 "calls_per_request": calls, "requests": rids})

@@ -36,6 +36,8 @@ Not flagged: regex-heavy code with the JIT on (a hot-builtins / repeated-call ma
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..findings import Evidence, Finding, Remediation, severity_for
 from ..subsystems import categorise
 from .context import Context
@@ -48,7 +50,25 @@ MATCHERS = ("preg_match", "preg_match_all", "preg_replace", "preg_replace_callba
             "preg_replace_callback_array", "preg_split", "preg_grep", "preg_filter")
 
 
-def detect(ctx: Context) -> list:
+@dataclass
+class Case:
+    """pcre.jit off, and the regex time measured (or not)."""
+    setting: str | None             # pcre.jit as the capture saw it
+    cpu: float | None               # regex share of on-CPU samples, %
+    samples: int                    # native samples of the timed requests
+    profiles: list[str]             # the profiled requests
+    calls_per_request: float | None # preg_* calls per profiled request
+    exclusive_share: float | None   # preg_* exclusive time, % of their wall time
+    measured: float | None          # the regex share used, from `source`: "native", "xhprof" or None
+    share: float | None             # % of request time
+    source: str | None
+    version: str                    # PHP major.minor
+    urls: list[str]
+    requests: list[str]
+    by_url: dict[str, float]        # regex share of on-CPU samples per URL
+
+
+def decide(ctx: Context) -> list[Case]:
     if ini_flag(ctx, "pcre.jit") is not False:
         return []
     min_share = ctx.threshold(ID, "min_regex_share_pct")
@@ -70,29 +90,39 @@ def detect(ctx: Context) -> list:
         measured, share, source = None, None, None
     if measured is not None and measured < min_share:
         return []
+    return [Case(ini_value(ctx, "pcre.jit"), cpu, len(ctx.native), rids, calls_per_request, excl_share, measured,
+                 share, source, php_version(ctx), sorted(ctx.by_url), example_requests(ctx, is_regex) or rids[:5],
+                 share_by_url(ctx, is_regex) if ctx.native else {})]
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    cpu, rids, source, share = c.cpu, c.profiles, c.source, c.share
     severity = "low" if share is None else severity_for(share, high=10, medium=3)
-    evidence = [Evidence("pcre.jit", ini_value(ctx, "pcre.jit"), "manifest php.ini (effective value)")]
+    evidence = [Evidence("pcre.jit", c.setting, "manifest php.ini (effective value)")]
     if cpu is not None:
         evidence.append(Evidence("on-CPU samples in PCRE (regex subsystem)", f"{cpu:.2f}%",
-                                 f"perf samples of the timed requests ({len(ctx.native)}), subsystems.toml"))
-    if calls_per_request is not None:
-        evidence.append(Evidence("preg_* calls per request", calls_per_request, sources(rids)))
-        if excl_share is not None:
+                                 f"perf samples of the timed requests ({c.samples}), subsystems.toml"))
+    if c.calls_per_request is not None:
+        evidence.append(Evidence("preg_* calls per request", c.calls_per_request, sources(rids)))
+        if c.exclusive_share is not None:
             evidence.append(Evidence("preg_* exclusive time, % of the instrumented requests' wall time",
-                                     excl_share, f"{sources(rids)}; requests.jsonl wall_us"))
+                                     c.exclusive_share, f"{sources(rids)}; requests.jsonl wall_us"))
     if source is None:
         evidence.append(Evidence("regex time", "not measured", "the bundle has no native samples or xhprof profiles"))
     cost = (f"{cpu:.1f}% of the on-CPU samples of the timed requests were in PCRE" if source == "native"
-            else f"preg_* builtins took {excl_share:.1f}% of the instrumented requests' time" if source == "xhprof"
-            else "the bundle has no native samples or xhprof profiles to measure regex time")
-    version = php_version(ctx)
-    return [Finding(
-        id=ID, title="PCRE JIT is off (pcre.jit=0)" + (f": {measured:.1f}% of the time in regular expressions"
-                                                       if measured is not None else ""),
+            else f"preg_* builtins took {c.exclusive_share:.1f}% of the instrumented requests' time"
+            if source == "xhprof" else "the bundle has no native samples or xhprof profiles to measure regex time")
+    return Finding(
+        id=ID, title="PCRE JIT is off (pcre.jit=0)" + (f": {c.measured:.1f}% of the time in regular expressions"
+                                                       if c.measured is not None else ""),
         severity=severity, share_pct=share,
         summary=(f"pcre.jit is off, so every preg_* match runs in PCRE2's interpreter instead of compiled machine "
                  f"code; {cost}"
-                 + (f", with {calls_per_request:g} preg_* calls per profiled request" if calls_per_request else "")
+                 + (f", with {c.calls_per_request:g} preg_* calls per profiled request" if c.calls_per_request else "")
                  + ". PHP enables the JIT by default; it made almost every application 2-3% faster when PHP 7 "
                    "turned it on, more for regex-heavy code."),
         evidence=evidence,
@@ -102,9 +132,9 @@ def detect(ctx: Context) -> list:
                      + ("; regex time seen in the profile" if source else "")
                      + "; JIT support of this PHP build and the speed-up were not verified"),
             steps=["php -r 'var_dump(PCRE_JIT_SUPPORT);'   # must print bool(true)",
-                   f"systemctl restart php{version}-fpm"],
+                   f"systemctl restart php{c.version}-fpm"],
             description="In php.ini or the FPM conf.d (or a pool's php_admin_value[pcre.jit] = 1).")],
-        urls=sorted(ctx.by_url), requests=example_requests(ctx, is_regex) or rids[:5],
+        urls=c.urls, requests=c.requests,
         details={"source": source, "regex_on_cpu_pct": None if cpu is None else round(cpu, 2),
-                 "regex_share_by_url": share_by_url(ctx, is_regex) if ctx.native else {},
-                 "preg_calls_per_request": calls_per_request, "preg_exclusive_share_pct": excl_share})]
+                 "regex_share_by_url": c.by_url,
+                 "preg_calls_per_request": c.calls_per_request, "preg_exclusive_share_pct": c.exclusive_share})
