@@ -27,10 +27,10 @@ from ..remediation.propose import propose_all
 from ..reports.analysis_text import notable_lines
 from ..reports.bench_table import format_bench
 from ..reports.findings_text import format_dismissed, format_findings
-from ..reports.output import write_json_atomic
 from ..reports.reproduce import RUN_DEFAULTS
 from ..reports.run_documents import write_finding_writeups, write_flamegraphs, write_report
-from ..reports.run_results import FINDINGS_FORMAT
+from ..rundir.model import Analysis, BenchResult, RunDocument, RunSettings
+from ..rundir.store import ANALYSIS, BENCH, FINDINGS, write_document
 from ..targets.registry import resolve
 from .bench import check_bounds, parse_ini
 from .json_output import check_destination, emit, json_option, to_stdout, written_line
@@ -104,7 +104,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
             bench = run_bench(t, out / "bench-run", BenchOptions(runs=runs, duration=duration,
                                                                    warmup_duration=warmup_duration, php_ini=ini),
                               say=say, remedy=fixes, base=base.describe() if base else None)
-            write_json_atomic(out / "bench.json", bench)
+            write_document(out, BENCH, BenchResult.from_json(bench))
             say(format_bench(bench))
         say(f"== profile {t.name}")
         settings = CaptureSettings(xhprof_every=xhprof_every)
@@ -115,7 +115,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
         bundle = open_bundle(bundle_dir)
         say("== analyze")
         analysis = analyze(bundle)
-        write_json_atomic(out / "analysis.json", analysis)
+        write_document(out, ANALYSIS, Analysis.from_json(analysis))
         for line in notable_lines(analysis):
             say(line)
         say(f"  (all of it: lockdown analyze {shlex.quote(str(bundle_dir))})")
@@ -126,20 +126,18 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
             findings, dismissed = check_repeated_calls(t, findings, limits, out / "probe-run", php_ini=ini,
                                                        remedy=fixes, say=say)
         findings = propose_all(findings, bundle.statements(), t, out / "remedy-run", say=say, base=base)
-    document = {
-        "format": FINDINGS_FORMAT, "target": t.name, "bundle": str(bundle_dir),
+    document = RunDocument(
+        target=t.name, bundle=str(bundle_dir),
         # what `lockdown verify DIR` needs to serve and capture the target the same way again
-        "run": {"target_dir": str(t.directory), "php_ini": ini, "requests": requests,
-                "xhprof_every": xhprof_every, "thresholds": limits,
-                # how to run it again (reports/reproduce.py): TARGET as it resolves anywhere,
-                # and the options given, as `lockdown run` takes them
-                "target_arg": str(t.directory) if _is_path(target) else target,
-                "options": given,
-                # the verified fixes this run started from (--on-top-of); verify applies them too
-                **({"base": base.to_json()} if base else {})},
-        "findings": [f.to_json() for f in findings],
-        "dismissed": dismissed}
-    write_json_atomic(out / "findings.json", document)
+        run=RunSettings(target_dir=str(t.directory), php_ini=ini, requests=requests, xhprof_every=xhprof_every,
+                        thresholds=limits,
+                        # how to run it again (reports/reproduce.py): TARGET as it resolves anywhere,
+                        # and the options given, as `lockdown run` takes them
+                        target_arg=str(t.directory) if _is_path(target) else target, options=given,
+                        # the verified fixes this run started from (--on-top-of); verify applies them too
+                        base=base.to_json() if base else None),
+        findings=findings, dismissed=dismissed)
+    write_document(out, FINDINGS, document)
     write_finding_writeups(out)
     say("== report")
     flames = write_flamegraphs(bundle, out)
@@ -149,7 +147,7 @@ def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every
         emit(json_out, {"directory": str(out), "findings_json": str(out / "findings.json"),
                         "report": str(report), "flamegraphs": [str(p) for p in flames],
                         "bench": bench and {"summary": bench["summary"], "runs": bench["runs"]},
-                        **document})
+                        **document.to_json()})
         if to_stdout(json_out):
             return
     click.echo("")

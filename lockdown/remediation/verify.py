@@ -31,15 +31,13 @@ from ..harness.probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..harness.stack import StackOptions
 from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph
-from ..reports.output import write_json_atomic, write_text_atomic
-from ..reports.run_results import findings_of, read_findings_file, run_bundle
+from ..rundir.model import VERIFY_FORMAT
+from ..rundir.store import FINDINGS, open_run, write_json_atomic, write_text_atomic
 from ..signals import held
 from ..targets.config import Target
 from ..targets.registry import resolve
 from .apply import applied, ini_changes, remedy
 from .base import Base
-
-VERIFY_FORMAT = 1
 
 
 @dataclass
@@ -57,21 +55,19 @@ class RunRecord:
 
 
 def load_run(directory: Path) -> RunRecord:
-    data = read_findings_file(directory)
-    path = directory / "findings.json"
-    findings = findings_of(data, path)
-    run = data.get("run") if isinstance(data.get("run"), dict) else {}
+    """What verify needs of the run in `directory` (rundir/store.py open_run): its findings,
+    how it served and captured the target, and the fixes it started from."""
+    opened = open_run(directory)
+    doc, run = opened.document, opened.document.settings
+    path = opened.path(FINDINGS)
     try:
-        try:
-            target = resolve(run.get("target_dir") or data["target"])
-        except LockdownError as e:      # moved or deleted since, or the file is damaged
-            raise LockdownError(f"{path}: the run's target: {e}") from None
-        return RunRecord(directory, target, findings, dict(run.get("php_ini", {})),
-                         int(run.get("requests", 120)), int(run.get("xhprof_every", 10)),
-                         with_defaults(run.get("thresholds")),
-                         run_bundle(directory, data), Base.from_json(run.get("base")))
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise LockdownError(f"{path}: damaged ({type(e).__name__}: {e}); run `lockdown run` again")
+        target = resolve(run.target_dir or doc.target)
+    except (LockdownError, ValueError) as e:      # moved or deleted since, or the file is damaged
+        raise LockdownError(f"{path}: the run's target: {e}") from None
+    base = Base(None if run.base.get("source") is None else str(run.base["source"]), run.base_remediations(),
+                dict(run.base["php_ini"])) if run.base else None
+    return RunRecord(opened.directory, target, doc.findings, dict(run.php_ini), run.capture_requests,
+                     run.capture_xhprof_every, with_defaults(run.thresholds), opened.bundle_dir, base)
 
 
 def pick_finding(run: RunRecord, wanted: str) -> Finding:

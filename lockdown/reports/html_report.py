@@ -41,7 +41,8 @@ from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
 from .reproduce import run_command, suggest_verify
 from ..remediation.base import own_patch_path
-from .run_results import REDO_RUN, RunDirError, base_text, read_findings_file, read_json, reading, run_bundle
+from .run_results import base_text, reading
+from ..rundir.store import REDO_RUN, open_run
 from .verify_text import diff_graph_kind, new_findings
 from .writeup import pages_line
 
@@ -52,8 +53,6 @@ MAX_DETAILS = 20000       # characters of a finding's detector details (JSON)
 FLAME_WIDTH = 1200
 FLAME_MINWIDTH = 0.5      # pixels: keeps big captures' graphs to a reasonable size
 FLAME_MARKER = 'class="lockdown-flamegraph'
-# What every analysis.json has (lockdown/analyzers/analysis.py analyze()); the rest is optional.
-ANALYSIS_KEYS = {"requests": int, "budget_by_url": dict, "budget_overall": dict, "by_request": list}
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
                           autoescape=True, undefined=jinja2.StrictUndefined,
@@ -65,43 +64,16 @@ _CDATA = re.compile(r"<!\[CDATA\[(.*?)\]\]>", re.S)
 
 # ---------------------------------------------------------------- reading
 
-def _bundle_dir(run_dir: Path, findings: dict) -> Path:
-    """The run's bundle (run_results.run_bundle), which the report cannot do without."""
-    bundle = run_bundle(run_dir, findings)
-    if bundle.is_dir():
-        return bundle
-    raise RunDirError(f"{run_dir / 'bundle'}: missing; the report needs the run's capture bundle "
-                      f"(run `lockdown run TARGET -o DIR` again)")
-
-
 def load_run(run_dir: Path) -> dict:
-    """Every file of a run directory the report reads, checked; one clear error otherwise."""
-    run_dir = Path(run_dir)
-    redo = REDO_RUN
-    findings = read_findings_file(run_dir)
-    apath = run_dir / "analysis.json"
-    analysis = read_json(apath, redo)
-    for key, kind in ANALYSIS_KEYS.items():
-        if not isinstance(analysis.get(key), kind):
-            raise RunDirError(f"{apath}: no {key!r} {kind.__name__} (not the output of `lockdown "
-                              f"analyze --json` of this version); {redo}")
-    bench = read_json(run_dir / "bench.json", redo, required=False)
-    if bench is not None and not isinstance(bench.get("runs"), list):
-        raise RunDirError(f"{run_dir / 'bench.json'}: no 'runs' list (not a `lockdown bench` "
-                          f"result); {redo}")
-    bundle = open_bundle(_bundle_dir(run_dir, findings))
-    verify = {}
-    vroot = run_dir / "verify"
-    if vroot.is_dir():
-        # (hidden directories are `lockdown verify` runs in progress or abandoned)
-        for vdir in sorted(p for p in vroot.iterdir() if p.is_dir() and not p.name.startswith(".")):
-            vpath = vdir / "verify.json"
-            data = read_json(vpath, f"run `lockdown verify` for this finding again or remove "
-                                     f"{vdir}", required=False)
-            if data is not None:
-                verify[vdir.name] = (vpath, data)
-    return {"dir": run_dir, "findings": findings, "analysis": analysis, "bench": bench,
-            "bundle": bundle, "verify": verify, "redo": redo}
+    """Every file of a run directory the report reads (rundir/store.py open_run), checked;
+    one clear error otherwise."""
+    run = open_run(run_dir)
+    analysis = run.analysis()
+    bench = run.bench()
+    bundle = run.open_bundle()
+    verify = {key: (run.verification_path(key), v.to_json()) for key, v in run.verifications().items()}
+    return {"dir": run.directory, "findings": run.document.to_json(), "analysis": analysis.to_json(),
+            "bench": bench.to_json() if bench else None, "bundle": bundle, "verify": verify, "redo": REDO_RUN}
 
 
 # ---------------------------------------------------------------- formatting

@@ -1,0 +1,401 @@
+"""The documents of a `lockdown run` directory, each a type with a format version: the run
+document (findings.json), the benchmark result (bench.json), the analysis (analysis.json) and
+a verification (verify/KEY/verify.json). JSON in, JSON out, nothing else.
+
+`from_json` checks each typed field against its annotation (bundle/model.py's checks) and the
+rules between fields (`problem`), so that a damaged document is one `DocumentError` naming the
+field, not a TypeError deep in whichever report reads it first. Keys a type does not name are
+kept as they were read (`extra`), and `to_json` gives back the JSON it was read from, key for
+key and in order: readers of older or newer files lose nothing, and a document made here is
+written as the writers always wrote it.
+
+What is typed: the run document whole (findings as `analyzers.findings.Finding`; its `run`
+block; the base a run started from, checked, kept as the JSON `remediation/base.py` reads);
+a verification's findings and re-capture; the top level of bench.json and analysis.json. The
+large sections below those (a benchmark's runs and summary, the A/B result, each analysis
+view) stay the JSON objects the harness and the analyzers wrote, checked to be objects or
+lists where a reader indexes into them.
+
+bench.json and analysis.json have carried no `format` key so far: absent means format 1, and
+another value is refused, as for findings.json and verify.json.
+"""
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from functools import cache
+from typing import Callable, ClassVar
+
+from ..analyzers.findings import Evidence, Finding, Remediation
+from ..bundle.model import brief, checker
+
+RUN_FORMAT = 1          # findings.json's `format` (lockdown run writes it)
+BENCH_FORMAT = 1        # bench.json (no `format` key yet: absent means 1)
+ANALYSIS_FORMAT = 1     # analysis.json (no `format` key yet: absent means 1)
+VERIFY_FORMAT = 1       # verify/KEY/verify.json's `format`
+
+# what a findings.json written before its run block said these means (lockdown run's defaults)
+DEFAULT_REQUESTS = 120
+DEFAULT_XHPROF_EVERY = 10
+
+_ABSENT = object()
+_BOOKKEEPING = ("extra", "keys")
+
+
+class DocumentError(ValueError):
+    """A JSON document that does not have the shape its readers rely on (the message names
+    the field; the store adds the file and what to do about it)."""
+
+
+@cache
+def _fields_of(cls: type) -> tuple[tuple[str, str, bool], ...]:
+    """(name, annotation, required) of each typed field, worked out once per type."""
+    return tuple((f.name, f.type, f.default is MISSING and f.default_factory is MISSING)
+                 for f in fields(cls) if f.name not in _BOOKKEEPING)
+
+
+def _default(cls: type, name: str):
+    """A field's default value (MISSING for a required one)."""
+    f = cls.__dataclass_fields__[name]
+    return f.default_factory() if f.default_factory is not MISSING else f.default
+
+
+def _plain(v):
+    """A field's value as JSON: documents and findings written out, the rest as it is."""
+    if isinstance(v, (_Document, Finding)):
+        return v.to_json()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def check_record(data, spec: dict[str, str | None], required: tuple[str, ...], where: str) -> dict:
+    """A JSON object with the fields of `spec` (name -> annotation; None: any JSON value),
+    those in `required` present; the fields of `spec` it has, unknown ones left out (a newer
+    writer's). DocumentError naming `where` and the field otherwise."""
+    if type(data) is not dict:
+        raise DocumentError(f"{where} is not a JSON object ({brief(data)})")
+    out = {}
+    for name, annotation in spec.items():
+        v = data.get(name, _ABSENT)
+        if v is _ABSENT:
+            if name in required:
+                raise DocumentError(f"no {where}.{name}")
+            continue
+        if annotation is not None and not checker(annotation).test(v):
+            raise DocumentError(f"{where}.{name} is not {checker(annotation).one} ({brief(v)})")
+        out[name] = v
+    return out
+
+
+REMEDIATION = {"kind": "str", "content": "str", "checked": "str", "file": "str | None", "steps": "list",
+               "description": "str", "writes": "list | None"}
+EVIDENCE = {"what": "str", "value": None, "source": "str"}
+FINDING = {"id": "str", "title": "str", "severity": "str", "share_pct": "float | None", "summary": "str",
+           "evidence": "list", "remediations": "list", "urls": "list[str]", "requests": "list[str]",
+           "details": "dict", "key": "str"}
+
+
+def remediation_of(data, where: str) -> Remediation:
+    return Remediation(**check_record(data, REMEDIATION, ("kind", "content"), where))
+
+
+def finding_of(data, where: str) -> Finding:
+    """A Finding from its JSON (findings.json's findings[i]), every field checked."""
+    d = check_record(data, FINDING, ("id", "title", "severity", "share_pct", "summary"), where)
+    d["evidence"] = [Evidence(**check_record(e, EVIDENCE, tuple(EVIDENCE), f"{where}.evidence[{i}]"))
+                     for i, e in enumerate(d.get("evidence", []))]
+    d["remediations"] = [remediation_of(r, f"{where}.remediations[{i}]")
+                         for i, r in enumerate(d.get("remediations", []))]
+    key = d.get("key", "")
+    if "/" in key or "\x00" in key or key in (".", ".."):       # it names files: findings/KEY.md
+        raise DocumentError(f"{where}.key is {brief(key)}, not a finding's key")
+    return Finding(**d)
+
+
+@dataclass
+class _Document:
+    """A JSON object: typed fields (the subclass's dataclass fields, checked by annotation),
+    documents nested in it (`NESTED`), and every other key as it was read (`extra`)."""
+    extra: dict = field(default_factory=dict, kw_only=True, repr=False)
+    keys: tuple = field(default=(), kw_only=True, repr=False, compare=False)     # as read, in order
+
+    NESTED: ClassVar[dict[str, type]] = {}          # field -> the _Document type of it (or of its items)
+    CONVERT: ClassVar[dict[str, Callable]] = {}     # field -> (JSON, where) -> value, for other types
+    OMIT_NONE: ClassVar[frozenset] = frozenset()    # fields a writer leaves out rather than write null
+
+    @classmethod
+    def from_json(cls, data, where: str = ""):
+        """The document of one JSON object; DocumentError when a field is missing or of the wrong
+        type, or the fields disagree (`problem`)."""
+        if type(data) is not dict:
+            raise DocumentError(f"{where.rstrip('.') or 'the document'} is not a JSON object ({brief(data)})")
+        kw = {}
+        for name, annotation, required in _fields_of(cls):
+            v = data.get(name, _ABSENT)
+            if v is _ABSENT:
+                if required:
+                    raise DocumentError(f"no {where}{name}")
+                continue
+            kw[name] = cls._value(name, annotation, v, f"{where}{name}")
+        typed = {name for name, _, _ in _fields_of(cls)}
+        doc = cls(**kw, extra={k: v for k, v in data.items() if k not in typed}, keys=tuple(data))
+        why = doc.problem()
+        if why:
+            raise DocumentError(f"in {where.rstrip('.')}: {why}" if where else why)
+        return doc
+
+    @classmethod
+    def _value(cls, name: str, annotation: str, v, path: str):
+        if v is None and annotation.endswith("| None"):
+            return None
+        if name in cls.CONVERT:
+            return cls.CONVERT[name](v, path)
+        nested = cls.NESTED.get(name)
+        if nested is None:
+            check = checker(annotation)
+            if not check.test(v):
+                raise DocumentError(f"{path} is not {check.one} ({brief(v)})")
+            return v
+        if annotation.startswith("list["):
+            if type(v) is not list:
+                raise DocumentError(f"{path} is not a list ({brief(v)})")
+            return [nested.from_json(item, f"{path}[{i}].") for i, item in enumerate(v)]
+        return nested.from_json(v, f"{path}.")
+
+    def problem(self) -> str | None:
+        """What is wrong beyond the fields' own types, or None."""
+        return None
+
+    def to_json(self) -> dict:
+        """The JSON object: the keys read, in their order; for a document made here, its fields
+        in declaration order (those in OMIT_NONE only when set), then `extra`."""
+        typed = {name: getattr(self, name) for name, _, _ in _fields_of(type(self))}
+        if self.keys:       # and a field absent there that has been given a value since
+            order = list(self.keys) + [k for k, v in typed.items() if k not in self.keys and v is not None
+                                       and v != _default(type(self), k)]
+        else:
+            order = [k for k, v in typed.items() if not (v is None and k in self.OMIT_NONE)]
+        order += [k for k in self.extra if k not in order]
+        return {k: _plain(typed[k]) if k in typed else self.extra[k]
+                for k in order if k in typed or k in self.extra}
+
+
+def _format_problem(value, version: int, what: str, absent_ok: bool = True) -> str | None:
+    """What is wrong with a document's `format` (`_ABSENT`: no such key, which means `version`
+    where `absent_ok`), or None when it is `version`."""
+    if value is _ABSENT and absent_ok or (type(value) is int and value == version):
+        return None
+    shown = "missing" if value is _ABSENT else brief(value)
+    return f"not {what} of format {version} (format {shown}): written by another lockdown version, or damaged"
+
+
+# ----------------------------------------------------------------------------- findings.json
+
+@dataclass(kw_only=True)
+class RunSettings(_Document):
+    """findings.json `run`: how the run served and captured the target (what `lockdown verify
+    DIR` does again), and how to give its command again (reports/reproduce.py). Older runs
+    recorded only some of it: absent fields are None."""
+    target_dir: str | None = None               # the target's directory, as it resolved
+    php_ini: dict[str, str] = field(default_factory=dict)    # the overrides every copy was served with
+    requests: int | None = None                 # requests in the capture
+    xhprof_every: int | None = None
+    thresholds: dict[str, dict] | None = None   # the detector thresholds the run used
+    target_arg: str | None = None               # TARGET as `lockdown run` takes it again
+    options: list[str] | None = None            # the recorded options given, as arguments
+    base: dict | None = None                    # the fixes it started from (remediation/base.py Base.to_json)
+
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"base"})
+
+    @property
+    def capture_requests(self) -> int:
+        return DEFAULT_REQUESTS if self.requests is None else self.requests
+
+    @property
+    def capture_xhprof_every(self) -> int:
+        return DEFAULT_XHPROF_EVERY if self.xhprof_every is None else self.xhprof_every
+
+    def base_remediations(self) -> list[Remediation]:
+        """The base's remediations (checked by `problem`); [] without a base."""
+        return [remediation_of(r, f"base.remediations[{i}]")
+                for i, r in enumerate((self.base or {}).get("remediations") or [])]
+
+    def problem(self) -> str | None:
+        for name in ("requests", "xhprof_every"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                return f"{name} is {getattr(self, name)}, not a positive count"
+        if self.base:           # ({} is none, as remediation/base.py Base.from_json reads it)
+            try:
+                check_record(self.base, {"source": "str | None", "remediations": "list", "php_ini": "dict[str, str]"},
+                             ("remediations", "php_ini"), "base")
+                self.base_remediations()
+            except DocumentError as e:
+                return str(e)
+        return None
+
+
+@dataclass(kw_only=True)
+class RunDocument(_Document):
+    """findings.json: what `lockdown run` found, and how it ran."""
+    format: int = RUN_FORMAT
+    target: str                                 # the target's name
+    bundle: str | None = None                   # where the capture was written (DIR/bundle)
+    run: RunSettings | None = None              # None in a findings.json written before it
+    findings: list[Finding]
+    dismissed: list[dict] = field(default_factory=list)   # candidates the argument probe dismissed
+
+    NESTED: ClassVar[dict[str, type]] = {"run": RunSettings}
+    CONVERT: ClassVar[dict[str, Callable]] = {
+        "findings": lambda v, where: [finding_of(f, f"{where}[{i}]") for i, f in enumerate(_list(v, where))]}
+
+    @classmethod
+    def from_json(cls, data, where: str = ""):
+        if type(data) is dict:       # the version first: another one's fields may differ in any way
+            why = _format_problem(data.get("format", _ABSENT), RUN_FORMAT, "a findings file", absent_ok=False)
+            if why:
+                raise DocumentError(why)
+        return super().from_json(data, where)
+
+    @property
+    def settings(self) -> RunSettings:
+        """The run block, or one of defaults for a findings.json written before it."""
+        return self.run if self.run is not None else RunSettings()
+
+
+def _list(v, where: str) -> list:
+    if type(v) is not list:
+        raise DocumentError(f"{where} is not a list ({brief(v)})")
+    return v
+
+
+# ----------------------------------------------------------------------------- bench.json
+
+@dataclass(kw_only=True)
+class BenchResult(_Document):
+    """bench.json (harness/bench.py run_bench's result): the measured runs and their summary.
+    Each run and the summary stay the harness's JSON objects."""
+    format: int | None = None                   # absent: BENCH_FORMAT
+    target: str | None = None
+    config: dict | None = None                  # how it was measured: runs, duration, load, URLs...
+    runs: list[dict]                            # one object per measured run (rps, latency_ms, ...)
+    summary: dict | None = None                 # rps_mean, rps_ci95, ... (analyzers/stats.py)
+
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"format", "target", "config", "summary"})
+
+    def problem(self) -> str | None:
+        return _format_problem(_ABSENT if self.format is None else self.format, BENCH_FORMAT, "a benchmark result")
+
+
+# ----------------------------------------------------------------------------- analysis.json
+
+_SECTIONS = ("subsystems", "native_functions", "scheduling", "php_functions", "off_cpu", "engine_state",
+             "database_status", "builtins", "db_round_trip", "queries")
+
+
+@dataclass(kw_only=True)
+class Analysis(_Document):
+    """analysis.json (analyzers/analysis.py analyze()): every view of the bundle. The views
+    present in every analysis are required; the others are there when their collector was."""
+    format: int | None = None                   # absent: ANALYSIS_FORMAT
+    bundle: str | None = None
+    target: str | None = None
+    selection: dict | None = None
+    requests: int
+    instrumented_left_out: int | None = None
+    subsystems: dict | None = None
+    native_functions: dict | None = None
+    budget_by_url: dict[str, dict]
+    budget_overall: dict
+    scheduling: dict | None = None
+    tail: list[dict] | None = None
+    by_request: list[dict]
+    php_functions: dict | None = None
+    off_cpu: dict | None = None
+    engine_state: dict | None = None
+    database_status: dict | None = None
+    builtins: dict | None = None
+    db_round_trip: dict | None = None
+    queries: dict | None = None
+
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"format", "bundle", "target", "selection", "instrumented_left_out",
+                                                "tail", *_SECTIONS})
+
+    def problem(self) -> str | None:
+        return _format_problem(_ABSENT if self.format is None else self.format, ANALYSIS_FORMAT, "an analysis")
+
+
+# ----------------------------------------------------------------------------- verify.json
+
+@dataclass(kw_only=True)
+class VerifiedFinding(_Document):
+    """A finding as verify.json names it (`finding`, `findings`): several verified together
+    are `finding` {"key": "all" or "a+b", "id": null, ...}."""
+    key: str
+    id: str | None = None
+    title: str | None = None
+    subject: str | None = None
+    share_pct: float | None = None
+
+
+@dataclass(kw_only=True)
+class Recapture(_Document):
+    """verify.json `reprofile`: the patched copy captured again, and what the detectors said."""
+    bundle: str | None = None
+    requests: int | None = None
+    gone: bool | None = None                    # none of the findings is there any more
+    remaining: list[str] | None = None
+    gone_by_finding: dict[str, bool] | None = None   # key -> gone, for each finding verified
+    new: list[str] | None = None                # defects the run did not report
+    findings: list[dict] | None = None
+    probed: bool | None = None
+    dismissed: list[dict] | None = None
+    checks: list[dict] | None = None
+
+
+@dataclass(kw_only=True)
+class Verification(_Document):
+    """verify/KEY/verify.json (remediation/verify.py): one finding's fix, or several together,
+    measured A/B and captured again. `bench` stays harness/ab_bench.py's JSON (arms, change,
+    plan)."""
+    format: int = VERIFY_FORMAT
+    finding: VerifiedFinding
+    findings: list[VerifiedFinding] = field(default_factory=list)
+    target: str | None = None
+    remediations: list[dict] = field(default_factory=list)
+    php_ini: dict | None = None                 # {"before": {...}, "after": {...}}
+    base_remediations: list[dict] | None = None
+    base_source: str | None = None
+    responses: dict | None = None               # the page comparison (harness/responses.py)
+    bench: dict
+    reprofile: Recapture
+    before_bundle: str | None = None
+    diff_svg: dict | None = None                # kind -> file name of a differential flame graph
+    confirmed: bool | None = None
+    each: list[dict] | None = None              # verify --each: what each fix adds to the others
+
+    NESTED: ClassVar[dict[str, type]] = {"finding": VerifiedFinding, "findings": VerifiedFinding,
+                                         "reprofile": Recapture}
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"each"})
+
+    @classmethod
+    def from_json(cls, data, where: str = ""):
+        if type(data) is dict:
+            why = _format_problem(data.get("format", _ABSENT), VERIFY_FORMAT, "a verification")
+            if why:
+                raise DocumentError(why)
+        return super().from_json(data, where)
+
+    @property
+    def key(self) -> str:
+        return self.finding.key
+
+    @property
+    def together(self) -> bool:
+        """Several findings fixed together (verify --all, or --finding given more than once)."""
+        return len(self.findings) > 1
+
+    def problem(self) -> str | None:
+        if self.together and self.reprofile.gone_by_finding is None:
+            return (f"{len(self.findings)} findings fixed together, but no reprofile.gone_by_finding "
+                    f"(which of them each re-capture still showed)")
+        return None
