@@ -69,11 +69,14 @@ def guard_shares(found: list[Finding]) -> list[Finding]:
     on an impossible number."""
     for f in found:
         if f.share_pct is not None and not 0 <= f.share_pct <= 100:
-            f.evidence.append(Evidence(
-                "share of request time as estimated, outside 0-100% (an estimate at fault; reported as "
-                "the bound)", f.share_pct, "lockdown/analyzers/detectors/__init__.py guard_shares"))
+            f.evidence.append(describe_out_of_bounds(f.share_pct))
             f.share_pct = min(100.0, max(0.0, f.share_pct))
     return found
+
+
+def describe_out_of_bounds(share_pct: float) -> Evidence:
+    return Evidence("share of request time as estimated, outside 0-100% (an estimate at fault; reported as "
+                    "the bound)", share_pct, "lockdown/analyzers/detectors/__init__.py guard_shares")
 
 
 def rank(found: list[Finding]) -> list[Finding]:

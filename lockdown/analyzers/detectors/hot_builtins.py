@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 
 from ..builtins import base_name, compiled_to_opcode, top_callers
 from ...php_ini import is_off, size_bytes
@@ -217,142 +218,198 @@ def _span(lo: float, hi: float) -> str:
     return f"{lo:.0f}%" if f"{lo:.0f}" == f"{hi:.0f}" else f"{lo:.0f}-{hi:.0f}%"
 
 
-def detect(ctx: Context) -> list:
+@dataclass
+class Case:
+    """The map: the top builtins of the profiled requests, the engine's CPU by subsystem."""
+    profiles: list[str]
+    heuristic: bool                 # builtins told by a heuristic (no internal function list)
+    doubled: list[tuple[str, int]]  # profiled requests with builtins' self-edges, and how many
+    rows: list[dict]                # the top builtins, with their callers
+    wall: int                       # the profiled requests' wall time
+    top_share: float | None         # the rows' exclusive time, % of it
+    shares: dict[str, float]        # on-CPU samples by subsystem, %, overall and per URL
+    by_url: dict[str, dict]
+    samples: int
+    sampled_requests: int
+    profiler_ext: dict[str, float]  # profiler-ext samples by extension (lockdown's own, or other), %
+    urls: list[str]
+
+    @property
+    def opcodes(self) -> list[str]:
+        """Rows that are VM opcodes outside the instrumented worker."""
+        return [r["name"] for r in self.rows if r["compiled_to_opcode"]]
+
+
+def decide(ctx: Context) -> list[Case]:
     rids = profiled(ctx)
     if not rids and not ctx.native:
         return []
-    top = ctx.threshold(ID, "top")
-    evidence: list[Evidence] = []
-    details: dict = {}
-    notes: list[str] = []
-    rows: list[dict] = []
-    opcodes: list[str] = []     # rows that are VM opcodes outside the instrumented worker
-    if rids:
-        if ctx.internal_functions or ctx.internal_classes:
-            is_builtin, source = ctx.is_internal, "the engine's internal function and class lists (manifest)"
-        else:
-            leaves = _is_leaf_everywhere(ctx)
-            is_builtin = leaves.__contains__
-            source = ("heuristic: functions that call no other function in any profile (this bundle's manifest "
-                      "has no internal function list; leaf user functions may be listed)")
-            notes.append("builtins identified by a heuristic (no internal function list in the manifest)")
-        calls: Counter = Counter()
-        excl: Counter = Counter()
-        incl: Counter = Counter()
-        callers: dict[str, dict[str, Counter]] = {}
-        for rid in rids:
-            mine = Counter()
-            for (p, c), e in ctx.xhprof_edges.get(rid, {}).items():
-                if p != c and _CAPTURE_CALLERS.match(p):
-                    mine[c] += e["ct"]
-                elif p == "main()" and c in _PREPEND_MAIN_CALLS and e["ct"] >= 1:
-                    mine[c] += 1
-                elif p != c:
-                    mine_of = callers.setdefault(c, {}).setdefault(p, Counter())
-                    mine_of["calls"] += e["ct"]
-                    mine_of["inclusive_us"] += e["wt"]
-            for f, n in callee_calls(ctx, rid).items():
-                if f == "main()" or _CAPTURE_CALLEES.match(f) or _CAPTURE_CALLERS.match(f) or not is_builtin(f):
-                    continue
-                if n - mine[f] <= 0:
-                    continue
-                calls[f] += n - mine[f]
-                excl[f] += ctx.xhprof[rid].get(f, {}).get("exclusive_us", 0)
-                incl[f] += ctx.xhprof[rid].get(f, {}).get("inclusive_us", 0)
-            doubled = 0
-            for key in ctx.xhprof_profiles.get(rid, {}):
-                parent, sep, child = key.partition("==>")
-                child = base_name(child)
-                doubled += bool(sep) and base_name(parent) == child and is_builtin(child)
-            if doubled:
-                notes.append(f"{rid}: {doubled} builtin(s) with a direct self-edge (tideways_xhprof's double "
-                             "count), not counted as calls")
-        wall = sum(ctx.wall_us(r) for r in rids)
-        n = len(rids)
-        names = sorted(calls, key=lambda f: (-excl[f], -calls[f], f))[:top]
-        for f in names:
-            rows.append({"name": f, "calls": calls[f], "calls_per_request": round(calls[f] / n, 1),
-                         "exclusive_us": excl[f], "exclusive_us_per_request": round(excl[f] / n, 1),
-                         "exclusive_share_pct": round(100.0 * excl[f] / wall, 2) if wall else None,
-                         "compiled_to_opcode": compiled_to_opcode(f),
-                         # where an engineer looks next: the callers with most of its time
-                         "callers": [{"name": c["name"],
-                                      "share_pct": round(100.0 * c["inclusive_us"] / incl[f], 1) if incl[f] else None}
-                                     for c in top_callers(callers.get(f) or {})]})
-        opcodes = [r["name"] for r in rows if r["compiled_to_opcode"]]
-        if opcodes:
-            notes.append(f"{', '.join(opcodes)}: the engine compiles these calls to VM opcodes in the timed "
-                         "workers (global namespace or fully qualified call sites); tideways_xhprof, loaded only "
-                         "in the instrumented worker, turns that off, so their calls and time exist only under "
-                         "instrumentation and their cost in the timed requests is part of vm")
-        details.update(builtins=rows, profiles=rids, builtin_source=source,
-                       top_exclusive_share_pct=round(100.0 * sum(excl[f] for f in names) / wall, 2) if wall else None)
-        for r in rows[:5]:
-            by = ", ".join(f"{c['name']} {c['share_pct']:.0f}%" for c in r["callers"] if c["share_pct"] is not None)
-            evidence.append(Evidence(f"{r['name']}: calls per request, exclusive us per request"
-                                     + ("; its callers, by share of its time" if by else ""),
-                                     f"{r['calls_per_request']:g}, {r['exclusive_us_per_request']:.0f}"
-                                     + (f"; {by}" if by else ""), sources(rids)))
-        if wall:
-            evidence.append(Evidence(f"top {len(rows)} builtins' exclusive time, % of the instrumented requests' "
-                                     "wall time",
-                                     details["top_exclusive_share_pct"], f"{sources(rids)}; requests.jsonl wall_us"))
-    shares: dict[str, float] = {}
+    heuristic = bool(rids) and not (ctx.internal_functions or ctx.internal_classes)
+    rows, doubled, wall = _builtin_rows(ctx, rids, heuristic) if rids else ([], [], 0)
+    shares, by_url, profiler_ext = {}, {}, {}
     if ctx.native:
         counts = breakdown(ctx.native)
         total = sum(counts.values())
         shares = {k: round(100.0 * v / total, 2) for k, v in counts.most_common()}
-        details["subsystems"] = shares
-        details["subsystems_by_url"] = {
-            u: {k: round(100.0 * v / sum(c.values()), 2) for k, v in c.most_common()}
-            for u, c in sorted(breakdown(ctx.native, key=lambda s: ctx.url_of.get(s.request, "?")).items())}
-        details["native_samples"] = total
+        by_url = {u: {k: round(100.0 * v / sum(c.values()), 2) for k, v in c.most_common()}
+                  for u, c in sorted(breakdown(ctx.native, key=lambda s: ctx.url_of.get(s.request, "?")).items())}
         ours = capture_extensions(ctx.manifest)
         own = Counter()
         for s in ctx.native:
             if categorise(s.frames) == "profiler-ext":
                 d = (self_dso(s.frames) or "").lower()
                 own[d.removesuffix(".so") if d.removesuffix(".so") in ours else "other"] += 1
-        if own:
-            details["profiler_ext"] = {k: round(100.0 * v / total, 2) for k, v in own.most_common()}
-            capture = {k: v for k, v in details["profiler_ext"].items() if k != "other"}
-            if capture:
-                notes.append("profiler-ext includes lockdown's own capture extensions ("
-                             + ", ".join(f"{k} {v:g}%" for k, v in capture.items())
-                             + " of on-CPU samples): capture overhead, not the application's")
+        profiler_ext = {k: round(100.0 * v / total, 2) for k, v in own.most_common()}
+    excl = sum(r["exclusive_us"] for r in rows)
+    return [Case(rids, heuristic, doubled, rows, wall, round(100.0 * excl / wall, 2) if wall else None,
+                 shares, by_url, len(ctx.native), len({s.request for s in ctx.native}), profiler_ext,
+                 sorted(ctx.by_url))]
+
+
+def _builtin_rows(ctx: Context, rids: list[str], heuristic: bool) -> tuple[list[dict], list[tuple[str, int]], int]:
+    """(the `top` builtins by exclusive time, with their callers; the requests with builtins'
+    direct self-edges, tideways_xhprof's double count, and how many; the requests' wall time)."""
+    is_builtin = _is_leaf_everywhere(ctx).__contains__ if heuristic else ctx.is_internal
+    calls: Counter = Counter()
+    excl: Counter = Counter()
+    incl: Counter = Counter()
+    callers: dict[str, dict[str, Counter]] = {}
+    doubled_in = []
+    for rid in rids:
+        mine = Counter()
+        for (p, c), e in ctx.xhprof_edges.get(rid, {}).items():
+            if p != c and _CAPTURE_CALLERS.match(p):
+                mine[c] += e["ct"]
+            elif p == "main()" and c in _PREPEND_MAIN_CALLS and e["ct"] >= 1:
+                mine[c] += 1
+            elif p != c:
+                mine_of = callers.setdefault(c, {}).setdefault(p, Counter())
+                mine_of["calls"] += e["ct"]
+                mine_of["inclusive_us"] += e["wt"]
+        for f, n in callee_calls(ctx, rid).items():
+            if f == "main()" or _CAPTURE_CALLEES.match(f) or _CAPTURE_CALLERS.match(f) or not is_builtin(f):
+                continue
+            if n - mine[f] <= 0:
+                continue
+            calls[f] += n - mine[f]
+            excl[f] += ctx.xhprof[rid].get(f, {}).get("exclusive_us", 0)
+            incl[f] += ctx.xhprof[rid].get(f, {}).get("inclusive_us", 0)
+        doubled = 0
+        for key in ctx.xhprof_profiles.get(rid, {}):
+            parent, sep, child = key.partition("==>")
+            child = base_name(child)
+            doubled += bool(sep) and base_name(parent) == child and is_builtin(child)
+        if doubled:
+            doubled_in.append((rid, doubled))
+    wall = sum(ctx.wall_us(r) for r in rids)
+    n = len(rids)
+    rows = []
+    for f in sorted(calls, key=lambda f: (-excl[f], -calls[f], f))[:ctx.threshold(ID, "top")]:
+        rows.append({"name": f, "calls": calls[f], "calls_per_request": round(calls[f] / n, 1),
+                     "exclusive_us": excl[f], "exclusive_us_per_request": round(excl[f] / n, 1),
+                     "exclusive_share_pct": round(100.0 * excl[f] / wall, 2) if wall else None,
+                     "compiled_to_opcode": compiled_to_opcode(f),
+                     # where an engineer looks next: the callers with most of its time
+                     "callers": [{"name": c["name"],
+                                  "share_pct": round(100.0 * c["inclusive_us"] / incl[f], 1) if incl[f] else None}
+                                 for c in top_callers(callers.get(f) or {})]})
+    return rows, doubled_in, wall
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+# -- description ---------------------------------------------------------------------------------
+
+def describe_notes(c: Case) -> list[str]:
+    notes = []
+    if c.heuristic:
+        notes.append("builtins identified by a heuristic (no internal function list in the manifest)")
+    notes += [f"{rid}: {doubled} builtin(s) with a direct self-edge (tideways_xhprof's double "
+              "count), not counted as calls" for rid, doubled in c.doubled]
+    if c.opcodes:
+        notes.append(f"{', '.join(c.opcodes)}: the engine compiles these calls to VM opcodes in the timed "
+                     "workers (global namespace or fully qualified call sites); tideways_xhprof, loaded only "
+                     "in the instrumented worker, turns that off, so their calls and time exist only under "
+                     "instrumentation and their cost in the timed requests is part of vm")
+    capture = {k: v for k, v in c.profiler_ext.items() if k != "other"}
+    if capture:
+        notes.append("profiler-ext includes lockdown's own capture extensions ("
+                     + ", ".join(f"{k} {v:g}%" for k, v in capture.items())
+                     + " of on-CPU samples): capture overhead, not the application's")
+    return notes
+
+
+def describe_evidence(c: Case) -> list[Evidence]:
+    evidence = []
+    rids = c.profiles
+    for r in c.rows[:5] if rids else []:
+        by = ", ".join(f"{x['name']} {x['share_pct']:.0f}%" for x in r["callers"] if x["share_pct"] is not None)
+        evidence.append(Evidence(f"{r['name']}: calls per request, exclusive us per request"
+                                 + ("; its callers, by share of its time" if by else ""),
+                                 f"{r['calls_per_request']:g}, {r['exclusive_us_per_request']:.0f}"
+                                 + (f"; {by}" if by else ""), sources(rids)))
+    if rids and c.wall:
+        evidence.append(Evidence(f"top {len(c.rows)} builtins' exclusive time, % of the instrumented requests' "
+                                 "wall time", c.top_share, f"{sources(rids)}; requests.jsonl wall_us"))
+    if c.samples:
         evidence.append(Evidence("on-CPU samples by engine subsystem (%)",
-                                 ", ".join(f"{k} {v:g}" for k, v in shares.items()),
-                                 f"perf samples of {len({s.request for s in ctx.native})} timed requests "
-                                 "(subsystems.toml)"))
-    if notes:
-        details["notes"] = notes
+                                 ", ".join(f"{k} {v:g}" for k, v in c.shares.items()),
+                                 f"perf samples of {c.sampled_requests} timed requests (subsystems.toml)"))
+    return evidence
+
+
+def describe_summary(c: Case, called: list[dict], shared: list[dict], notes: list[str]) -> str:
     parts = []
-    if rids and not rows:
-        parts.append(f"No builtin calls of the application in the {len(rids)} xhprof profile(s).")
-    # calls compiled to opcodes outside the instrumented worker are not builtins to look at first
-    called = [r for r in rows if not r["compiled_to_opcode"]] or rows
-    if rows:
+    if c.profiles and not c.rows:
+        parts.append(f"No builtin calls of the application in the {len(c.profiles)} xhprof profile(s).")
+    if c.rows:
         parts.append("Top builtins by exclusive time (xhprof, per request): " + "; ".join(
             f"{r['name']} {r['calls_per_request']:g} calls, {r['exclusive_us_per_request']:.0f} us"
             for r in called[:5]) + ".")
-        if len(called) < len(rows):
-            parts.append(f"Not listed: {', '.join(opcodes)}: outside the instrumented worker "
+        if len(called) < len(c.rows):
+            parts.append(f"Not listed: {', '.join(c.opcodes)}: outside the instrumented worker "
                          "PHP compiles these to VM opcodes, not calls.")
-        shared = shared_callers(rows)
         if shared:
-            details["shared_callers"] = shared
             parts.append(" ".join(
-                f"Calls from {c['caller']} take most of the time of {', '.join(c['builtins'])} "
-                f"({_span(c['min_share_pct'], c['max_share_pct'])} each): one function to look at for "
-                f"{len(c['builtins'])} of the top builtins." for c in shared))
-    if shares:
-        parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(shares.items())[:6]) + ".")
+                f"Calls from {x['caller']} take most of the time of {', '.join(x['builtins'])} "
+                f"({_span(x['min_share_pct'], x['max_share_pct'])} each): one function to look at for "
+                f"{len(x['builtins'])} of the top builtins." for x in shared))
+    if c.shares:
+        parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(c.shares.items())[:6]) + ".")
     parts.append("Informational: where to look first, in the spirit of HHVM's lockdown lists; "
                  "xhprof timings are from instrumented (slower) requests.")
     if any("capture overhead" in x for x in notes):
         parts.append("Part of profiler-ext is lockdown's own capture.")
-    return [Finding(
-        id=ID, title=(f"Hot builtins: {', '.join(r['name'] for r in called[:3])}" if rows
-                      else "Engine CPU by subsystem" if shares else "Hot builtins: none in the profiles"),
-        severity="info", share_pct=None, summary=" ".join(parts), evidence=evidence,
-        urls=sorted(ctx.by_url), requests=rids[:5], details=details)]
+    return " ".join(parts)
+
+
+def describe(c: Case) -> Finding:
+    details: dict = {}
+    if c.profiles:
+        details.update(builtins=c.rows, profiles=c.profiles,
+                       builtin_source=("heuristic: functions that call no other function in any profile (this "
+                                       "bundle's manifest has no internal function list; leaf user functions may "
+                                       "be listed)") if c.heuristic
+                       else "the engine's internal function and class lists (manifest)",
+                       top_exclusive_share_pct=c.top_share)
+    if c.samples:
+        details["subsystems"] = c.shares
+        details["subsystems_by_url"] = c.by_url
+        details["native_samples"] = c.samples
+        if c.profiler_ext:
+            details["profiler_ext"] = c.profiler_ext
+    notes = describe_notes(c)
+    if notes:
+        details["notes"] = notes
+    # calls compiled to opcodes outside the instrumented worker are not builtins to look at first
+    called = [r for r in c.rows if not r["compiled_to_opcode"]] or c.rows
+    shared = shared_callers(c.rows) if c.rows else []
+    if shared:
+        details["shared_callers"] = shared
+    return Finding(
+        id=ID, title=(f"Hot builtins: {', '.join(r['name'] for r in called[:3])}" if c.rows
+                      else "Engine CPU by subsystem" if c.shares else "Hot builtins: none in the profiles"),
+        severity="info", share_pct=None, summary=describe_summary(c, called, shared, notes),
+        evidence=describe_evidence(c), urls=c.urls, requests=c.profiles[:5], details=details)

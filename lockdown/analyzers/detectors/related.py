@@ -66,15 +66,21 @@ def link_nested_calls(ctx: Context, findings: list[Finding]) -> list[Finding]:
         pct, outer = max(shares, default=(0.0, None))
         if outer is None or pct < MIN_INSIDE_PCT:
             continue
-        what = f"time spent inside calls of {outer}, flagged too"
-        sentence = (f" {pct:.0f}% of its time is spent inside calls of {outer}, also flagged as a "
-                    f"repeated call: caching that removes this part too, so the two shares overlap; "
-                    f"verify the {outer} fix first.")
-        inner.summary += sentence
-        inner.evidence.append(Evidence(what, f"{pct:.0f}%", f"Excimer: samples with {fn} on the stack "
-                                                          f"under {outer}, timed requests"))
-        inner.details["inside"] = {"function": outer, "pct": round(pct, 1), "sentence": sentence, "what": what}
+        describe_inside(inner, outer, pct)
     return findings
+
+
+def describe_inside(inner: Finding, outer: str, pct: float) -> None:
+    """`inner`'s calls spend `pct` % of their time inside calls of `outer`, flagged too."""
+    fn = inner.details["function"]
+    what = f"time spent inside calls of {outer}, flagged too"
+    sentence = (f" {pct:.0f}% of its time is spent inside calls of {outer}, also flagged as a "
+                f"repeated call: caching that removes this part too, so the two shares overlap; "
+                f"verify the {outer} fix first.")
+    inner.summary += sentence
+    inner.evidence.append(Evidence(what, f"{pct:.0f}%", f"Excimer: samples with {fn} on the stack "
+                                                      f"under {outer}, timed requests"))
+    inner.details["inside"] = {"function": outer, "pct": round(pct, 1), "sentence": sentence, "what": what}
 
 
 def unlink_nested(findings: list[Finding], dismissed: set[str]) -> None:
@@ -103,16 +109,22 @@ def _link_query_senders(ctx: Context, findings: list[Finding]) -> list[Finding]:
             through = [rid for rid in profiles if sender in ctx.call_chain(rid, function, CHAIN_DEPTH)[:-1]]
             if len(through) * 2 <= len(profiles):
                 continue
-            f.details["follows"] = {"id": query.id, "subject": query.subject, "sender": sender}
-            f.evidence.append(Evidence(
-                f"reached through {sender}, the sender of the {query.id} statements",
-                f"{len(through)} of {len(profiles)} profiles",
-                "xhprof: heaviest caller chain of each instrumented request"))
-            f.summary += (f" Its calls come through `{sender}`, which sends the statements of the "
-                          f"{query.id} finding (\"{query.title}\"): fixing that removes them, so "
-                          "verify that fix first.")
+            describe_follows(f, query, sender, len(through), len(profiles))
             break
     return findings
+
+
+def describe_follows(f: Finding, query: Finding, sender: str, through: int, profiles: int) -> None:
+    """`f`'s calls come through `sender`, which sends `query`'s statements, in `through` of
+    `profiles` instrumented requests."""
+    f.details["follows"] = {"id": query.id, "subject": query.subject, "sender": sender}
+    f.evidence.append(Evidence(
+        f"reached through {sender}, the sender of the {query.id} statements",
+        f"{through} of {profiles} profiles",
+        "xhprof: heaviest caller chain of each instrumented request"))
+    f.summary += (f" Its calls come through `{sender}`, which sends the statements of the "
+                  f"{query.id} finding (\"{query.title}\"): fixing that removes them, so "
+                  "verify that fix first.")
 
 
 def link_statement_builders(ctx: Context, findings: list[Finding]) -> list[Finding]:
@@ -139,36 +151,43 @@ def link_statement_builders(ctx: Context, findings: list[Finding]) -> list[Findi
         pct, by_query, by_sender = got
         if pct < MIN_INSIDE_PCT:
             continue
-        credited = sorted(((p, i) for i, p in by_query.items()), reverse=True)
-        shown = [(p, i) for p, i in credited if round(p) > 0]     # the summary's; details keep all
-        named = [f'{p:.0f}% for {queries[i].id} ("{queries[i].title}")' for p, i in shown[:3]]
-        if len(shown) > 3:
-            named.append(f"{sum(p for p, _ in shown[3:]):.0f}% for {len(shown) - 3} more")
-        through = sorted(by_sender, key=lambda s: -by_sender[s])
-        fixes = "that fix" if len(shown) == 1 else "those fixes"
-        what = "calls made for the statements of query findings, flagged too"
-        sentence = (f" {pct:.0f}% of its calls are made inside calls of {_names(through)}, for the "
-                    f"statements that query findings report: {'; '.join(named)}. Fixing "
-                    f"{'it' if len(shown) == 1 else 'them'} removes these calls too, so the shares "
-                    f"overlap; verify {fixes} first.")
-        f.summary += sentence
-        shapes = "; ".join(f"{s}: {senders[s][1] if senders[s][0] == 'shape' else 'named in its statements'}"
-                           for s in through[:3])
-        f.evidence.append(Evidence(what, f"{pct:.0f}%", (
-            f"xhprof: calls of {fn} under functions that send one statement per call ({shapes}), "
-            f"{len(rids)} instrumented request{'s' * (len(rids) != 1)}; the findings' statements "
-            "in the same requests (statements.jsonl)")))
-        f.details["for_statements"] = {
-            "pct": round(pct, 1), "sentence": sentence, "what": what,
-            "findings": [{"id": queries[i].id, "subject": queries[i].subject, "pct": round(p, 1)}
-                         for p, i in credited],
-            "senders": {s: {"statements": senders[s][1] if senders[s][0] == "shape" else None,
-                            "named": senders[s][0] == "named", "pct": round(by_sender[s], 1)}
-                        for s in through}}
+        describe_for_statements(f, pct, by_query, by_sender, queries, senders, len(rids))
     return findings
 
 
-def _names(functions: list[str]) -> str:
+def describe_for_statements(f: Finding, pct: float, by_query: dict[int, float], by_sender: dict[str, float],
+                            queries: list[Finding], senders: dict[str, tuple[str, str]], requests: int) -> None:
+    """`pct` % of `f`'s calls are made for the statements of `queries` (`for_statements`)."""
+    fn = f.details["function"]
+    credited = sorted(((p, i) for i, p in by_query.items()), reverse=True)
+    shown = [(p, i) for p, i in credited if round(p) > 0]     # the summary's; details keep all
+    named = [f'{p:.0f}% for {queries[i].id} ("{queries[i].title}")' for p, i in shown[:3]]
+    if len(shown) > 3:
+        named.append(f"{sum(p for p, _ in shown[3:]):.0f}% for {len(shown) - 3} more")
+    through = sorted(by_sender, key=lambda s: -by_sender[s])
+    fixes = "that fix" if len(shown) == 1 else "those fixes"
+    what = "calls made for the statements of query findings, flagged too"
+    sentence = (f" {pct:.0f}% of its calls are made inside calls of {_describe_names(through)}, for the "
+                f"statements that query findings report: {'; '.join(named)}. Fixing "
+                f"{'it' if len(shown) == 1 else 'them'} removes these calls too, so the shares "
+                f"overlap; verify {fixes} first.")
+    f.summary += sentence
+    shapes = "; ".join(f"{s}: {senders[s][1] if senders[s][0] == 'shape' else 'named in its statements'}"
+                       for s in through[:3])
+    f.evidence.append(Evidence(what, f"{pct:.0f}%", (
+        f"xhprof: calls of {fn} under functions that send one statement per call ({shapes}), "
+        f"{requests} instrumented request{'s' * (requests != 1)}; the findings' statements "
+        "in the same requests (statements.jsonl)")))
+    f.details["for_statements"] = {
+        "pct": round(pct, 1), "sentence": sentence, "what": what,
+        "findings": [{"id": queries[i].id, "subject": queries[i].subject, "pct": round(p, 1)}
+                     for p, i in credited],
+        "senders": {s: {"statements": senders[s][1] if senders[s][0] == "shape" else None,
+                        "named": senders[s][0] == "named", "pct": round(by_sender[s], 1)}
+                    for s in through}}
+
+
+def _describe_names(functions: list[str]) -> str:
     shown = functions[:3] + ([f"{len(functions) - 3} more"] if len(functions) > 3 else [])
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
 

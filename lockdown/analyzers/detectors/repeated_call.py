@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from dataclasses import dataclass
 
 from ..builtins import base_name
 from ..findings import Evidence, Finding, severity_for
@@ -140,26 +141,26 @@ def timed_per_call_us(ctx: Context, fn: str, rows: list[dict]) -> float | None:
     return statistics.fmean(spent) / statistics.fmean(r["calls"] for r in rows)
 
 
-def saved_share(ctx: Context, fn: str, rows: list[dict]) -> tuple[float, str]:
-    """(% of request time a per-request cache of `fn` would save, its source): Excimer's share
-    of the timed requests' samples with `fn` on the stack, less one call's worth; xhprof's
-    inclusive time (inflated by instrumentation) only without Excimer samples."""
+def saved_share(ctx: Context, fn: str, rows: list[dict]) -> float:
+    """% of request time a per-request cache of `fn` would save: Excimer's share of the timed
+    requests' samples with `fn` on the stack, less one call's worth; xhprof's inclusive time
+    (inflated by instrumentation) only without Excimer samples."""
     calls_med = statistics.median(r["calls"] for r in rows)
     if ctx.excimer_total:          # sampled wall time: no instrumentation overhead in it
-        return (ctx.php_share_pct(lambda f: f == fn) * (calls_med - 1) / calls_med,
-                "Excimer samples with it on the stack x (calls-1)/calls, timed requests")
-    return (statistics.median(r["saved_pct"] for r in rows),
-            "xhprof: inclusive time x (calls-1)/calls over the request's wall time")
+        return ctx.php_share_pct(lambda f: f == fn) * (calls_med - 1) / calls_med
+    return statistics.median(r["saved_pct"] for r in rows)
 
 
 def _callers(ctx: Context, fn: str) -> set[str]:
     return {p for edges in ctx.xhprof_edges.values() for (p, c) in edges if c == fn}
 
 
-def detect(ctx: Context) -> list:
+def _hits(ctx: Context) -> dict[str, list[dict]]:
+    """Function -> a row per profiled request where it is a candidate (module docstring):
+    called often enough, costly enough, the same callees on every call, not a dispatcher, not
+    recursive, not a query sender."""
     min_calls = ctx.threshold(ID, "min_calls_per_request")
     costly_calls = ctx.threshold(ID, "min_calls_when_costly")
-    costly_share = ctx.threshold(ID, "costly_share_pct")
     min_share = ctx.threshold(ID, "min_inclusive_share_pct")
     min_per_call = ctx.threshold(ID, "min_us_per_call")
     hits: dict[str, list[dict]] = defaultdict(list)
@@ -193,52 +194,88 @@ def detect(ctx: Context) -> list:
     helpers = {fn for fn in hits if callers_of[fn] and callers_of[fn] <= loaders}
     hits = {fn: rows for fn, rows in hits.items() if fn not in loaders | helpers}
     # fewer calls than min_calls_per_request: a candidate only when a cache would save a lot
-    hits = {fn: rows for fn, rows in hits.items()
-            if statistics.median(r["calls"] for r in rows) >= min_calls or saved_share(ctx, fn, rows)[0] >= costly_share}
+    return {fn: rows for fn, rows in hits.items()
+            if statistics.median(r["calls"] for r in rows) >= min_calls
+            or saved_share(ctx, fn, rows) >= ctx.threshold(ID, "costly_share_pct")}
+
+
+@dataclass
+class Case:
+    """One memoization candidate."""
+    function: str
+    rows: list[dict]                # per profiled request (`_hits`)
+    share: float                    # % of request time a per-request cache would save
+    by_excimer: bool                # that share from Excimer samples (else xhprof)
+    per_call: float                 # inclusive us per call under xhprof (median)
+    timed_call: float | None        # ... in the timed requests (Excimer)
+    nested: list[str]               # flagged functions called only from it, as often
+    chain: list[str]                # the heaviest caller chain in the first request
+
+    @property
+    def requests(self) -> list[str]:
+        return [r["request"] for r in self.rows]
+
+
+def decide(ctx: Context) -> list[Case]:
+    min_share = ctx.threshold(ID, "min_inclusive_share_pct")
+    min_per_call = ctx.threshold(ID, "min_us_per_call")
+    hits = _hits(ctx)
     inner = _nested(hits, ctx)
-    findings = []
+    cases = []
     for fn, rows in hits.items():
         if fn in inner:
             continue
-        calls = [r["calls"] for r in rows]
-        share, share_source = saved_share(ctx, fn, rows)
+        share = saved_share(ctx, fn, rows)
         if share < min_share:
             continue                      # sampled time says it is not worth it
-        nested = sorted(f for f, outer in inner.items() if outer == fn)
-        per_call = statistics.median(r["inclusive_us"] / r["calls"] for r in rows)
         timed_call = timed_per_call_us(ctx, fn, rows)
         if timed_call is not None and timed_call < min_per_call:
             # cheap where it counts: xhprof's instrumented calls run 2-3x slower, so a getter of
             # 12 us (minicms-clean's check_markup, 30 us under xhprof) crossed the floor when the
             # host was busy
             continue
-        cost = (f"about {timed_call:.0f} us per call in the timed requests ({per_call:.0f} us under "
-                f"xhprof's instrumentation)" if timed_call is not None else
-                f"{per_call:.0f} us per call under xhprof's instrumentation (slower than untimed)")
-        rids = [r["request"] for r in rows]
-        urls = sorted({r["url"] for r in rows})
-        lo, hi = min(calls), max(calls)
-        findings.append(Finding(
-            id=ID, title=f"{fn} runs {statistics.median(calls):.0f} times per request doing the same work",
-            severity=severity_for(share, high=10, medium=3), share_pct=round(share, 2),
-            summary=(f"{fn} was called {lo if lo == hi else f'{lo}-{hi}'} times in each of {len(rows)} "
-                     f"profiled request(s), {cost}, and every call made the same "
-                     f"child calls: a candidate for a per-request cache (memoization), which would "
-                     f"save about {share:.1f}% of the request."),
-            evidence=[Evidence("calls per request", lo if lo == hi else f"{lo}..{hi}", f"xhprof of {len(rids)} request{'s' * (len(rids) != 1)}: {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"),
-                      *([Evidence("inclusive time per call in timed requests (us)", round(timed_call),
-                                  "Excimer: wall time x share of samples with it on the stack, over "
-                                  "xhprof's calls per request, same URLs")] if timed_call is not None else []),
-                      Evidence("inclusive time per call under xhprof (us, median)", round(per_call),
-                               "xhprof-instrumented requests, which run slower than the timed ones"),
-                      Evidence("callees per call, all called the same number of times per call",
-                               rows[0]["callees"], f"xhprof edges of {rids[0]}"),
-                      Evidence("callers", "; ".join(rows[0]["callers"]), f"xhprof edges of {rids[0]}"),
-                      Evidence("call chain", " > ".join(ctx.call_chain(rids[0], fn)), f"xhprof of {rids[0]}"),
-                      Evidence(SAVE_LABEL, round(share, 2), share_source),
-                      *([Evidence("repeated inside it, as often", ", ".join(nested), "xhprof edges")] if nested else [])],
-            urls=urls, requests=rids[:5], details={"function": fn, "nested": nested, "rows": rows}))
-    return findings
+        cases.append(Case(fn, rows, share, bool(ctx.excimer_total),
+                          statistics.median(r["inclusive_us"] / r["calls"] for r in rows), timed_call,
+                          sorted(f for f, outer in inner.items() if outer == fn),
+                          ctx.call_chain(rows[0]["request"], fn)))
+    return cases
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+def describe(c: Case) -> Finding:
+    fn, rows, share, per_call, timed_call, nested = c.function, c.rows, c.share, c.per_call, c.timed_call, c.nested
+    calls = [r["calls"] for r in rows]
+    share_source = ("Excimer samples with it on the stack x (calls-1)/calls, timed requests" if c.by_excimer
+                    else "xhprof: inclusive time x (calls-1)/calls over the request's wall time")
+    cost = (f"about {timed_call:.0f} us per call in the timed requests ({per_call:.0f} us under "
+            f"xhprof's instrumentation)" if timed_call is not None else
+            f"{per_call:.0f} us per call under xhprof's instrumentation (slower than untimed)")
+    rids = c.requests
+    urls = sorted({r["url"] for r in rows})
+    lo, hi = min(calls), max(calls)
+    return Finding(
+        id=ID, title=f"{fn} runs {statistics.median(calls):.0f} times per request doing the same work",
+        severity=severity_for(share, high=10, medium=3), share_pct=round(share, 2),
+        summary=(f"{fn} was called {lo if lo == hi else f'{lo}-{hi}'} times in each of {len(rows)} "
+                 f"profiled request(s), {cost}, and every call made the same "
+                 f"child calls: a candidate for a per-request cache (memoization), which would "
+                 f"save about {share:.1f}% of the request."),
+        evidence=[Evidence("calls per request", lo if lo == hi else f"{lo}..{hi}", f"xhprof of {len(rids)} request{'s' * (len(rids) != 1)}: {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"),
+                  *([Evidence("inclusive time per call in timed requests (us)", round(timed_call),
+                              "Excimer: wall time x share of samples with it on the stack, over "
+                              "xhprof's calls per request, same URLs")] if timed_call is not None else []),
+                  Evidence("inclusive time per call under xhprof (us, median)", round(per_call),
+                           "xhprof-instrumented requests, which run slower than the timed ones"),
+                  Evidence("callees per call, all called the same number of times per call",
+                           rows[0]["callees"], f"xhprof edges of {rids[0]}"),
+                  Evidence("callers", "; ".join(rows[0]["callers"]), f"xhprof edges of {rids[0]}"),
+                  Evidence("call chain", " > ".join(c.chain), f"xhprof of {rids[0]}"),
+                  Evidence(SAVE_LABEL, round(share, 2), share_source),
+                  *([Evidence("repeated inside it, as often", ", ".join(nested), "xhprof edges")] if nested else [])],
+        urls=urls, requests=rids[:5], details={"function": fn, "nested": nested, "rows": rows})
 
 
 def _nested(hits: dict[str, list[dict]], ctx: Context) -> dict[str, str]:
@@ -281,10 +318,14 @@ def mark_unprobed(findings: list[Finding], why: str) -> list[Finding]:
     """The repeated-call findings, each saying its arguments were not checked, and why."""
     for f in findings:
         if f.id == ID and f.details.get("function"):
-            f.evidence.insert(1, Evidence("arguments", f"not probed: {why}", "argument probe"))
+            f.evidence.insert(1, describe_not_probed(why))
             f.details["probe"] = {"function": f.details["function"], "located": None, "requests": 0,
                                   "not_probed": why}
     return findings
+
+
+def describe_not_probed(why: str) -> Evidence:
+    return Evidence("arguments", f"not probed: {why}", "argument probe")
 
 
 def _probe_summary(fn: str, located: dict, rows: dict) -> dict | None:
@@ -295,6 +336,40 @@ def _probe_summary(fn: str, located: dict, rows: dict) -> dict | None:
     repeats = sum(r["calls"] - r["distinct"] for r in probed)
     return {"function": fn, "located": located[fn], "requests": len(probed), "calls": calls,
             "repeats": repeats, "repeat_pct": round(100.0 * repeats / calls, 1), "rows": probed}
+
+
+@dataclass
+class Verdict:
+    """What the argument probe says of one repeated-call finding."""
+    function: str
+    outer: dict                     # the probe's counts for the finding's function (`_probe_summary`)
+    probe: dict                     # ... for the function the cache belongs on (it, or one nested in it)
+    assumed: int                    # calls the detector's share assumed a cache saves
+    saved: float | None             # the share rescaled to the repeats measured
+    dismissed: str | None           # "different" (too few repeats), "small" (too little saved), or None
+    min_repeat: float
+    min_share: float
+
+
+def judge(f: Finding, located: dict[str, str], rows: dict[str, list[dict]], min_repeat: float,
+          min_share: float) -> Verdict | None:
+    """The probe's verdict on `f`, None when it could not probe the function."""
+    fn = f.details["function"]
+    outer = _probe_summary(fn, located, rows)
+    if outer is None:
+        return None
+    # the cache belongs on the outer function if its own calls repeat, else on a nested one
+    nested = [p for p in (_probe_summary(n, located, rows) for n in f.details.get("nested", []))
+              if p is not None and p["repeat_pct"] >= min_repeat]
+    probe = outer if outer["repeat_pct"] >= min_repeat or not nested else \
+        max(nested, key=lambda p: p["repeat_pct"])
+    # the detector's share assumed every call but one per request would be saved
+    assumed = probe["calls"] - len(probe["rows"])
+    saved = (None if f.share_pct is None else
+             round(f.share_pct * probe["repeats"] / assumed, 2) if assumed > 0 else 0.0)
+    dismissed = ("different" if probe["repeat_pct"] < min_repeat
+                 else "small" if saved is not None and saved < min_share else None)
+    return Verdict(fn, outer, probe, assumed, saved, dismissed, min_repeat, min_share)
 
 
 def apply_probe(findings: list[Finding], located: dict[str, str], rows: dict[str, list[dict]],
@@ -308,79 +383,79 @@ def apply_probe(findings: list[Finding], located: dict[str, str], rows: dict[str
     `min_repeat_pct` of the calls and the rescaled share is still `min_inclusive_share_pct`;
     dismissed otherwise (different data on most calls, or too little left to save). A function
     the probe could not locate or saw no call of keeps its finding, marked so."""
-    min_repeat = thresholds[ID]["min_repeat_pct"]
-    min_share = thresholds[ID]["min_inclusive_share_pct"]
     kept, dismissed = [], []
     for f in findings:
         fn = f.details.get("function") if f.id == ID else None
         if fn is None:
             kept.append(f)
             continue
-        outer = _probe_summary(fn, located, rows)
-        if outer is None:
-            why = ("its definition was not found in the app's files" if fn not in located
-                   else "the probed requests did not call it")
-            mark_unprobed([f], why)
+        v = judge(f, located, rows, thresholds[ID]["min_repeat_pct"], thresholds[ID]["min_inclusive_share_pct"])
+        if v is None:
+            mark_unprobed([f], describe_unprobed(fn in located))
             f.details["probe"]["located"] = located.get(fn)
             kept.append(f)
-            continue
-        # the cache belongs on the outer function if its own calls repeat, else on a nested one
-        nested = [p for p in (_probe_summary(n, located, rows) for n in f.details.get("nested", []))
-                  if p is not None and p["repeat_pct"] >= min_repeat]
-        probe = outer if outer["repeat_pct"] >= min_repeat or not nested else \
-            max(nested, key=lambda p: p["repeat_pct"])
-        calls, repeats, probed = probe["calls"], probe["repeats"], probe["rows"]
-        # the detector's share assumed every call but one per request would be saved
-        assumed = calls - len(probed)
-        saved = (None if f.share_pct is None else
-                 round(f.share_pct * repeats / assumed, 2) if assumed > 0 else 0.0)
-        reason = None
-        if probe["repeat_pct"] < min_repeat:
-            reason = (f"{outer['repeat_pct']:.0f}% of its {outer['calls']} probed calls repeated an "
-                      f"earlier (object, arguments) pair in their request (below {min_repeat:g}%): "
-                      f"different data each call, not a cache candidate")
-        elif saved is not None and saved < min_share:
-            reason = (f"{probe['repeat_pct']:.0f}% of the {calls} probed calls of {probe['function']} "
-                      f"repeated an earlier (object, arguments) pair: a cache would save about "
-                      f"{saved:.1f}% of the request (below {min_share:g}%)")
-        if reason:
-            dismissed.append({"id": ID, "function": fn, "defined_at": outer["located"],
-                              "reason": reason, "probe": probe, "saved_pct": saved})
-            continue
-        if saved is not None:
-            f.share_pct = saved
-            f.severity = severity_for(f.share_pct, high=10, medium=3)
-            for i, e in enumerate(f.evidence):
-                if e.what == SAVE_LABEL:   # the share the finding states, with how it was rescaled
-                    f.evidence[i] = Evidence(SAVE_LABEL, saved, f"{e.source}; x {repeats} repeats "
-                                             f"measured / {assumed} assumed (argument probe)")
-        per_request = sorted({r["distinct"] for r in probed})
-        distinct = per_request[0] if len(per_request) == 1 else f"{per_request[0]}..{per_request[-1]}"
-        source = (f"argument probe: {len(probed)} request(s) of "
-                  f"{', '.join(sorted({r['uri'] for r in probed})[:3])}"
-                  f"{' ...' if len({r['uri'] for r in probed}) > 3 else ''}")
-        where = probe["function"]
-        f.title = (f"{where} runs {round(calls / len(probed))} times per request, "
-                   f"{probe['repeat_pct']:.0f}% of them with an (object, arguments) pair it already had")
-        f.summary += (f" The argument probe confirmed it: {repeats} of {calls} calls of {where} "
-                      f"repeated an earlier (object, arguments) pair of their request ({distinct} "
-                      f"distinct per request)"
-                      + (f"; {fn} itself gets different arguments on {100 - outer['repeat_pct']:.0f}% "
-                         f"of its calls, so the cache belongs on {where}, which it calls" if where != fn
-                         else "")
-                      + (f". Counting only those repeats, a cache would save about {saved:.1f}% of "
-                         f"the request." if saved is not None else "."))
-        f.evidence[1:1] = [
-            Evidence(f"calls of {where} that repeat an earlier (object, arguments) pair",
-                     f"{repeats} of {calls} ({probe['repeat_pct']:.0f}%)", source),
-            Evidence("distinct (object, arguments) pairs per request", distinct, source),
-            Evidence("defined at", probe["located"], "the target's files (PHP tokenizer)")]
-        if where != fn:
-            f.evidence.insert(4, Evidence(f"calls of {fn} that repeat an earlier pair",
-                                          f"{outer['repeats']} of {outer['calls']} ({outer['repeat_pct']:.0f}%)",
-                                          source))
-        f.details["probe"] = probe
-        f.details["cache_at"] = where
-        kept.append(f)
+        elif v.dismissed:
+            dismissed.append({"id": ID, "function": fn, "defined_at": v.outer["located"],
+                              "reason": describe_dismissal(v), "probe": v.probe, "saved_pct": v.saved})
+        else:
+            if v.saved is not None:
+                f.share_pct = v.saved
+                f.severity = severity_for(f.share_pct, high=10, medium=3)
+            describe_probed(f, v)
+            f.details["probe"] = v.probe
+            f.details["cache_at"] = v.probe["function"]
+            kept.append(f)
     unlink_nested(kept, {d["function"] for d in dismissed})
     return kept, dismissed
+
+
+def describe_unprobed(located: bool) -> str:
+    return ("its definition was not found in the app's files" if not located
+            else "the probed requests did not call it")
+
+
+def describe_dismissal(v: Verdict) -> str:
+    outer, probe = v.outer, v.probe
+    if v.dismissed == "different":
+        return (f"{outer['repeat_pct']:.0f}% of its {outer['calls']} probed calls repeated an "
+                f"earlier (object, arguments) pair in their request (below {v.min_repeat:g}%): "
+                f"different data each call, not a cache candidate")
+    return (f"{probe['repeat_pct']:.0f}% of the {probe['calls']} probed calls of {probe['function']} "
+            f"repeated an earlier (object, arguments) pair: a cache would save about "
+            f"{v.saved:.1f}% of the request (below {v.min_share:g}%)")
+
+
+def describe_probed(f: Finding, v: Verdict) -> None:
+    """The finding's title, summary and evidence with what the probe measured."""
+    fn, outer, probe, saved = v.function, v.outer, v.probe, v.saved
+    calls, repeats, probed = probe["calls"], probe["repeats"], probe["rows"]
+    if saved is not None:
+        for i, e in enumerate(f.evidence):
+            if e.what == SAVE_LABEL:   # the share the finding states, with how it was rescaled
+                f.evidence[i] = Evidence(SAVE_LABEL, saved, f"{e.source}; x {repeats} repeats "
+                                         f"measured / {v.assumed} assumed (argument probe)")
+    per_request = sorted({r["distinct"] for r in probed})
+    distinct = per_request[0] if len(per_request) == 1 else f"{per_request[0]}..{per_request[-1]}"
+    source = (f"argument probe: {len(probed)} request(s) of "
+              f"{', '.join(sorted({r['uri'] for r in probed})[:3])}"
+              f"{' ...' if len({r['uri'] for r in probed}) > 3 else ''}")
+    where = probe["function"]
+    f.title = (f"{where} runs {round(calls / len(probed))} times per request, "
+               f"{probe['repeat_pct']:.0f}% of them with an (object, arguments) pair it already had")
+    f.summary += (f" The argument probe confirmed it: {repeats} of {calls} calls of {where} "
+                  f"repeated an earlier (object, arguments) pair of their request ({distinct} "
+                  f"distinct per request)"
+                  + (f"; {fn} itself gets different arguments on {100 - outer['repeat_pct']:.0f}% "
+                     f"of its calls, so the cache belongs on {where}, which it calls" if where != fn
+                     else "")
+                  + (f". Counting only those repeats, a cache would save about {saved:.1f}% of "
+                     f"the request." if saved is not None else "."))
+    f.evidence[1:1] = [
+        Evidence(f"calls of {where} that repeat an earlier (object, arguments) pair",
+                 f"{repeats} of {calls} ({probe['repeat_pct']:.0f}%)", source),
+        Evidence("distinct (object, arguments) pairs per request", distinct, source),
+        Evidence("defined at", probe["located"], "the target's files (PHP tokenizer)")]
+    if where != fn:
+        f.evidence.insert(4, Evidence(f"calls of {fn} that repeat an earlier pair",
+                                      f"{outer['repeats']} of {outer['calls']} ({outer['repeat_pct']:.0f}%)",
+                                      source))
