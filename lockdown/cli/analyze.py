@@ -1,4 +1,4 @@
-"""`lockdown analyze BUNDLE`: subsystems, time budget, hot PHP functions, query digest."""
+"""`lockdown analyze BUNDLE`: time accounting, subsystems, time budget, hot PHP functions, query digest."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
+from ..analyzers.accounting import of_bundle, read_findings
 from ..analyzers.analysis import analyze, query_classes
+from ..analyzers.detectors import load_thresholds
 from ..analyzers.versus import query_rates, versus
 from ..bundle.store import open_bundle
 from ..reports.analysis_text import format_analysis
@@ -22,18 +24,38 @@ from .main import main
 @click.option("--baseline", type=click.Path(path_type=Path), metavar="BUNDLE",
               help="Another capture of the site (e.g. before a change): what moved per URL, in the engine's "
                    "subsystems, the query classes and the PHP functions, before -> after.")
+@click.option("--findings", "findings_file", type=click.Path(path_type=Path), metavar="FILE",
+              help="Account time with these findings (a `lockdown run` directory's findings.json, after the "
+                   "argument probe) instead of the detect step's over BUNDLE.")
+@click.option("--thresholds", type=click.Path(path_type=Path), metavar="FILE",
+              help="Detector thresholds for the detect step of the time accounting (as `lockdown run "
+                   "--thresholds`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-def analyze_cmd(bundle, top, request_id, url, baseline, as_json):
-    """Where BUNDLE's time went: on-CPU by engine subsystem and native function, the engine's
+def analyze_cmd(bundle, top, request_id, url, baseline, findings_file, thresholds, as_json):
+    """Where BUNDLE's time went: the share of it the findings explain and the top unexplained
+    hotspots, on-CPU by engine subsystem and native function, the engine's
     caches, the time budget per URL and per request (CPU, database wait, waiting for a CPU,
     other wait), each URL's slowest tenth against its middle half, hot PHP functions and
     builtins, where PHP waited off the CPU, the database server's counters and the query
-    digest; over the whole capture, one URL (--url) or one request (--request)."""
+    digest; over the whole capture, one URL (--url) or one request (--request).
+
+    The time accounting's findings are those of the detect step over BUNDLE (what `lockdown
+    run` finds before the argument probe, which needs servers), or a run's (--findings)."""
     if baseline is not None and request_id is not None:
         raise click.UsageError("--baseline compares whole captures or one URL (--url), not one request: "
                                "request ids differ between captures")
+    if findings_file is not None and thresholds is not None:
+        raise click.UsageError("--thresholds sets the detect step's thresholds; with --findings there is no detect step")
     this = open_bundle(bundle)
     result = analyze(this, top=top, request=request_id, url=url)
+    found, notes, source = None, [], None
+    if findings_file is not None:
+        found, notes = read_findings(findings_file, this.root)
+        source = str(findings_file)
+    limits = load_thresholds(thresholds) if thresholds is not None else None
+    accounting = of_bundle(this, found, limits, request=request_id, url=url, top=top, source=source)
+    accounting.notes[:0] = notes
+    result["time_accounting"] = accounting.to_json()
     if baseline is not None:
         base = open_bundle(baseline)
         result["baseline"] = versus(analyze(base, top=top, url=url), result,

@@ -1,5 +1,6 @@
-"""The analysis of a bundle as terminal text: a baseline comparison, subsystems, engine caches, the
-time budget with the scheduler, tails, PHP functions and builtins, the database server, queries."""
+"""The analysis of a bundle as terminal text: a baseline comparison, the time accounting, subsystems,
+engine caches, the time budget with the scheduler, tails, PHP functions and builtins, the database
+server, queries."""
 from __future__ import annotations
 
 from ..analyzers.budget import QUEUE_NOTE_PCT
@@ -218,10 +219,77 @@ def native_lines(n: dict | None, top: int = 15) -> list[str]:
     return lines
 
 
+HOTSPOT_KINDS = (("self", "PHP functions, self"), ("inclusive", "PHP functions, inclusive (the entry script left out)"),
+                 ("builtin_family", "builtin families (perf, on the CPU)"),
+                 ("subsystem", f"native subsystems (perf; {'off-cpu'}: the rest of each PHP sample's time, off the CPU)"))
+
+
+def _path_text(path: list, frames: int = 5) -> str:
+    shown = path[-frames:]
+    return ("... > " if len(path) > frames else "") + " > ".join(shown)
+
+
+def _share(v) -> str:
+    return "-" if v is None else numbers.share(v)
+
+
+def accounting_lines(t: dict | None, top: int = 8) -> list[str]:
+    """How much of the sampled request time the findings explain, per URL and overall, and the
+    top unexplained hotspots (analysis time_accounting, analyzers/accounting.py)."""
+    if not t:
+        return []
+    what = t["basis_text"] + (f", {t['period_ms']:g} ms period" if t.get("period_ms") else "")
+    split = ", split by perf's samples" if t["perf"] and t["basis"].startswith("excimer") else ""
+    lines = ["", f"time accounting ({what}{split}, {numbers.plural(t['sampled_requests'], 'timed request')} "
+                 f"with samples; findings: {t['findings_source']}):"]
+    if not t["requests"]:
+        lines.append("  no timed request in the selection (xhprof-instrumented requests are left out of timings)")
+        return lines + [f"  note: {n}" for n in t["notes"]]
+    if not t["total_us"]:
+        lines.append(f"  no samples of timed requests to account for ({numbers.plural(t['requests'], 'timed request')} "
+                     "selected; was the excimer or perf collector on?)")
+        return lines + [f"  note: {n}" for n in t["notes"]]
+    lines.append(f"  the findings explain {_share(t['explained_pct'])} of {t['mean_us'] / 1000:.1f} ms a request; "
+                 f"{_share(t['unexplained_pct'])} is unexplained (each sample counted once, however many findings "
+                 "own it)")
+    lines.append(f"  {'url':40s} {'n':>4s} {'ms/req':>8s} {'explained':>9s} {'unexpl.':>8s}  top unexplained (self)")
+    for u in t["urls"]:
+        mean = "-" if u["mean_us"] is None else f"{u['mean_us'] / 1000:.1f}"
+        tops = ", ".join(f"{h['name']} {_share(h['share_pct'])}" for h in u.get("top") or [])
+        lines.append(f"  {u['url'][:40]:40s} {u['requests']:4d} {mean:>8s} {_share(u['explained_pct']):>9s} "
+                     f"{_share(u['unexplained_pct']):>8s}  {tops}")
+    if t["findings"]:
+        overlap = t.get("overlap_pct") or 0.0
+        lines.append("  each finding's own samples" + (f" (they overlap by {numbers.share(overlap)} where findings "
+                                                      "nest, counted once above)" if overlap >= 0.05 else "") + ":")
+        for f in t["findings"]:
+            lines.append(f"    {_share(f['owned_pct']):>6s}  {f['key']:22s} (its estimate {_share(f['share_pct'])}): "
+                         f"{f['how']}")
+    if t["informational"]:
+        lines.append(f"  informational, explaining nothing: {', '.join(t['informational'])}")
+    lines.append("  top unexplained hotspots: % of the sampled time (ms a request), the most common call path "
+                 "(its part), the requests with most of it")
+    for kind, title in HOTSPOT_KINDS:
+        rows = t["hotspots"].get(kind) or []
+        if not rows:
+            continue
+        lines.append(f"   {title}:")
+        for h in rows[:top]:
+            name = h["name"] + (f" [{', '.join(h['members'][:3])}]" if h["members"] else "")
+            noted = f"; named by {', '.join(h['noted_by'])}" if h["noted_by"] else ""
+            more = f" +{h['request_count'] - len(h['requests'])}" if h["request_count"] > len(h["requests"]) else ""
+            lines.append(f"    {_share(h['share_pct']):>6s} ({h['us_per_request'] / 1000:5.1f})  {name}  <- "
+                         f"{_path_text(h['path'])} ({h['path_pct']:.0f}%)  {' '.join(h['requests'])}{more}"
+                         f" on {', '.join(h['urls'][:3])}{' ...' if len(h['urls']) > 3 else ''}{noted}")
+    lines += [f"  note: {n}" for n in t["notes"]]
+    return lines
+
+
 def format_analysis(a: dict, top: int = 15) -> str:
     lines = [f"analysis of {a['bundle']} ({a['target']}, {a['requests']} requests, "
              f"{a['instrumented_left_out']} xhprof-instrumented left out of timings)"]
     lines += versus_lines(a.get("baseline"))
+    lines += accounting_lines(a.get("time_accounting"), min(top, 8))
     sub = a.get("subsystems")
     if sub:
         lines += ["", f"on-CPU by engine subsystem ({sub['samples']} perf samples inside the timed requests, "
