@@ -13,7 +13,7 @@ from lockdown.analyzers.findings import Finding, Remediation
 from lockdown.rundir.model import (ANALYSIS_FORMAT, DEFAULT_REQUESTS, DEFAULT_XHPROF_EVERY, Analysis, BenchResult,
                                    DocumentError, RunDocument, RunSettings, Verification)
 from lockdown.rundir.store import (BENCH, FINDINGS, RunDirError, open_run, read_document, write_document)
-from test_report_numbers import VERIFY_ALL, make_run, write_verify_all
+from test_report_numbers import VERIFY_ALL, make_run
 
 
 @pytest.fixture

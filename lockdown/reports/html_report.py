@@ -31,7 +31,7 @@ from ..analyzers.findings import SEVERITIES, split_steps
 from ..analyzers.query_digest import by_request, plan_text
 from ..analyzers.tail import MIN_REQUESTS as TAIL_MIN_REQUESTS, NOTE_RATIO as TAIL_NOTE_RATIO
 from ..analyzers.stacks import stacks
-from ..bundle.store import Bundle, BundleError, open_bundle
+from ..bundle.store import Bundle, BundleError
 from ..errors import LockdownError
 from . import charts
 from . import numbers
