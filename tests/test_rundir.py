@@ -10,9 +10,11 @@ import json
 import pytest
 
 from lockdown.analyzers.findings import Finding, Remediation
-from lockdown.rundir.model import (ANALYSIS_FORMAT, DEFAULT_REQUESTS, DEFAULT_XHPROF_EVERY, Analysis, BenchResult,
-                                   DocumentError, RunDocument, RunSettings, Verification)
-from lockdown.rundir.store import (BENCH, FINDINGS, RunDirError, open_run, read_document, write_document)
+from lockdown.analyzers import accounting as A
+from lockdown.rundir.model import (ACCOUNTING_FORMAT, ANALYSIS_FORMAT, DEFAULT_REQUESTS, DEFAULT_XHPROF_EVERY, Analysis,
+                                   BenchResult, DocumentError, RunDocument, RunSettings, TimeAccounting, Verification)
+from lockdown.rundir.store import (ACCOUNTING, BENCH, FINDINGS, RunDirError, open_run, read_document, write_document)
+from test_accounting import URLS, nested_findings, nested_slices
 from test_report_numbers import VERIFY_ALL, make_run
 
 
@@ -210,3 +212,72 @@ def test_read_document_leaves_a_missing_optional_file(tmp_path):
     assert read_document(BenchResult, tmp_path / "bench.json", "redo", required=False) is None
     with pytest.raises(RunDirError, match="missing"):
         read_document(BenchResult, tmp_path / "bench.json", "redo")
+
+
+# ----------------------------------------------------------------------------- accounting.json
+
+def accounted() -> A.Accounting:
+    """A small accounting of nested findings (tests/test_accounting.py), with a source."""
+    got = A.account(nested_slices(), URLS, nested_findings())
+    got.findings_source = "the run's findings (findings.json), after the argument probe"
+    return got
+
+
+def test_the_accounting_is_written_and_read_back_as_the_analyzer_made_it(tmp_path):
+    acc = accounted()
+    doc = TimeAccounting.of(acc)
+    want = {"format": ACCOUNTING_FORMAT, **acc.to_json()}
+    assert json.dumps(doc.to_json()) == json.dumps(want)          # the same keys, in the same order
+    write_document(tmp_path, ACCOUNTING, doc)
+    data = _json(tmp_path / ACCOUNTING)
+    assert data == want and list(data)[0] == "format"
+    again = read_document(TimeAccounting, tmp_path / ACCOUNTING, "redo")
+    assert json.dumps(again.to_json()) == json.dumps(want)
+    # typed all the way down: URLs, their top, findings, hotspots of each kind
+    assert [u.url for u in again.urls] == ["/a", "/b"] and again.urls[0].top[0].kind == "self"
+    assert {f.key for f in again.findings} == {"repeated-call", "repeated-call-2", "fs-scan"}
+    assert again.informational == ["hot-builtins"] and again.hotspots.self[0].name == "helper"
+    assert again.hotspots.inclusive and again.hotspots.builtin_family == []       # no perf: no native kinds
+    # explained + unexplained = the sampled time, overall and per URL, the shares 100% within rounding
+    for part in [again, *again.urls]:
+        assert abs(part.explained_us + part.unexplained_us - part.total_us) <= 0.2
+        assert abs(part.explained_pct + part.unexplained_pct - 100.0) <= 0.01 + 1e-9
+    # a newer writer's keys are kept where they were
+    newer = {**want, "later": [1]}
+    newer["hotspots"] = {**newer["hotspots"], "autoload": []}
+    assert json.dumps(TimeAccounting.from_json(newer).to_json()) == json.dumps(newer)
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda d: d.pop("format"), "not a time accounting of format 1 (format missing)"),
+    (lambda d: d.update(format=2), "not a time accounting of format 1 (format 2)"),
+    (lambda d: d.pop("total_us"), "no total_us"),
+    (lambda d: d.update(explained_pct="92%"), 'explained_pct is not a number or null ("92%")'),
+    (lambda d: d.update(explained_us=d["explained_us"] + 1000), "explained_us + unexplained_us is"),
+    (lambda d: d.update(unexplained_us=-5.0, explained_us=d["total_us"] + 5.0), "unexplained_us is -5, below zero"),
+    (lambda d: d["urls"][1].update(unexplained_us=0.0), "in urls[1]: explained_us + unexplained_us is"),
+    (lambda d: d["urls"][0]["top"][0].update(path="a;b"), "urls[0].top[0].path is not a list of strings"),
+    (lambda d: d["hotspots"]["self"][0].pop("name"), "no hotspots.self[0].name"),
+    (lambda d: d.update(hotspots=[]), "hotspots is not a JSON object"),
+    (lambda d: d["findings"][0].update(owned_us=None), "findings[0].owned_us is not a number"),
+])
+def test_a_damaged_accounting_names_the_field(change, says):
+    data = {"format": ACCOUNTING_FORMAT, **accounted().to_json()}
+    change(data)
+    with pytest.raises(DocumentError) as e:
+        TimeAccounting.from_json(data)
+    assert says in str(e.value), str(e.value)
+
+
+def test_open_run_reads_the_accounting_when_there_is_one(run):
+    assert open_run(run).accounting() is None               # a run written before accounting.json
+    write_document(run, ACCOUNTING, TimeAccounting.of(accounted()))
+    assert open_run(run).accounting().hotspots.self[0].name == "helper"
+    (run / ACCOUNTING).write_text('{"format": 1, "basis": ')
+    with pytest.raises(RunDirError) as e:
+        open_run(run).accounting()
+    assert one_line(e).startswith(f"{run / ACCOUNTING}: damaged JSON")
+    assert "run `lockdown run TARGET -o DIR` again to rewrite it" in str(e.value)
+    (run / ACCOUNTING).write_text('{"format": 1, "basis": "excimer-wall"}')
+    with pytest.raises(RunDirError, match="accounting.json: no perf"):
+        open_run(run).accounting()

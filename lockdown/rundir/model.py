@@ -1,6 +1,7 @@
 """The documents of a `lockdown run` directory, each a type with a format version: the run
-document (findings.json), the benchmark result (bench.json), the analysis (analysis.json) and
-a verification (verify/KEY/verify.json). JSON in, JSON out, nothing else.
+document (findings.json), the benchmark result (bench.json), the analysis (analysis.json), the
+time accounting (accounting.json) and a verification (verify/KEY/verify.json). JSON in, JSON
+out, nothing else.
 
 `from_json` checks each typed field against its annotation (bundle/model.py's checks) and the
 rules between fields (`problem`), so that a damaged document is one `DocumentError` naming the
@@ -11,7 +12,8 @@ written as the writers always wrote it.
 
 What is typed: the run document whole (findings as `analyzers.findings.Finding`; its `run`
 block; the base a run started from, checked, kept as the JSON `remediation/base.py` reads);
-a verification's findings and re-capture; the top level of bench.json and analysis.json. The
+a verification's findings and re-capture; the time accounting whole; the top level of
+bench.json and analysis.json. The
 large sections below those (a benchmark's runs and summary, the A/B result, each analysis
 view) stay the JSON objects the harness and the analyzers wrote, checked to be objects or
 lists where a reader indexes into them.
@@ -32,6 +34,7 @@ RUN_FORMAT = 1          # findings.json's `format` (lockdown run writes it)
 BENCH_FORMAT = 1        # bench.json (no `format` key yet: absent means 1)
 ANALYSIS_FORMAT = 1     # analysis.json (no `format` key yet: absent means 1)
 VERIFY_FORMAT = 1       # verify/KEY/verify.json's `format`
+ACCOUNTING_FORMAT = 1   # accounting.json's `format` (lockdown run writes it)
 
 # what a findings.json written before its run block said these means (lockdown run's defaults)
 DEFAULT_REQUESTS = 120
@@ -399,3 +402,132 @@ class Verification(_Document):
             return (f"{len(self.findings)} findings fixed together, but no reprofile.gone_by_finding "
                     f"(which of them each re-capture still showed)")
         return None
+
+
+# ----------------------------------------------------------------------------- accounting.json
+
+def _sum_problem(explained: float, unexplained: float, total: float) -> str | None:
+    """The rule of every part of the accounting: explained + unexplained = the sampled time
+    (each written rounded to 0.1 us), none of them below zero."""
+    for name, v in (("total_us", total), ("explained_us", explained), ("unexplained_us", unexplained)):
+        if v < 0:
+            return f"{name} is {v:g}, below zero"
+    if abs(explained + unexplained - total) > max(1.0, 1e-6 * total):
+        return (f"explained_us + unexplained_us is {explained + unexplained:g}, not total_us {total:g}: "
+                f"the two parts of the sampled time must add up to it")
+    return None
+
+
+@dataclass(kw_only=True)
+class AccountingHotspot(_Document):
+    """accounting.json `hotspots.KIND[i]` and `urls[i].top[i]` (analyzers/accounting.py
+    Hotspot): unexplained time of one PHP function, builtin family or engine subsystem."""
+    kind: str                                   # self | inclusive | builtin_family | subsystem
+    name: str
+    us: float
+    share_pct: float | None = None              # of the sampled time (the URL's, for a URL's top)
+    us_per_request: float | None = None
+    path: list[str] = field(default_factory=list)      # the most common call path, root first
+    path_pct: float | None = None               # of its time on that path
+    requests: list[str] = field(default_factory=list)  # the requests with most of it, most first
+    request_count: int | None = None
+    urls: list[str] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)   # a builtin family's builtins
+    noted_by: list[str] = field(default_factory=list)  # informational findings that name it
+
+
+@dataclass(kw_only=True)
+class AccountingPart(_Document):
+    """accounting.json `urls[i]`: one URL's sampled time, the part the findings explain, and
+    its top unexplained functions (self)."""
+    url: str
+    requests: int                               # timed requests
+    sampled_requests: int                       # those with samples
+    total_us: float
+    explained_us: float
+    unexplained_us: float
+    explained_pct: float | None = None          # None: no samples
+    unexplained_pct: float | None = None
+    mean_us: float | None = None                # sampled time per sampled request
+    by_finding_pct: dict[str, float] = field(default_factory=dict)   # each finding's own (overlapping)
+    top: list[AccountingHotspot] = field(default_factory=list)
+
+    NESTED: ClassVar[dict[str, type]] = {"top": AccountingHotspot}
+
+    def problem(self) -> str | None:
+        return _sum_problem(self.explained_us, self.unexplained_us, self.total_us)
+
+
+@dataclass(kw_only=True)
+class AccountedFinding(_Document):
+    """accounting.json `findings[i]`: what one defect finding owns of the sampled time."""
+    key: str
+    id: str
+    title: str
+    severity: str
+    share_pct: float | None = None              # the finding's own estimate
+    how: str = ""                               # what it owns, in words
+    owned_us: float                             # overlapping other findings' where they nest
+    owned_pct: float | None = None
+
+
+@dataclass(kw_only=True)
+class AccountingHotspots(_Document):
+    """accounting.json `hotspots`: the top unexplained hotspots of each kind."""
+    self: list[AccountingHotspot] = field(default_factory=list)             # the PHP stack's leaf
+    inclusive: list[AccountingHotspot] = field(default_factory=list)        # anywhere on it
+    builtin_family: list[AccountingHotspot] = field(default_factory=list)   # perf: in a builtin
+    subsystem: list[AccountingHotspot] = field(default_factory=list)        # perf: engine subsystem, off-cpu
+
+    NESTED: ClassVar[dict[str, type]] = {"self": AccountingHotspot, "inclusive": AccountingHotspot,
+                                         "builtin_family": AccountingHotspot, "subsystem": AccountingHotspot}
+
+
+@dataclass(kw_only=True)
+class TimeAccounting(_Document):
+    """accounting.json (analyzers/accounting.py Accounting.to_json, with a format): how much of
+    the timed requests' sampled time the run's findings explain, overall and per URL, each
+    finding's own part, and the top unexplained hotspots. `lockdown run` writes it after the
+    argument probe and the patch proposals; a run directory written before it has none."""
+    format: int = ACCOUNTING_FORMAT
+    basis: str                                  # excimer-wall | excimer-cpu | perf-cpu | none
+    basis_text: str | None = None
+    period_ms: float | None = None
+    perf: bool
+    findings_source: str = ""
+    requests: int
+    sampled_requests: int
+    total_us: float
+    explained_us: float
+    unexplained_us: float
+    explained_pct: float | None = None          # None: no samples
+    unexplained_pct: float | None = None
+    mean_us: float | None = None
+    by_finding_pct: dict[str, float] = field(default_factory=dict)
+    overlap_us: float | None = None             # the findings' own times beyond the explained time
+    overlap_pct: float | None = None
+    urls: list[AccountingPart] = field(default_factory=list)
+    findings: list[AccountedFinding] = field(default_factory=list)
+    informational: list[str] = field(default_factory=list)   # keys of findings that own nothing by rule
+    hotspots: AccountingHotspots = field(default_factory=AccountingHotspots)
+    notes: list[str] = field(default_factory=list)
+
+    NESTED: ClassVar[dict[str, type]] = {"urls": AccountingPart, "findings": AccountedFinding,
+                                         "hotspots": AccountingHotspots}
+
+    @classmethod
+    def from_json(cls, data, where: str = ""):
+        if type(data) is dict:
+            why = _format_problem(data.get("format", _ABSENT), ACCOUNTING_FORMAT, "a time accounting",
+                                  absent_ok=False)
+            if why:
+                raise DocumentError(why)
+        return super().from_json(data, where)
+
+    @classmethod
+    def of(cls, accounting) -> "TimeAccounting":
+        """The document of an analyzers.accounting.Accounting (its to_json, checked)."""
+        return cls.from_json({"format": ACCOUNTING_FORMAT, **accounting.to_json()})
+
+    def problem(self) -> str | None:
+        return _sum_problem(self.explained_us, self.unexplained_us, self.total_us)

@@ -1,8 +1,8 @@
 """Reading and writing a `lockdown run` directory (DIR), so that every reader takes it the same
 way: `open_run(DIR)` checks that DIR is a finished run (no DIR/incomplete.json:
-lockdown/run_marker.py) and reads findings.json; bench.json, analysis.json, the bundle and each
-verify/KEY/verify.json are read when first asked for, each checked against its model
-(model.py). Whoever reads it, a file that is missing where it is needed, unreadable, damaged
+lockdown/run_marker.py) and reads findings.json; bench.json, analysis.json, accounting.json, the
+bundle and each verify/KEY/verify.json are read when first asked for, each checked against its
+model (model.py). Whoever reads it, a file that is missing where it is needed, unreadable, damaged
 JSON or of the wrong shape is one RunDirError line naming it and what to do about it.
 
 Writers put each document in place whole (a temporary file renamed over it), as JSON indented
@@ -18,11 +18,12 @@ from pathlib import Path
 from .. import run_marker
 from ..bundle.store import Bundle, lone_surrogate, open_bundle
 from ..errors import LockdownError
-from .model import Analysis, BenchResult, DocumentError, RunDocument, Verification
+from .model import Analysis, BenchResult, DocumentError, RunDocument, TimeAccounting, Verification
 
 FINDINGS = "findings.json"
 BENCH = "bench.json"
 ANALYSIS = "analysis.json"
+ACCOUNTING = "accounting.json"
 BUNDLE = "bundle"
 VERIFY = "verify"
 VERIFY_FILE = "verify.json"
@@ -100,7 +101,9 @@ class RunDir:
         self._bench: BenchResult | None = None
         self._analysis: Analysis | None = None
         self._verifications: dict[str, Verification] | None = None
+        self._accounting: TimeAccounting | None = None
         self._bench_read = False
+        self._accounting_read = False
 
     def path(self, name: str) -> Path:
         return self.directory / name
@@ -115,6 +118,13 @@ class RunDir:
             self._bench = read_document(BenchResult, self.path(BENCH), REDO_RUN, required=False)
             self._bench_read = True
         return self._bench
+
+    def accounting(self) -> TimeAccounting | None:
+        """accounting.json; None in a run directory written before `lockdown run` wrote it."""
+        if not self._accounting_read:
+            self._accounting = read_document(TimeAccounting, self.path(ACCOUNTING), REDO_RUN, required=False)
+            self._accounting_read = True
+        return self._accounting
 
     def analysis(self) -> Analysis:
         if self._analysis is None:
@@ -193,5 +203,6 @@ def write_json_atomic(path: Path, data) -> Path:
 
 
 def write_document(directory: Path, name: str, document) -> Path:
-    """A model's document (RunDocument, BenchResult, Analysis, Verification) as DIR/`name`."""
+    """A model's document (RunDocument, BenchResult, Analysis, TimeAccounting, Verification) as
+    DIR/`name`."""
     return write_json_atomic(Path(directory) / name, document.to_json())
