@@ -99,6 +99,30 @@ class BenchOptions:
                 if getattr(self, k) != getattr(default, k)]
 
 
+class Phases:
+    """Named phases timed in wall seconds, in the order they ran: `timings`, the list bench.json
+    and the bundle's manifest record as `phases` ([{"name", "seconds"}]; a name may come twice,
+    as profile's two baseline halves do). Given `say`, `run` announces each phase as `[name]`
+    first. A phase that raises records nothing: the command stops with it."""
+
+    def __init__(self, say=None):
+        self.say = say
+        self.timings: list[dict] = []
+
+    def record(self, name: str, started: float) -> None:
+        """The phase `name` ran from `started` (time.monotonic()) until now."""
+        self.timings.append({"name": name, "seconds": round(time.monotonic() - started, 3)})
+
+    def run(self, name: str, fn, *args):
+        """`fn(*args)` as the phase `name`; returns what it returns."""
+        if self.say is not None:
+            self.say(f"[{name}]")
+        started = time.monotonic()
+        out = fn(*args)
+        self.record(name, started)
+        return out
+
+
 def fetch(url: str, timeout: float = 60) -> tuple[int, bytes]:
     """GET without following redirects; returns (status, body). The URL is percent-encoded
     as the load generators send it (`driver.quote_path`: a space, a non-ASCII character)."""
@@ -169,6 +193,7 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print, reme
     # --mysql on a target without a database changes nothing that is measured
     non_default = [k for k in opts.non_default() if k != "mysql" or target.database] \
         + (["on_top_of"] if base else [])
+    clock = Phases(say)
     result = {
         "target": target.name,
         "canonical": not non_default,
@@ -180,35 +205,28 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print, reme
                    "urls": [asdict(u) for u in target.urls], "cpus": os.cpu_count(),
                    "host": platform.node(), "versions": versions()},
         "run_dir": str(run_dir),
-        "phases": [],
+        "phases": clock.timings,
         "runs": [],
     }
     result["config"]["versions"]["load"] = load_version(opts.load)
     paths = target.weighted_paths()
 
-    def phase(name, fn):
-        say(f"[{name}]")
-        started = time.monotonic()
-        out = fn()
-        result["phases"].append({"name": name, "seconds": round(time.monotonic() - started, 3)})
-        return out
-
     started = time.monotonic()
     with Stack(target, run_dir, stack_opts, say=say) as stack:
-        result["phases"].append({"name": "start", "seconds": round(time.monotonic() - started, 3)})
+        clock.record("start", started)
         result["base_url"] = stack.base_url
         result["config"]["php_extensions"] = stack.php.extensions
         result["config"]["php_ini_effective_overrides"] = stack.php.overrides
         if stack.db:
             result["config"]["versions"]["mariadb"] = stack.db.version
         served_from = time.time()
-        result["sanity"] = phase("sanity", lambda: sanity_check(stack))
+        result["sanity"] = clock.run("sanity", sanity_check, stack)
         say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
         run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say)
 
         warmed_from = time.time()
-        phase("warmup-single", lambda: warm_single(stack, opts, paths, say))
-        phase("warmup-concurrent", lambda: warm_concurrent(stack, opts, paths, run_dir / "load", say))
+        clock.run("warmup-single", warm_single, stack, opts, paths, say)
+        clock.run("warmup-concurrent", warm_concurrent, stack, opts, paths, run_dir / "load", say)
         result["opcache_settle_s"] = settle_opcache(stack, paths, served_from, warmed_from, say)
         run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say)
 
@@ -226,10 +244,10 @@ def run_bench(target: Target, run_dir: Path, opts: BenchOptions, say=print, reme
                 measured.append(measured_run(stack, opts, paths, run_dir / "load", f"run-{i + 1}", say,
                                              f"measured run {which}", name=f"run {i + 1}"))
                 say(f"[measure] run {which}: {run_line(measured[-1])}")
-        phase("measure", measure)
+        clock.run("measure", measure)
         run_hook(stack, "after-benchmark", opts.hooks.get("after-benchmark"), say)
         stop_started = time.monotonic()
-    result["phases"].append({"name": "stop", "seconds": round(time.monotonic() - stop_started, 3)})
+    clock.record("stop", stop_started)
     keep_runs(result, measured, opts)
     return result
 

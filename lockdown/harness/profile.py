@@ -3,8 +3,10 @@ the collectors run, and write a bundle (docs/bundle-format.md).
 
 Phases: start -> sanity -> warmup -> baseline (half the requests, nothing collected) ->
 capture (timed pass, then the xhprof-instrumented requests) -> baseline (the other half) ->
-stop -> assemble. The two baseline halves give the overhead recorded in the manifest; with
-`overhead_slices` K the timed pass is cut into K slices with uncollected slices between them.
+environment (versions, PHP's settings, the database's) -> stop -> assemble, each a function of
+its own, timed by bench's `Phases` into the manifest's `phases`. The two baseline halves give
+the overhead recorded in the manifest; with `overhead_slices` K the timed pass is cut into K
+slices with uncollected slices between them (inside the capture phase).
 
 The instrumented requests run 2x to 6x slower (docs/pathologies.md section 7). Sent inside
 the timed pass they took a core from the requests being timed and cost most of the capture's
@@ -39,7 +41,7 @@ from ..paths import pid_alive
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu, opcache_settle
-from .bench import DEFAULT_WORKERS, capacity, first_line, run_hook, sanity_check, versions
+from .bench import DEFAULT_WORKERS, Phases, capacity, first_line, run_hook, sanity_check, versions
 from .driver import DriveResult, SentRequest, drive, instrumented_paths, ok_status, quote_path
 from .host_speed import SpeedProbe
 from .mariadb import redacted_argv
@@ -269,7 +271,72 @@ def _password_dropped(cap: request_log.CaptureDir):
             os.replace(tmp, path)
 
 
+@dataclass
+class _Capture:
+    """What the phases of one profile share: the plan made before the stack starts, then what
+    each phase leaves for the next (the stack, the slices measured, the requests sent)."""
+    target: Target
+    run_dir: Path
+    opts: ProfileOptions
+    say: object
+    settings: CaptureSettings
+    paths: list[str]                 # as sent (percent-encoded), which the request log records
+    cap: request_log.CaptureDir
+    pool_ini: dict
+    resolve_ports: bool
+    stack_opts: StackOptions
+    size: dict
+    manifest: dict
+    clock: Phases
+    stack: Stack | None = None
+    db_cfg: dict | None = None
+    every: int = 0                   # 1 in `every` requests of each URL xhprof-instrumented
+    instrumented: list[str] = field(default_factory=list)
+    k: int = 1                       # capture slices
+    parts: list[dict] = field(default_factory=list)
+    base_part: dict = field(default_factory=dict)
+    baseline: list[DriveResult] = field(default_factory=list)
+    chunks: list[DriveResult] = field(default_factory=list)
+    # the host's speed during the uncollected and the collected passes (harness/host_speed.py)
+    speeds: dict = field(default_factory=lambda: {"baseline": [], "capture": []})
+    # and /proc/stat over each (busy and steal: the capacity the host gave each pass)
+    cpus: dict = field(default_factory=lambda: {"baseline": [], "capture": []})
+    status: list[dict] = field(default_factory=list)   # the database server's counters per slice
+    perf: PerfRecorder | None = None
+    slow_plans: object = None
+    captured: DriveResult | None = None
+    profiled: DriveResult | None = None
+
+    @property
+    def hook_env(self) -> dict:
+        return {"LOCKDOWN_CAPTURE_DIR": str(self.cap.out)}
+
+    @property
+    def xhprof_pool(self) -> bool:
+        return bool(self.stack_opts.instrumented_extension and self.settings.xhprof_every > 0)
+
+
 def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileOptions, say) -> Path:
+    """The phases in order, each timed into the manifest's `phases`: start, sanity, warmup,
+    baseline, capture, baseline, environment (inside the stack), stop, assemble."""
+    run = _plan(target, run_dir, opts, say)
+    say(f"[start] collectors: {', '.join(sorted(run.settings.collect)) or 'none (request log only)'}")
+    started = time.monotonic()
+    with Stack(target, run_dir, run.stack_opts, say=say) as stack, _password_dropped(run.cap):
+        run.stack = stack
+        _configure_capture(run)
+        run.clock.record("start", started)
+        _served(run)
+        stopping = time.monotonic()
+    run.clock.record("stop", stopping)
+    say("[stop] everything stopped; assembling the bundle")
+    run.clock.run("assemble", _assemble, run, writer)
+    return _finished(writer, run.manifest)
+
+
+def _plan(target: Target, run_dir: Path, opts: ProfileOptions, say) -> _Capture:
+    """What is decided before anything starts: the collectors the target allows, the URLs,
+    the capture directory and the pool's settings, the manifest's first sections."""
     settings = opts.capture
     notes = []
     if "queries" in settings.collect and not target.database:
@@ -286,7 +353,17 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                               instrumented_extension=settings.instrumented_extension(),
                               pool_ini=pool_ini, remedy=opts.remedy)
     size = opts.size()
-    manifest: dict = {
+    clock = Phases()
+    manifest = _first_manifest(target, run_dir, opts, settings, notes, paths, size, clock)
+    return _Capture(target=target, run_dir=run_dir, opts=opts, say=say, settings=settings, paths=paths,
+                    cap=cap, pool_ini=pool_ini, resolve_ports=resolve_ports, stack_opts=stack_opts,
+                    size=size, manifest=manifest, clock=clock)
+
+
+def _first_manifest(target: Target, run_dir: Path, opts: ProfileOptions, settings: CaptureSettings,
+                    notes: list[str], paths: list[str], size: dict, clock: Phases) -> dict:
+    """The manifest's sections known before the capture; the phases fill in the rest."""
+    return {
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "lockdown_version": __version__, "command": redacted_argv(),
         "target": {"name": target.name, "directory": str(target.directory),
@@ -299,187 +376,263 @@ def _profile(target: Target, run_dir: Path, writer: BundleWriter, opts: ProfileO
                   "note": "request log (hrtime), perf (-k CLOCK_MONOTONIC), Excimer and the "
                           "driver share it"},
         "run_dir": str(run_dir),
+        "phases": clock.timings,        # filled in as they run
     }
-    say(f"[start] collectors: {', '.join(sorted(settings.collect)) or 'none (request log only)'}")
-    with Stack(target, run_dir, stack_opts, say=say) as stack, _password_dropped(cap):
-        db_cfg = None
-        if "queries" in settings.collect:
-            db = stack.db
-            # a private server's marker login is the workers' own, by socket (mariadb.py)
-            user, password = (stack.mysql.workers_user, "") if stack.mysql else (db.user, db.password)
-            db_cfg = {"host": "localhost" if db.socket else db.host, "port": db.port,
+
+
+def _configure_capture(run: _Capture) -> None:
+    """The prepend's configuration, with the marker connection to the database once the stack
+    has one."""
+    stack = run.stack
+    if "queries" in run.settings.collect:
+        db = stack.db
+        # a private server's marker login is the workers' own, by socket (mariadb.py)
+        user, password = (stack.mysql.workers_user, "") if stack.mysql else (db.user, db.password)
+        run.db_cfg = {"host": "localhost" if db.socket else db.host, "port": db.port,
                       "socket": db.socket or "", "user": user, "password": password,
-                      "resolve_ports": resolve_ports, "app_db": stack.db_name}
-        request_log.write_config(cap, settings, db_cfg)
-        served_from = time.time()       # files the app writes from its first request on
-        sanity_check(stack)
-        say(f"[sanity] ok: {target.sanity_url} returned 200 with {target.sanity_expect!r}")
-        hook_env = {"LOCKDOWN_CAPTURE_DIR": str(cap.out)}
-        run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say, **hook_env)
-        warmed_from = time.time()
-        warm = shown_drive(say, "warmup, one at a time", stack.base_url, paths, 1,
-                           requests=opts.warmup_requests)
-        say(f"[warmup] {opts.warmup_requests} requests, one at a time: {warm.status_counts()}")
-        if "excimer" in settings.collect and settings.excimer_period_ms is None:
-            latencies = [(r.client_end_ns - r.client_start_ns) / 1e6 for r in warm.requests
-                         if r.error is None]
-            settings = replace(settings, excimer_period_ms=auto_excimer_period(latencies))
-            request_log.write_config(cap, settings, db_cfg)
-            manifest["capture"].update(excimer_period_ms=settings.excimer_period_ms,
-                                       excimer_period_auto=True)
-            say(f"[warmup] Excimer period {settings.excimer_period_ms:g} ms: about "
-                f"{EXCIMER_SAMPLES_PER_REQUEST} samples per request of the warmup's median latency")
-        if stack_opts.instrumented_extension and settings.xhprof_every > 0:
-            # The xhprof pool is its own php-fpm master with its own opcode cache: unwarmed,
-            # its first requests compile every file, and that (not xhprof) was most of the
-            # capture's measured cost on WordPress.
-            distinct = list(dict.fromkeys(paths))
-            warm_x = shown_drive(say, "warmup of the xhprof pool", stack.base_url, distinct, 1,
-                                 requests=2 * len(distinct), xhprof=True)
-            say(f"[warmup] xhprof pool: {len(warm_x.requests)} requests: {warm_x.status_counts()}")
-        settle_opcache(stack, say, paths, served_from, warmed_from,
-                       xhprof=bool(stack_opts.instrumented_extension and settings.xhprof_every > 0))
-        run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say, **hook_env)
-        every = settings.xhprof_every if "xhprof" in settings.collect else 0
-        instrumented = instrumented_paths(paths, size["requests"], every) if "requests" in size else []
-        timed_size = ({"requests": max(1, size["requests"] - len(instrumented))} if "requests" in size
-                      else size)
-        # The uncollected baseline runs before and after the capture, so that drift - a
-        # database still warming up, a noisy neighbour - does not bias the ratio. With
-        # `overhead_slices` K > 1 the capture is cut into K slices with uncollected slices of
-        # the same size between them (perf and the slow log paused), and each capture slice is
-        # compared with its two neighbours: the host's speed, which swings by tens of percent
-        # within a minute on a shared VM, then cancels out.
-        k = max(1, opts.overhead_slices) if opts.overhead_check else 1
-        parts = _split(timed_size, k)
-        base_part = _half(parts[0]) if k == 1 else parts[0]
-        baseline: list[DriveResult] = []
-        # the host's speed during the uncollected and the collected passes (harness/host_speed.py)
-        speeds: dict = {"baseline": [], "capture": []}
-        # and /proc/stat over each (busy and steal: the capacity the host gave each pass)
-        cpus: dict[str, list[list[int]]] = {"baseline": [], "capture": []}
+                      "resolve_ports": run.resolve_ports, "app_db": stack.db_name}
+    request_log.write_config(run.cap, run.settings, run.db_cfg)
 
-        def run_baseline() -> None:
-            probe = SpeedProbe()
-            speeds["baseline"].append(probe)
-            n = len(baseline) + 1
-            before = cpu.snapshot()
-            r = shown_drive(say, f"uncollected baseline ({n}/{k + 1})", stack.base_url, paths,
-                            opts.concurrency, probe=probe, **base_part)
-            cpus["baseline"].append(cpu.delta(before, cpu.snapshot()))
-            baseline.append(r)
-            say(f"[baseline] {len(r.requests)} requests at concurrency {opts.concurrency}, nothing "
-                f"collected ({n}/{k + 1}): {r.rps:.1f} req/s")
 
-        if opts.overhead_check:
-            run_baseline()
-        workers = stack.fpm.worker_pids()
-        perf = PerfRecorder(stack.procs, run_dir / "perf", settings.perf_freq)
-        slow = None
-        chunks: list[DriveResult] = []
-        status: list[dict] = []       # the database server's counters over each capture slice
-        footprint = server_status.own_footprint(stack.db) if stack.db else {}
-        with contextlib.ExitStack() as during:
-            if "queries" in settings.collect:
-                slow = during.enter_context(SlowLogCapture(stack.db, run_dir, private=not opts.mysql))
-                say(f"[capture] slow log on at {stack.db.where()} (settings restored afterwards)")
-            if "perf" in settings.collect:
-                perf.start(workers, controlled=k > 1)
-                during.callback(perf.stop)
-                say(f"[capture] perf record at {settings.perf_freq} Hz on workers "
-                    f"{', '.join(map(str, workers))}")
-            collectors = ([slow] if slow is not None else []) + \
-                ([perf] if "perf" in settings.collect else [])
-            for i, part in enumerate(parts):
-                if i:
-                    for c in collectors:
-                        c.resume()
-                probe = SpeedProbe()
-                speeds["capture"].append(probe)
-                status_before = server_status.read_status(stack.db) if stack.db else None
-                before = cpu.snapshot()
-                chunks.append(shown_drive(say, "capture" if k == 1 else f"capture ({i + 1}/{k})",
-                                          stack.base_url, paths, opts.concurrency, capture=True,
-                                          probe=probe, first_seq=sum(len(c.requests) for c in chunks),
-                                          **part))
-                cpus["capture"].append(cpu.delta(before, cpu.snapshot()))
-                if status_before is not None:
-                    status.append(server_status.without(
-                        server_status.difference(status_before, server_status.read_status(stack.db)), footprint))
-                if i < k - 1:
-                    for c in collectors:
-                        c.pause()
-                    run_baseline()
-            # the capture slices only, not the uncollected ones between
-            manifest["host_cpu"] = cpu.summarize(cpu.summed(cpus["capture"]))
-            captured = DriveResult.joined(chunks)
-            say(f"[capture] {len(captured.requests)} requests at concurrency {opts.concurrency}: "
-                f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
-            if every and "duration" in size:
-                instrumented = instrumented_paths(paths, len(captured.requests), every)
-            profiled = None
-            if instrumented:
-                profiled = shown_drive(say, "xhprof-instrumented requests", stack.base_url,
-                                       instrumented, 1, requests=len(instrumented), capture=True,
-                                       xhprof=True, first_seq=len(captured.requests))
-                say(f"[capture] {len(instrumented)} xhprof-instrumented requests (1 in {every} of "
-                    f"each URL, and at least one of each), one at a time after the timed ones: {profiled.status_counts()}")
-        request_log.settle(cap, len(captured.requests) + (len(profiled.requests) if profiled else 0))
-        manifest["driver"].update(_drive_summary(captured))
-        if profiled is not None:
-            manifest["driver"]["instrumented"] = {**_drive_summary(profiled),
+def _served(run: _Capture) -> None:
+    """The phases while the stack serves, with the user's hooks between them."""
+    stack, opts, clock, say = run.stack, run.opts, run.clock, run.say
+    served_from = time.time()       # files the app writes from its first request on
+    clock.run("sanity", _sanity, run)
+    run_hook(stack, "before-warmup", opts.hooks.get("before-warmup"), say, **run.hook_env)
+    warmed_from = time.time()
+    clock.run("warmup", _warmup, run, served_from, warmed_from)
+    run_hook(stack, "after-warmup", opts.hooks.get("after-warmup"), say, **run.hook_env)
+    _plan_slices(run)
+    if opts.overhead_check:
+        clock.run("baseline", _baseline_slice, run)
+    clock.run("capture", _capture, run)
+    if opts.overhead_check:
+        clock.run("baseline", _last_baseline, run)
+    run_hook(stack, "after-capture", opts.hooks.get("after-capture"), say, **run.hook_env)
+    clock.run("environment", _environment, run)
+
+
+def _sanity(run: _Capture) -> None:
+    sanity_check(run.stack)
+    run.say(f"[sanity] ok: {run.target.sanity_url} returned 200 with {run.target.sanity_expect!r}")
+
+
+def _warmup(run: _Capture, served_from: float, warmed_from: float) -> None:
+    """Requests one at a time (which also set Excimer's period when it is automatic), the
+    xhprof pool's own warmup, and OPcache settled."""
+    stack, opts, say = run.stack, run.opts, run.say
+    warm = shown_drive(say, "warmup, one at a time", stack.base_url, run.paths, 1,
+                       requests=opts.warmup_requests)
+    say(f"[warmup] {opts.warmup_requests} requests, one at a time: {warm.status_counts()}")
+    if "excimer" in run.settings.collect and run.settings.excimer_period_ms is None:
+        _auto_excimer_period(run, warm)
+    if run.xhprof_pool:
+        # The xhprof pool is its own php-fpm master with its own opcode cache: unwarmed,
+        # its first requests compile every file, and that (not xhprof) was most of the
+        # capture's measured cost on WordPress.
+        distinct = list(dict.fromkeys(run.paths))
+        warm_x = shown_drive(say, "warmup of the xhprof pool", stack.base_url, distinct, 1,
+                             requests=2 * len(distinct), xhprof=True)
+        say(f"[warmup] xhprof pool: {len(warm_x.requests)} requests: {warm_x.status_counts()}")
+    settle_opcache(stack, say, run.paths, served_from, warmed_from, xhprof=run.xhprof_pool)
+
+
+def _auto_excimer_period(run: _Capture, warm: DriveResult) -> None:
+    """Excimer's period from the warmup's latencies, written to the prepend's config and the
+    manifest."""
+    latencies = [(r.client_end_ns - r.client_start_ns) / 1e6 for r in warm.requests
+                 if r.error is None]
+    run.settings = replace(run.settings, excimer_period_ms=auto_excimer_period(latencies))
+    request_log.write_config(run.cap, run.settings, run.db_cfg)
+    run.manifest["capture"].update(excimer_period_ms=run.settings.excimer_period_ms,
+                                   excimer_period_auto=True)
+    run.say(f"[warmup] Excimer period {run.settings.excimer_period_ms:g} ms: about "
+            f"{EXCIMER_SAMPLES_PER_REQUEST} samples per request of the warmup's median latency")
+
+
+def _plan_slices(run: _Capture) -> None:
+    """The requests to instrument, and the timed pass cut into its slices.
+
+    The uncollected baseline runs before and after the capture, so that drift - a database
+    still warming up, a noisy neighbour - does not bias the ratio. With `overhead_slices` K > 1
+    the capture is cut into K slices with uncollected slices of the same size between them
+    (perf and the slow log paused), and each capture slice is compared with its two
+    neighbours: the host's speed, which swings by tens of percent within a minute on a shared
+    VM, then cancels out."""
+    size, opts = run.size, run.opts
+    run.every = run.settings.xhprof_every if "xhprof" in run.settings.collect else 0
+    run.instrumented = instrumented_paths(run.paths, size["requests"], run.every) if "requests" in size else []
+    timed_size = ({"requests": max(1, size["requests"] - len(run.instrumented))} if "requests" in size
+                  else size)
+    run.k = max(1, opts.overhead_slices) if opts.overhead_check else 1
+    run.parts = _split(timed_size, run.k)
+    run.base_part = _half(run.parts[0]) if run.k == 1 else run.parts[0]
+
+
+def _baseline_slice(run: _Capture) -> None:
+    """One uncollected slice, with the host's speed and CPU use over it."""
+    probe = SpeedProbe()
+    run.speeds["baseline"].append(probe)
+    n, k = len(run.baseline) + 1, run.k
+    before = cpu.snapshot()
+    r = shown_drive(run.say, f"uncollected baseline ({n}/{k + 1})", run.stack.base_url, run.paths,
+                    run.opts.concurrency, probe=probe, **run.base_part)
+    run.cpus["baseline"].append(cpu.delta(before, cpu.snapshot()))
+    run.baseline.append(r)
+    run.say(f"[baseline] {len(r.requests)} requests at concurrency {run.opts.concurrency}, nothing "
+            f"collected ({n}/{k + 1}): {r.rps:.1f} req/s")
+
+
+def _last_baseline(run: _Capture) -> None:
+    _baseline_slice(run)
+    run.manifest["baseline"] = _drive_summary(DriveResult.joined(run.baseline))
+
+
+def _capture(run: _Capture) -> None:
+    """The collectors on, the timed slices (with uncollected ones between them), then the
+    xhprof-instrumented requests; the request log settled."""
+    stack, settings, say = run.stack, run.settings, run.say
+    workers = stack.fpm.worker_pids()
+    run.perf = PerfRecorder(stack.procs, run.run_dir / "perf", settings.perf_freq)
+    footprint = server_status.own_footprint(stack.db) if stack.db else {}
+    with contextlib.ExitStack() as during:
+        slow, collectors = _start_collectors(run, during, workers)
+        for i, part in enumerate(run.parts):
+            _capture_slice(run, i, part, collectors, footprint)
+        # the capture slices only, not the uncollected ones between
+        run.manifest["host_cpu"] = cpu.summarize(cpu.summed(run.cpus["capture"]))
+        run.captured = captured = DriveResult.joined(run.chunks)
+        say(f"[capture] {len(captured.requests)} requests at concurrency {run.opts.concurrency}: "
+            f"{captured.rps:.1f} req/s, statuses {captured.status_counts()}")
+        _instrumented_requests(run)
+    profiled = run.profiled
+    request_log.settle(run.cap, len(captured.requests) + (len(profiled.requests) if profiled else 0))
+    run.manifest["driver"].update(_drive_summary(captured))
+    if profiled is not None:
+        run.manifest["driver"]["instrumented"] = {**_drive_summary(profiled),
                                                   "note": "sent after the timed pass; not in its rps"}
-        slow_plans = slow is not None and slow.plans
-        if slow is not None:
-            say("[capture] MariaDB settings restored")
-        if opts.overhead_check:
-            run_baseline()
-            manifest["baseline"] = _drive_summary(DriveResult.joined(baseline))
-        run_hook(stack, "after-capture", opts.hooks.get("after-capture"), say, **hook_env)
-        facts = php_facts(stack.php)
-        manifest["versions"] = {**versions(), "mariadb": stack.db.version if stack.db else None,
-                                "perf": first_line([tool("perf"), "--version"]),
-                                "lockdown": __version__}
-        manifest["php"] = {"extensions": facts.get("extensions"),
-                           "zend_extensions": facts.get("zend_extensions"),
-                           "ini": facts.get("ini"),
-                           "internal_functions": facts.get("internal_functions"),
-                           "internal_classes": facts.get("internal_classes"),
-                           "pool": {**pool_ini,
-                                    "instrumented_extension": settings.instrumented_extension()},
-                           "overrides": stack.php.overrides}
-        manifest["host"] = {"node": platform.node(), "cpus": os.cpu_count(),
-                            "kernel": platform.release(), "machine": platform.machine()}
-        manifest["database"] = ({"where": stack.db.where(), "name": stack.db_name,
-                                 "private": not opts.mysql,
-                                 "variables": read_settings(stack.db, STATEMENT_MEMORY),
-                                 # how the slow log's statement texts quote (slowlog.parse)
-                                 "sql_mode": read_settings(stack.db, ("sql_mode",)).get("sql_mode", ""),
-                                 "status": {"requests": len(captured.requests),
-                                            "counters": server_status.summed(status)}} if stack.db else None)
-    say("[stop] everything stopped; assembling the bundle")
-    if "baseline" in manifest and manifest["baseline"]["rps"] > 0:
-        manifest["overhead"] = _overhead(chunks, baseline, speeds, cpus)
-    sent = captured.requests + (profiled.requests if profiled is not None else [])
-    records, manifest["requests"] = assemble.requests(cap.out / "requests.jsonl", sent, writer)
-    check_logged(sent, {r.id for r in records}, stack.fpm.error_log)
-    collected = {}
-    if "perf" in settings.collect:
-        say("[assemble] perf script (DWARF unwinding)")
-        text = run_dir / "perf" / "script.txt"
-        with as_reporter(say).counted("perf script (DWARF unwinding)", None):
-            script(stack.procs, perf.data, text)
-        collected["perf"] = assemble.perf(perf.data, text, build_ids(stack.procs, perf.data),
-                                          records, writer)
-    if "excimer" in settings.collect:
-        collected["excimer"] = assemble.excimer(cap.out / "excimer.jsonl", records, writer)
-    if "xhprof" in settings.collect:
-        collected["xhprof"] = assemble.xhprof(cap.out / "xhprof", records, writer)
-    if "queries" in settings.collect:
-        sql_mode = (manifest.get("database") or {}).get("sql_mode", "")
-        collected["queries"] = assemble.statements(run_dir / "capture" / "slow.log", records,
-                                                   opts.concurrency, writer, plans=slow_plans,
-                                                   sql_mode=sql_mode)
-    manifest["collected"] = collected
-    return _finished(writer, manifest)
+    run.slow_plans = slow is not None and slow.plans
+    if slow is not None:
+        say("[capture] MariaDB settings restored")
 
+
+def _start_collectors(run: _Capture, during: contextlib.ExitStack, workers: list[int]) -> tuple:
+    """The slow log and perf on, each stopped when `during` closes; (the slow log's capture or
+    None, the collectors an overhead slice pauses)."""
+    stack, settings, say = run.stack, run.settings, run.say
+    slow = None
+    if "queries" in settings.collect:
+        slow = during.enter_context(SlowLogCapture(stack.db, run.run_dir, private=not run.opts.mysql))
+        say(f"[capture] slow log on at {stack.db.where()} (settings restored afterwards)")
+    if "perf" in settings.collect:
+        run.perf.start(workers, controlled=run.k > 1)
+        during.callback(run.perf.stop)
+        say(f"[capture] perf record at {settings.perf_freq} Hz on workers "
+            f"{', '.join(map(str, workers))}")
+    collectors = ([slow] if slow is not None else []) + \
+        ([run.perf] if "perf" in settings.collect else [])
+    return slow, collectors
+
+
+def _capture_slice(run: _Capture, i: int, part: dict, collectors: list, footprint: dict) -> None:
+    """Capture slice `i` (the collectors resumed after the first), with the host's speed and
+    CPU use and the database server's counters over it; then, but after the last, the
+    collectors paused for an uncollected slice."""
+    stack, k = run.stack, run.k
+    if i:
+        for c in collectors:
+            c.resume()
+    probe = SpeedProbe()
+    run.speeds["capture"].append(probe)
+    status_before = server_status.read_status(stack.db) if stack.db else None
+    before = cpu.snapshot()
+    run.chunks.append(shown_drive(run.say, "capture" if k == 1 else f"capture ({i + 1}/{k})",
+                                  stack.base_url, run.paths, run.opts.concurrency, capture=True,
+                                  probe=probe, first_seq=sum(len(c.requests) for c in run.chunks),
+                                  **part))
+    run.cpus["capture"].append(cpu.delta(before, cpu.snapshot()))
+    if status_before is not None:
+        run.status.append(server_status.without(
+            server_status.difference(status_before, server_status.read_status(stack.db)), footprint))
+    if i < k - 1:
+        for c in collectors:
+            c.pause()
+        _baseline_slice(run)
+
+
+def _instrumented_requests(run: _Capture) -> None:
+    """The xhprof-instrumented requests, one at a time after the timed ones."""
+    every = run.every
+    if every and "duration" in run.size:
+        run.instrumented = instrumented_paths(run.paths, len(run.captured.requests), every)
+    if not run.instrumented:
+        return
+    run.profiled = shown_drive(run.say, "xhprof-instrumented requests", run.stack.base_url,
+                               run.instrumented, 1, requests=len(run.instrumented), capture=True,
+                               xhprof=True, first_seq=len(run.captured.requests))
+    run.say(f"[capture] {len(run.instrumented)} xhprof-instrumented requests (1 in {every} of "
+            f"each URL, and at least one of each), one at a time after the timed ones: "
+            f"{run.profiled.status_counts()}")
+
+
+def _environment(run: _Capture) -> None:
+    """What the capture ran on, into the manifest: versions, PHP's extensions and settings,
+    the host, the database server's settings and counters."""
+    stack, manifest = run.stack, run.manifest
+    facts = php_facts(stack.php)
+    manifest["versions"] = {**versions(), "mariadb": stack.db.version if stack.db else None,
+                            "perf": first_line([tool("perf"), "--version"]),
+                            "lockdown": __version__}
+    manifest["php"] = {"extensions": facts.get("extensions"),
+                       "zend_extensions": facts.get("zend_extensions"),
+                       "ini": facts.get("ini"),
+                       "internal_functions": facts.get("internal_functions"),
+                       "internal_classes": facts.get("internal_classes"),
+                       "pool": {**run.pool_ini,
+                                "instrumented_extension": run.settings.instrumented_extension()},
+                       "overrides": stack.php.overrides}
+    manifest["host"] = {"node": platform.node(), "cpus": os.cpu_count(),
+                        "kernel": platform.release(), "machine": platform.machine()}
+    manifest["database"] = ({"where": stack.db.where(), "name": stack.db_name,
+                             "private": not run.opts.mysql,
+                             "variables": read_settings(stack.db, STATEMENT_MEMORY),
+                             # how the slow log's statement texts quote (slowlog.parse)
+                             "sql_mode": read_settings(stack.db, ("sql_mode",)).get("sql_mode", ""),
+                             "status": {"requests": len(run.captured.requests),
+                                        "counters": server_status.summed(run.status)}} if stack.db else None)
+
+
+def _assemble(run: _Capture, writer: BundleWriter) -> None:
+    """The overhead, the request log checked against what was sent, and each collector's raw
+    output written into the bundle."""
+    manifest = run.manifest
+    if "baseline" in manifest and manifest["baseline"]["rps"] > 0:
+        manifest["overhead"] = _overhead(run.chunks, run.baseline, run.speeds, run.cpus)
+    sent = run.captured.requests + (run.profiled.requests if run.profiled is not None else [])
+    records, manifest["requests"] = assemble.requests(run.cap.out / "requests.jsonl", sent, writer)
+    check_logged(sent, {r.id for r in records}, run.stack.fpm.error_log)
+    manifest["collected"] = _collected(run, records, writer)
+
+
+def _collected(run: _Capture, records: list, writer: BundleWriter) -> dict:
+    """Each collector's records written through `writer`; their counts, by collector."""
+    collect, out, stack, say = run.settings.collect, run.cap.out, run.stack, run.say
+    collected = {}
+    if "perf" in collect:
+        say("[assemble] perf script (DWARF unwinding)")
+        text = run.run_dir / "perf" / "script.txt"
+        with as_reporter(say).counted("perf script (DWARF unwinding)", None):
+            script(stack.procs, run.perf.data, text)
+        collected["perf"] = assemble.perf(run.perf.data, text, build_ids(stack.procs, run.perf.data),
+                                          records, writer)
+    if "excimer" in collect:
+        collected["excimer"] = assemble.excimer(out / "excimer.jsonl", records, writer)
+    if "xhprof" in collect:
+        collected["xhprof"] = assemble.xhprof(out / "xhprof", records, writer)
+    if "queries" in collect:
+        sql_mode = (run.manifest.get("database") or {}).get("sql_mode", "")
+        collected["queries"] = assemble.statements(run.run_dir / "capture" / "slow.log", records,
+                                                   run.opts.concurrency, writer, plans=run.slow_plans,
+                                                   sql_mode=sql_mode)
+    return collected
