@@ -478,8 +478,41 @@ def account(slices: list[Slice], url_of: Mapping[str, str], findings: Iterable,
     rids = sorted(set(requests) if requests is not None else {s.request for s in slices})
     perf = any(s.on_cpu is not None for s in slices) if perf is None else perf
     notes: list[str] = []
+    whole = _whole_owners(slices, claims)
 
-    # whole owners: PHP frames, native frames
+    # statement owners: each slice's union part and each finding's part
+    parts: list[tuple[float, dict]] = [(0.0, {})] * len(slices)
+    by_statements = [c for c in claims if c.statements is not None]
+    if by_statements and statements_of:
+        parts = _place_statements(slices, url_of, by_statements, statements_of, round_trip_us or {},
+                                  senders or {}, db_functions, basis, notes)
+
+    t = _tally(slices, whole, parts, url_of)
+    requests_of: dict[str, set] = defaultdict(set)
+    for rid in rids:
+        requests_of[url_of.get(rid, "?")].add(rid)
+    for s in slices:
+        requests_of[url_of.get(s.request, "?")].add(s.request)
+    all_us = sum(t.total.values())
+    owned_all: Counter = Counter()
+    for c in t.owned.values():
+        owned_all.update(c)
+    n_sampled = sum(len(v) for v in t.sampled.values())
+    hotspots = _hotspots(t.unexplained, url_of, all_us, n_sampled, top, found)
+    url_parts = _url_parts(t, sorted(requests_of), requests_of, url_of, found)
+    overall = Part(None, sum(len(v) for v in requests_of.values()), n_sampled, all_us,
+                   sum(t.explained.values()), sum(x for _, x in t.unexplained), dict(owned_all))
+    times = [FindingTime(c.key, c.id, c.title, c.severity, c.share_pct, c.how, owned_all[c.key],
+                         100.0 * owned_all[c.key] / all_us if all_us else None) for c in claims]
+    for ft in times:
+        if all_us and not owned_all[ft.key] and (ft.share_pct or 0) > 0:
+            notes.append(f"{ft.key}: its share ({ft.share_pct:g}%) is placed on no sample ({ft.how})"
+                         + ("; no perf samples in this capture" if not perf and ft.id in NATIVE_FINDINGS else ""))
+    return Accounting(basis, period_ms, bool(perf), overall, url_parts, times, informational, hotspots, notes)
+
+
+def _whole_owners(slices: list[Slice], claims: list) -> list[tuple]:
+    """Per slice: the keys of the findings that own it whole, by a PHP frame or a native one."""
     by_frame = [c for c in claims if c.frames]
     by_native = [c for c in claims if c.native is not None]
     php_owner: dict[tuple, tuple] = {}
@@ -496,58 +529,47 @@ def account(slices: list[Slice], url_of: Mapping[str, str], findings: Iterable,
                 more = native_owner[s.native] = tuple(c.key for c in by_native if c.native(s.native))
             keys = keys + more
         whole.append(keys)
+    return whole
 
-    # statement owners: each slice's union part and each finding's part
-    parts: list[tuple[float, dict]] = [(0.0, {})] * len(slices)
-    by_statements = [c for c in claims if c.statements is not None]
-    if by_statements and statements_of:
-        parts = _place_statements(slices, url_of, by_statements, statements_of, round_trip_us or {},
-                                  senders or {}, db_functions, basis, notes)
 
-    total: Counter = Counter()
-    explained: Counter = Counter()
-    owned: dict[str, Counter] = defaultdict(Counter)       # url -> key -> us
-    unexplained: list[tuple[Slice, float]] = []
-    sampled: dict[str, set] = defaultdict(set)
+@dataclass
+class _Tally:
+    """The slices' time summed per URL: in all, explained, owned by each finding; what is left
+    unexplained of each slice; the requests sampled."""
+    total: Counter = field(default_factory=Counter)
+    explained: Counter = field(default_factory=Counter)
+    owned: dict = field(default_factory=lambda: defaultdict(Counter))      # url -> key -> us
+    unexplained: list = field(default_factory=list)                         # [(Slice, us)]
+    sampled: dict = field(default_factory=lambda: defaultdict(set))
+
+
+def _tally(slices: list[Slice], whole: list[tuple], parts: list[tuple[float, dict]],
+           url_of: Mapping[str, str]) -> _Tally:
+    t = _Tally()
     for s, keys, (frac, per_key) in zip(slices, whole, parts):
         url = url_of.get(s.request, "?")
         part = 1.0 if keys else frac
-        total[url] += s.us
-        explained[url] += s.us * part
-        sampled[url].add(s.request)
+        t.total[url] += s.us
+        t.explained[url] += s.us * part
+        t.sampled[url].add(s.request)
         for k in keys:
-            owned[url][k] += s.us
+            t.owned[url][k] += s.us
         for k, v in per_key.items():
-            owned[url][k] += s.us * v
+            t.owned[url][k] += s.us * v
         if part < 1.0:
-            unexplained.append((s, s.us * (1.0 - part)))
-    requests_of: dict[str, set] = defaultdict(set)
-    for rid in rids:
-        requests_of[url_of.get(rid, "?")].add(rid)
-    for s in slices:
-        requests_of[url_of.get(s.request, "?")].add(s.request)
-    urls = sorted(requests_of)
-    all_us = sum(total.values())
-    owned_all: Counter = Counter()
-    for c in owned.values():
-        owned_all.update(c)
-    n_sampled = sum(len(v) for v in sampled.values())
-    hotspots = _hotspots(unexplained, url_of, all_us, n_sampled, top, found)
-    url_parts = []
+            t.unexplained.append((s, s.us * (1.0 - part)))
+    return t
+
+
+def _url_parts(t: _Tally, urls: list[str], requests_of: Mapping[str, set], url_of: Mapping[str, str],
+               found: list[Finding]) -> list[Part]:
+    out = []
     for u in urls:
-        mine = [(s, x) for s, x in unexplained if url_of.get(s.request, "?") == u]
-        url_parts.append(Part(u, len(requests_of[u]), len(sampled[u]), total[u], explained[u],
-                              sum(x for _, x in mine), dict(owned[u]),
-                              _ranked(mine, "self", url_of, total[u], len(sampled[u]), URL_TOP, found)))
-    overall = Part(None, sum(len(v) for v in requests_of.values()), n_sampled, all_us,
-                   sum(explained.values()), sum(x for _, x in unexplained), dict(owned_all))
-    times = [FindingTime(c.key, c.id, c.title, c.severity, c.share_pct, c.how, owned_all[c.key],
-                         100.0 * owned_all[c.key] / all_us if all_us else None) for c in claims]
-    for t in times:
-        if all_us and not owned_all[t.key] and (t.share_pct or 0) > 0:
-            notes.append(f"{t.key}: its share ({t.share_pct:g}%) is placed on no sample ({t.how})"
-                         + ("; no perf samples in this capture" if not perf and t.id in NATIVE_FINDINGS else ""))
-    return Accounting(basis, period_ms, bool(perf), overall, url_parts, times, informational, hotspots, notes)
+        mine = [(s, x) for s, x in t.unexplained if url_of.get(s.request, "?") == u]
+        out.append(Part(u, len(requests_of[u]), len(t.sampled[u]), t.total[u], t.explained[u],
+                        sum(x for _, x in mine), dict(t.owned[u]),
+                        _ranked(mine, "self", url_of, t.total[u], len(t.sampled[u]), URL_TOP, found)))
+    return out
 
 
 def _group_of(senders: Mapping[str, tuple[str, str]]):

@@ -82,31 +82,8 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
                  "selection": {"request": request, "url": url}, "requests": len(requests),
                  "instrumented_left_out": len(instrumented)}
     if samples:
-        overall = subsystems.breakdown(samples)
-        per_url = subsystems.breakdown(samples, key=lambda s: url_of[s.request])
-        out["subsystems"] = {"samples": sum(overall.values()), "overall": _shares(overall),
-                             "symbols": identity.to_json(),
-                             "by_url": {u: _shares(c) for u, c in sorted(per_url.items())},
-                             # each URL's shares rest on this many samples: 8 make 12.5% steps
-                             "samples_by_url": {u: sum(c.values()) for u, c in sorted(per_url.items())}}
-        natives, total = hot_native(samples, top)
-        out["native_functions"] = {"samples": total, "top": [asdict(f) for f in natives]}
-    budgets = budget.request_budgets(requests, statements, samples)
-    out["budget_by_url"] = {u: asdict(b) for u, b in sorted(budget.by_url(requests, budgets).items())}
-    out["budget_overall"] = asdict(budget.mean_budget(
-        [b for rid, b in budgets.items() if rid not in instrumented]))
-    sched = budget.scheduling(requests, budgets)
-    if sched is not None:
-        driver, host = bundle.manifest.get("driver") or {}, bundle.manifest.get("host") or {}
-        out["scheduling"] = {**sched, "concurrency": driver.get("concurrency"),
-                             "workers": driver.get("workers"), "cpus": host.get("cpus")}
-    slow_tails = tail.tails(requests, budgets, statements)
-    if slow_tails:
-        out["tail"] = [asdict(t) for t in slow_tails]
-    counts = Counter(s.request for s in statements if s.request)
-    out["by_request"] = [{"id": r.id, "url": url_of[r.id], "status": r.status, "pid": r.pid,
-                          "instrumented": r.instrumented, "statements": counts[r.id], "sched": r.sched,
-                          **asdict(budgets[r.id])} for r in requests]
+        out.update(_native_views(samples, url_of, identity, top))
+    out.update(_time_views(bundle.manifest, requests, statements, samples, instrumented, url_of))
     profiles = [p for p in bundle.excimer() if p.request in ids]
     if profiles:
         funcs, total, count = hot_functions(profiles, exclude=instrumented)
@@ -118,43 +95,100 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     waits = _off_cpu(bundle.manifest, requests, profiles, samples, xh, instrumented)
     if waits is not None:
         out["off_cpu"] = waits
-    php = bundle.manifest.get("php", {})
-    state = engine_state.summarize(requests, php.get("ini"), engine_state.app_tree(bundle.manifest))
+    out.update(_engine_views(bundle.manifest, requests, whole, xh, top))
+    trip = _round_trip(xh, statements, requests)
+    if trip is not None:
+        out["db_round_trip"] = trip
+    if statements:
+        out["queries"] = _queries(statements, requests, request, top)
+    return out
+
+
+def _native_views(samples: list, url_of: dict, identity: Identity, top: int) -> dict:
+    """`subsystems` and `native_functions`, from the perf samples."""
+    overall = subsystems.breakdown(samples)
+    per_url = subsystems.breakdown(samples, key=lambda s: url_of[s.request])
+    natives, total = hot_native(samples, top)
+    return {"subsystems": {"samples": sum(overall.values()), "overall": _shares(overall),
+                           "symbols": identity.to_json(),
+                           "by_url": {u: _shares(c) for u, c in sorted(per_url.items())},
+                           # each URL's shares rest on this many samples: 8 make 12.5% steps
+                           "samples_by_url": {u: sum(c.values()) for u, c in sorted(per_url.items())}},
+            "native_functions": {"samples": total, "top": [asdict(f) for f in natives]}}
+
+
+def _time_views(manifest: dict, requests: list, statements: list, samples: list, instrumented: set,
+                url_of: dict) -> dict:
+    """Each request's time budget, by URL and overall; the scheduler's summary, the slow
+    tails, and one row per request."""
+    budgets = budget.request_budgets(requests, statements, samples)
+    out: dict = {"budget_by_url": {u: asdict(b) for u, b in sorted(budget.by_url(requests, budgets).items())}}
+    out["budget_overall"] = asdict(budget.mean_budget(
+        [b for rid, b in budgets.items() if rid not in instrumented]))
+    sched = budget.scheduling(requests, budgets)
+    if sched is not None:
+        driver, host = manifest.get("driver") or {}, manifest.get("host") or {}
+        out["scheduling"] = {**sched, "concurrency": driver.get("concurrency"),
+                             "workers": driver.get("workers"), "cpus": host.get("cpus")}
+    slow_tails = tail.tails(requests, budgets, statements)
+    if slow_tails:
+        out["tail"] = [asdict(t) for t in slow_tails]
+    counts = Counter(s.request for s in statements if s.request)
+    out["by_request"] = [{"id": r.id, "url": url_of[r.id], "status": r.status, "pid": r.pid,
+                          "instrumented": r.instrumented, "statements": counts[r.id], "sched": r.sched,
+                          **asdict(budgets[r.id])} for r in requests]
+    return out
+
+
+def _engine_views(manifest: dict, requests: list, whole: bool, xh: dict, top: int) -> dict:
+    """`engine_state`, `database_status` (the whole capture only) and the hot `builtins`."""
+    out: dict = {}
+    php = manifest.get("php", {})
+    state = engine_state.summarize(requests, php.get("ini"), engine_state.app_tree(manifest))
     if state is not None:
         out["engine_state"] = state.to_json()
-    server = db_status.summarize(bundle.manifest.get("database")) if whole else None
+    server = db_status.summarize(manifest.get("database")) if whole else None
     if server is not None:      # server-wide counters: the whole capture only
         out["database_status"] = server.to_json()
     if xh and php.get("internal_functions"):
         rows = hot_builtins(xh.values(), php["internal_functions"], php.get("internal_classes") or [])
         out["builtins"] = {"profiles": len(xh), "top": [dict(asdict(b), calls_per_request=b.calls / len(xh))
                                                          for b in rows[:top]]}
+    return out
+
+
+def _round_trip(xh: dict, statements: list, requests: list) -> dict | None:
+    """`db_round_trip`: the statements' client side, which db wait (the server's Query_time)
+    leaves in cpu and other wait: minicms 22.8 ms of db wait, and 185 statements x 128 us
+    besides. Measured on the instrumented requests, applied to the timed ones at most what
+    each one's statements left of its wall time (round_trip.applied): per_call_us is the mean
+    so applied, measured_per_call_us the instrumented requests' own."""
     statements_of = query_digest.by_request(statements)
     rt = round_trip.measure(xh, statements_of) if xh else None
     timed = [r for r in requests if not r.instrumented]
-    if rt is not None and timed:
-        # the statements' client side, which db wait (the server's Query_time) leaves in cpu
-        # and other wait: minicms 22.8 ms of db wait, and 185 statements x 128 us besides.
-        # Measured on the instrumented requests, applied to the timed ones at most what each
-        # one's statements left of its wall time (round_trip.applied): per_call_us is the mean
-        # so applied, measured_per_call_us the instrumented requests' own
-        trip = round_trip.applied(rt, timed, statements_of)
-        out["db_round_trip"] = {**asdict(rt), "measured_per_call_us": rt.per_call_us,
-                                "per_call_us": trip.mean_us,
-                                "capped_requests": trip.capped,
-                                "statements_per_request": round(trip.statements / len(timed), 2),
-                                "us_per_request": round(trip.us / len(timed), 1)}
-    if statements:
-        classes = query_digest.digest(statements, requests)
-        out["queries"] = {"statements": len(statements),
-                          "attribution": dict(Counter(s.attribution for s in statements)),
-                          "classes": [asdict(c) for c in classes[:top]],
-                          "class_count": len(classes)}
-        if request is not None:
-            out["queries"]["in_order"] = [
-                {"seq": s.seq, "duration_us": s.duration_us, "rows_sent": s.rows_sent,
-                 "rows_examined": s.rows_examined, "attribution": s.attribution, "sql": s.sql}
-                for s in query_digest.by_request(statements).get(request, [])]
+    if rt is None or not timed:
+        return None
+    trip = round_trip.applied(rt, timed, statements_of)
+    return {**asdict(rt), "measured_per_call_us": rt.per_call_us,
+            "per_call_us": trip.mean_us,
+            "capped_requests": trip.capped,
+            "statements_per_request": round(trip.statements / len(timed), 2),
+            "us_per_request": round(trip.us / len(timed), 1)}
+
+
+def _queries(statements: list, requests: list, request: str | None, top: int) -> dict:
+    """`queries`: the statements' classes, and with one request selected, its statements in
+    order."""
+    classes = query_digest.digest(statements, requests)
+    out = {"statements": len(statements),
+           "attribution": dict(Counter(s.attribution for s in statements)),
+           "classes": [asdict(c) for c in classes[:top]],
+           "class_count": len(classes)}
+    if request is not None:
+        out["in_order"] = [
+            {"seq": s.seq, "duration_us": s.duration_us, "rows_sent": s.rows_sent,
+             "rows_examined": s.rows_examined, "attribution": s.attribution, "sql": s.sql}
+            for s in query_digest.by_request(statements).get(request, [])]
     return out
 
 

@@ -59,32 +59,15 @@ def attribute_statements(entries: list[SlowLogEntry], requests: list[RequestReco
     3. `ambiguous` (requests overlapping, connection not named): `candidates` are the requests
        whose window contains the statement's start second; `none` when there are none.
     """
-    by_id = {r.id: r for r in requests}
-    markers: list[tuple[int, str]] = []        # (entry index, request id)
-    marker_threads = set()
-    for i, e in enumerate(entries):
-        m = MARKER.match(e.sql)
-        if m:
-            markers.append((i, m.group(1)))
-            marker_threads.add(e.thread_id)
-    marker_pos = [i for i, _ in markers]
-    marker_index = {rid: i for i, rid in markers}
+    markers = _Markers(entries)
     thread_requests: dict[int, list[str]] = defaultdict(list)
     for r in requests:
         for t in r.db_threads or ():
             thread_requests[t].append(r.id)
     threads: dict[int, list[int]] = defaultdict(list)
     for i, e in enumerate(entries):
-        if e.thread_id not in marker_threads and ADMIN_TAG not in e.sql:
+        if e.thread_id not in markers.threads and ADMIN_TAG not in e.sql:
             threads[e.thread_id].append(i)
-
-    def next_marker(i: int) -> str | None:
-        k = bisect.bisect_right(marker_pos, i)
-        return markers[k][1] if k < len(markers) else (markers[-1][1] if markers else None)
-
-    def previous_marker(i: int) -> str | None:
-        k = bisect.bisect_left(marker_pos, i)
-        return markers[k - 1][1] if k > 0 else None
 
     placed: dict[int, tuple[str | None, str, list]] = {}     # entry -> (request, how, candidates)
     for thread, idx in threads.items():
@@ -93,38 +76,85 @@ def attribute_statements(entries: list[SlowLogEntry], requests: list[RequestReco
             for i in idx:
                 placed[i] = (owners[0], "connection", [])
         elif owners:
-            owned = sorted((marker_index[o], o) for o in owners if o in marker_index)
-            previous = -1
-            for i in idx:
-                after = [o for p, o in owned if p > i]
-                crossed = [o for p, o in owned if previous < p < i]
-                request = after[0] if after else None
-                if crossed or request is None:
-                    placed[i] = (None, "ambiguous", sorted({*crossed[-1:], *after[:1]} or owners))
-                else:
-                    placed[i] = (request, "connection", [])
-                previous = i
-        elif concurrency == 1 and markers:
-            request = next_marker(idx[0])
-            before = previous_marker(idx[0])
-            if len(idx) == 1 and before is not None and before != request:
-                placed[idx[0]] = (None, "ambiguous", sorted({before, request}))
-            else:
-                for i in idx:
-                    placed[i] = (request, "order", [])
+            placed.update(_among_owners(idx, owners, markers.index))
+        elif concurrency == 1 and markers.found:
+            placed.update(_by_order(idx, markers))
         else:
-            for i in idx:
-                e = entries[i]
-                candidates = [] if e.timestamp is None else sorted(
-                    r.id for r in requests
-                    if r.start_unix - 1 <= e.timestamp <= r.start_unix + r.wall_us / 1e6 + 1)
-                placed[i] = (None, "ambiguous" if candidates else "none", candidates)
+            placed.update(_by_time(idx, entries, requests))
+    return _statements(entries, placed, {r.id for r in requests})
 
+
+class _Markers:
+    """The prepend's markers in the slow log: which request each names, where, on which
+    connections."""
+
+    def __init__(self, entries: list[SlowLogEntry]):
+        self.found: list[tuple[int, str]] = []      # (entry index, request id)
+        self.threads = set()
+        for i, e in enumerate(entries):
+            m = MARKER.match(e.sql)
+            if m:
+                self.found.append((i, m.group(1)))
+                self.threads.add(e.thread_id)
+        self.pos = [i for i, _ in self.found]
+        self.index = {rid: i for i, rid in self.found}
+
+    def next(self, i: int) -> str | None:
+        """The request of the first marker after entry `i` (the last marker's after the last)."""
+        k = bisect.bisect_right(self.pos, i)
+        return self.found[k][1] if k < len(self.found) else (self.found[-1][1] if self.found else None)
+
+    def previous(self, i: int) -> str | None:
+        k = bisect.bisect_left(self.pos, i)
+        return self.found[k - 1][1] if k > 0 else None
+
+
+def _among_owners(idx: list[int], owners: list[str], marker_index: dict[str, int]) -> dict:
+    """A connection several requests named (1., persistent connections): each entry is the
+    owner's whose marker follows it first, ambiguous just after an owner's marker."""
+    placed = {}
+    owned = sorted((marker_index[o], o) for o in owners if o in marker_index)
+    previous = -1
+    for i in idx:
+        after = [o for p, o in owned if p > i]
+        crossed = [o for p, o in owned if previous < p < i]
+        request = after[0] if after else None
+        if crossed or request is None:
+            placed[i] = (None, "ambiguous", sorted({*crossed[-1:], *after[:1]} or owners))
+        else:
+            placed[i] = (request, "connection", [])
+        previous = i
+    return placed
+
+
+def _by_order(idx: list[int], markers: _Markers) -> dict:
+    """A connection no request named, one request at a time (2.): the request whose marker
+    follows its first entry."""
+    request = markers.next(idx[0])
+    before = markers.previous(idx[0])
+    if len(idx) == 1 and before is not None and before != request:
+        return {idx[0]: (None, "ambiguous", sorted({before, request}))}
+    return {i: (request, "order", []) for i in idx}
+
+
+def _by_time(idx: list[int], entries: list[SlowLogEntry], requests: list[RequestRecord]) -> dict:
+    """Requests overlapping (3.): the candidates whose window holds the entry's start second."""
+    placed = {}
+    for i in idx:
+        e = entries[i]
+        candidates = [] if e.timestamp is None else sorted(
+            r.id for r in requests
+            if r.start_unix - 1 <= e.timestamp <= r.start_unix + r.wall_us / 1e6 + 1)
+        placed[i] = (None, "ambiguous" if candidates else "none", candidates)
+    return placed
+
+
+def _statements(entries: list[SlowLogEntry], placed: dict, ids: set[str]) -> list[Statement]:
     out: list[Statement] = []
     for i in sorted(placed):
         e = entries[i]
         request, how, candidates = placed[i]
-        out.append(Statement(len(out), request if request in by_id else None, how, e.thread_id,
+        out.append(Statement(len(out), request if request in ids else None, how, e.thread_id,
                              e.schema, e.sql, e.query_time_us, e.lock_time_us, e.rows_sent,
                              e.rows_examined, e.rows_affected, e.timestamp, candidates, e.plan))
     return out

@@ -290,24 +290,43 @@ def format_analysis(a: dict, top: int = 15) -> str:
              f"{a['instrumented_left_out']} xhprof-instrumented left out of timings)"]
     lines += versus_lines(a.get("baseline"))
     lines += accounting_lines(a.get("time_accounting"), min(top, 8))
-    sub = a.get("subsystems")
-    if sub:
-        lines += ["", f"on-CPU by engine subsystem ({sub['samples']} perf samples inside the timed requests, "
-                      f"xhprof-instrumented ones left out):"]
-        lines += [f"  {k:13s} {v:5.1f}%" for k, v in sub["overall"].items()]
-        ident = sub.get("symbols")
-        if ident and ident["samples"]:
-            # symbolized before the timed requests are picked: its own base, every perf sample
-            before = 100.0 * ident["leaf_unknown_before"] / ident["samples"]
-            lines.append(f"  leaf frame with no function identity: {ident['leaf_unknown_after']} of all "
-                         f"{ident['samples']} perf samples of the capture ({ident['leaf_unknown_pct']:.1f}%; "
-                         f"{before:.1f}% before naming {ident['frames_named']} frames from symbol tables "
-                         f"and .eh_frame)")
+    lines += subsystem_lines(a.get("subsystems"))
     lines += native_lines(a.get("native_functions"), top)
     lines += engine_lines(a.get("engine_state"))
-    lines += ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual; "
-                  "queue: the part of other wait spent waiting for a CPU, beyond db wait):",
-              f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'queue':>8s} {'resid':>8s}"]
+    lines += budget_lines(a)
+    lines += slowest_lines(a["by_request"], top)
+    lines += tail_lines(a.get("tail"))
+    lines += php_function_lines(a.get("php_functions"), top)
+    lines += off_cpu_lines(a.get("off_cpu"), top)
+    lines += builtin_lines(a.get("builtins"), top)
+    lines += database_status_lines(a.get("database_status"))
+    lines += query_lines(a.get("queries"), a, top)
+    return "\n".join(lines)
+
+
+def subsystem_lines(sub: dict | None) -> list[str]:
+    """On-CPU time by engine subsystem, and how many leaf frames stayed without a name."""
+    if not sub:
+        return []
+    lines = ["", f"on-CPU by engine subsystem ({sub['samples']} perf samples inside the timed requests, "
+                 f"xhprof-instrumented ones left out):"]
+    lines += [f"  {k:13s} {v:5.1f}%" for k, v in sub["overall"].items()]
+    ident = sub.get("symbols")
+    if ident and ident["samples"]:
+        # symbolized before the timed requests are picked: its own base, every perf sample
+        before = 100.0 * ident["leaf_unknown_before"] / ident["samples"]
+        lines.append(f"  leaf frame with no function identity: {ident['leaf_unknown_after']} of all "
+                     f"{ident['samples']} perf samples of the capture ({ident['leaf_unknown_pct']:.1f}%; "
+                     f"{before:.1f}% before naming {ident['frames_named']} frames from symbol tables "
+                     f"and .eh_frame)")
+    return lines
+
+
+def budget_lines(a: dict) -> list[str]:
+    """The time budget per URL and overall, the scheduler's summary and the round trips."""
+    lines = ["", "time budget per request, mean ms (wall = cpu + db wait + other wait + residual; "
+                 "queue: the part of other wait spent waiting for a CPU, beyond db wait):",
+             f"  {'url':40s} {'n':>4s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'queue':>8s} {'resid':>8s}"]
     rows = list(a["budget_by_url"].items()) + [("(all)", a["budget_overall"])]
     for url, b in rows:
         lines.append(f"  {url[:40]:40s} {b['requests']:4d} {_ms(b['wall_us'])} {_ms(b['cpu_us'])} "
@@ -319,57 +338,74 @@ def format_analysis(a: dict, top: int = 15) -> str:
         lines.append(f"  db is the server's time only; the statements' round trips add about "
                      f"{trip['us_per_request'] / 1000:.1f} ms per request ({trip['statements_per_request']:.1f} "
                      f"statements x {trip['per_call_us']:.0f} us, xhprof), inside cpu and other")
-    slow = sorted((r for r in a["by_request"] if not r["instrumented"]), key=lambda r: -r["wall_us"])
-    if len(a["by_request"]) > 1 and slow:
-        lines += ["", "slowest requests, ms (drill down with --request ID):",
-                  f"  {'id':9s} {'url':36s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'queue':>8s} "
-                  f"{'stmts':>6s}"]
-        for r in slow[:min(top, 10)]:
-            lines.append(f"  {r['id']:9s} {r['url'][:36]:36s} {_ms(r['wall_us'])} {_ms(r['cpu_us'])} "
-                         f"{_ms(r['db_wait_us'])} {_ms(r['other_wait_us'])} {_ms_or_dash(r.get('cpu_queue_us'))} "
-                         f"{r['statements']:6d}")
-    lines += tail_lines(a.get("tail"))
-    f = a.get("php_functions")
-    if f and f["samples"]:
-        base = numbers.excimer_weight(f["samples"], f.get("sample_count"))
-        lines += ["", f"hot PHP functions (Excimer, {base}): self% incl% name"]
-        for h in f["top"][:top]:
-            lines.append(f"  {100 * h['self_samples'] / f['samples']:5.1f} "
-                         f"{100 * h['inclusive_samples'] / f['samples']:5.1f}  {h['name']}")
-    lines += off_cpu_lines(a.get("off_cpu"), top)
-    hb = a.get("builtins")
-    if hb and hb["top"]:
-        lines += ["", f"hot builtins (xhprof, {hb['profiles']} instrumented requests): "
-                      f"exclusive ms, calls, allocations, name <- its callers, by their share of its time"]
-        for b in hb["top"][:top]:
-            allocs = "-" if b["allocations"] is None else str(b["allocations"])
-            mark = " *" if b.get("compiled_to_opcode") else ""
-            lines.append(f"  {b['exclusive_us'] / 1000:8.2f} {b['calls']:8d} {allocs:>8s}  {b['name']}{mark}"
-                         + callers_text(b))
-        if any(b.get("compiled_to_opcode") for b in hb["top"][:top]):
-            lines.append("  * a VM opcode, not a call, in the timed requests: tideways_xhprof makes PHP compile it "
-                         "as a call (docs/analysis.md)")
-    lines += database_status_lines(a.get("database_status"))
-    q = a.get("queries")
-    if q:
-        lines += ["", f"query digest ({q['statements']} statements, {q['class_count']} classes; "
-                      f"attribution {q['attribution']}):",
-                  f"  {'id':32s} {'count':>6s} {'/req':>6s} {'total ms':>9s} {'avg us':>8s} "
-                  f"{'p95 us':>8s} {'rows ex':>8s}  fingerprint"]
-        for c in q["classes"][:top]:
-            per = f"{c['count_per_request']:6.1f}" if c["count_per_request"] is not None else "     -"
-            lines.append(f"  {c['id']:32s} {c['count']:6d} {per} {c['time_total'] / 1000:9.1f} "
-                         f"{c['time_avg']:8.0f} {c['time_p95']:8d} {c['rows_examined_total']:8d}  "
-                         f"{c['fingerprint'][:70]}")
-            plan = plan_text(c.get("plan") or {}, c["plan_known"]) if "plan_known" in c else ""
-            if plan and plan != "-":
-                lines.append(f"  {'':32s} server plan: {plan}")
-        if "in_order" in q:
-            lines += ["", f"statements of {a['selection']['request']} in order: us, rows sent/examined, sql"]
-            for st in q["in_order"]:
-                lines.append(f"  {st['duration_us']:8d} {st['rows_sent']:5d}/{st['rows_examined']:<6d} "
-                             f"{' '.join(st['sql'].split())[:100]}")
-    return "\n".join(lines)
+    return lines
+
+
+def slowest_lines(by_request: list[dict], top: int) -> list[str]:
+    """The slowest timed requests, with their budgets (several requests only)."""
+    slow = sorted((r for r in by_request if not r["instrumented"]), key=lambda r: -r["wall_us"])
+    if len(by_request) <= 1 or not slow:
+        return []
+    lines = ["", "slowest requests, ms (drill down with --request ID):",
+             f"  {'id':9s} {'url':36s} {'wall':>8s} {'cpu':>8s} {'db':>8s} {'other':>8s} {'queue':>8s} "
+             f"{'stmts':>6s}"]
+    for r in slow[:min(top, 10)]:
+        lines.append(f"  {r['id']:9s} {r['url'][:36]:36s} {_ms(r['wall_us'])} {_ms(r['cpu_us'])} "
+                     f"{_ms(r['db_wait_us'])} {_ms(r['other_wait_us'])} {_ms_or_dash(r.get('cpu_queue_us'))} "
+                     f"{r['statements']:6d}")
+    return lines
+
+
+def php_function_lines(f: dict | None, top: int) -> list[str]:
+    if not f or not f["samples"]:
+        return []
+    base = numbers.excimer_weight(f["samples"], f.get("sample_count"))
+    lines = ["", f"hot PHP functions (Excimer, {base}): self% incl% name"]
+    for h in f["top"][:top]:
+        lines.append(f"  {100 * h['self_samples'] / f['samples']:5.1f} "
+                     f"{100 * h['inclusive_samples'] / f['samples']:5.1f}  {h['name']}")
+    return lines
+
+
+def builtin_lines(hb: dict | None, top: int) -> list[str]:
+    if not hb or not hb["top"]:
+        return []
+    lines = ["", f"hot builtins (xhprof, {hb['profiles']} instrumented requests): "
+                 f"exclusive ms, calls, allocations, name <- its callers, by their share of its time"]
+    for b in hb["top"][:top]:
+        allocs = "-" if b["allocations"] is None else str(b["allocations"])
+        mark = " *" if b.get("compiled_to_opcode") else ""
+        lines.append(f"  {b['exclusive_us'] / 1000:8.2f} {b['calls']:8d} {allocs:>8s}  {b['name']}{mark}"
+                     + callers_text(b))
+    if any(b.get("compiled_to_opcode") for b in hb["top"][:top]):
+        lines.append("  * a VM opcode, not a call, in the timed requests: tideways_xhprof makes PHP compile it "
+                     "as a call (docs/analysis.md)")
+    return lines
+
+
+def query_lines(q: dict | None, a: dict, top: int) -> list[str]:
+    """The query digest's classes, and the selected request's statements in order (`a`: the
+    analysis, which names it)."""
+    if not q:
+        return []
+    lines = ["", f"query digest ({q['statements']} statements, {q['class_count']} classes; "
+                 f"attribution {q['attribution']}):",
+             f"  {'id':32s} {'count':>6s} {'/req':>6s} {'total ms':>9s} {'avg us':>8s} "
+             f"{'p95 us':>8s} {'rows ex':>8s}  fingerprint"]
+    for c in q["classes"][:top]:
+        per = f"{c['count_per_request']:6.1f}" if c["count_per_request"] is not None else "     -"
+        lines.append(f"  {c['id']:32s} {c['count']:6d} {per} {c['time_total'] / 1000:9.1f} "
+                     f"{c['time_avg']:8.0f} {c['time_p95']:8d} {c['rows_examined_total']:8d}  "
+                     f"{c['fingerprint'][:70]}")
+        plan = plan_text(c.get("plan") or {}, c["plan_known"]) if "plan_known" in c else ""
+        if plan and plan != "-":
+            lines.append(f"  {'':32s} server plan: {plan}")
+    if "in_order" in q:
+        lines += ["", f"statements of {a['selection']['request']} in order: us, rows sent/examined, sql"]
+        for st in q["in_order"]:
+            lines.append(f"  {st['duration_us']:8d} {st['rows_sent']:5d}/{st['rows_examined']:<6d} "
+                         f"{' '.join(st['sql'].split())[:100]}")
+    return lines
 
 
 def engine_lines(e: dict | None) -> list[str]:

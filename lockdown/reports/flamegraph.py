@@ -299,6 +299,9 @@ def _auto_prefix(opts: FlameOptions, *inputs: Mapping[str, Number]) -> str:
     return "fg" + h.hexdigest()
 
 
+_Placed = tuple[_Node, int, Number, int]    # node, depth, offset, its parent's index in the order
+
+
 def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
             diff_scale: float | None, negate: bool = False) -> str:
     """`negate`: a diff drawn with BEFORE's widths, `node.before` holding AFTER's counts."""
@@ -309,76 +312,12 @@ def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
     plot_w = width - 2 * XPAD
     char_w = fs * CHAR_WIDTH
     total = root.total
-
-    # Which frames are drawn, and where: preorder, siblings by name, own samples first.
-    order: list[tuple[_Node, int, Number, int]] = []     # node, depth, offset, parent's index
-    maxdepth = 0
-    if total > 0:
-        wpt = plot_w / total
-        min_count = opts.minwidth / wpt
-        todo: list[tuple[_Node, int, Number, int]] = [(root, 0, 0, -1)]
-        while todo:
-            node, depth, off, parent = todo.pop()
-            me = len(order)
-            order.append((node, depth, off, parent))
-            maxdepth = max(maxdepth, depth)
-            kids = node.children
-            if not kids:
-                continue
-            o = off + max(node.total - sum(c.total for c in kids.values()), 0)
-            keep = []
-            for name in sorted(kids):
-                c = kids[name]
-                if c.total >= min_count and c.total > 0:
-                    keep.append((c, depth + 1, o, me))
-                o += c.total
-            todo.extend(reversed(keep))
-    else:
-        wpt = 0.0
+    order, maxdepth, wpt = _placed(root, opts, plot_w)
 
     # Vertical geometry (flamegraph.pl's proportions): title, frames, details line, legend.
-    title = opts.title
-    if title == DEFAULT_TITLE:
-        title = "Icicle Graph" if opts.inverted else title
-        title = ("Differential " + title) if diff else title
     top = 3 * fs + (2 * fs if opts.subtitle else 0)
-    categories: list[str] = []
-    legend_items: list[tuple[str, str, str]] = []      # (class, fill, label)
-    legend_note = ""
-    use_categories = opts.palette != "hot"
-    builtins = None if opts.builtins is None else {b.lower() for b in opts.builtins}
-    seen: dict[tuple[str, bool], str] = {}
-
-    cats: list[str] = []         # per frame in `order`
-
-    def category(node: _Node) -> str:
-        k = (node.name, node.php)
-        cat = seen.get(k)
-        if cat is None:
-            cat = seen[k] = pal.classify(node.name, php=node.php and opts.palette == "php",
-                                         leaf_only=node.name not in callers, builtins=builtins)
-        return cat
-
-    if use_categories and not diff:
-        for node, _, _, parent in order:
-            cat = "root" if node is root else category(node)
-            if parent > 0 and cats[parent] == "kernel" and not node.php and not opts.reverse:
-                cat = "kernel"       # the kernel calls no user code
-            cats.append(cat)
-
-    if diff:
-        legend_items = [("fg-grew", pal.diff_color(1, 2), "grew"),
-                        ("fg-shrank", pal.diff_color(2, 1), "shrank"),
-                        ("fg-same", pal.diff_color(1, 1), "unchanged")]
-        legend_note = "widths: after"
-        if diff_scale != 1:
-            legend_note += (f"; {'after' if negate else 'before'} scaled x{diff_scale:.4g} "
-                            f"to the same total")
-    elif cats:
-        present = set(cats)
-        categories = [k for k in pal.CATEGORIES if k in present]
-        legend_items = [("fg-" + k, pal.category_color(k, pal.CATEGORIES[k].label),
-                         pal.CATEGORIES[k].label) for k in categories]
+    cats = _categories(order, root, callers, opts) if opts.palette != "hot" and not diff else []
+    legend_items, legend_note = _legend_items(cats, diff_scale, negate)
     legend_h = fs + 8 if legend_items else 0
     bottom = 2 * fs + 10 + legend_h
     rows = maxdepth + 1 if order else 3
@@ -390,35 +329,14 @@ def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
         return height - bottom - (depth + 1) * fh + FRAMEPAD
 
     unit = _clean(opts.count_name)
-    frames: list[_Frame] = []
     text_dy = (fh - FRAMEPAD) / 2 + fs / 4
+    frames: list[_Frame] = []
     for i, (node, depth, off, _) in enumerate(order):
         name = _clean(node.name)
         x = XPAD + off * wpt
         w = node.total * wpt
         y = y_of(depth)
-        pct = f"{100 * node.total / total:.2f}%"
-        shown = count_text(node.total)
-        info = f"{name} ({shown} {_unit_for(shown, unit)}, {pct}"
-        if diff:
-            b, a = (node.total, node.before) if negate else (node.before, node.total)
-            if math.isclose(a, b, rel_tol=1e-9):
-                a = b        # scaled counts equal but for float rounding: unchanged, not -0.00%
-            change = ("gone" if negate and a <= 0 else "new" if b <= 0
-                      else f"{100 * (a - b) / b:+.2f}%")
-            info += (f"; after {count_text(a)}, change {change})" if negate
-                     else f"; before {count_text(b)}, change {change})")
-            fill = pal.diff_color(b, a)
-            cls = ("fg-root" if node is root else "fg-grew" if a > b
-                   else "fg-shrank" if a < b else "fg-same")
-        else:
-            info += ")"
-            if not cats:
-                fill, cls = pal.hot_color(node.name), ("fg-root" if node is root else "fg-hot")
-            elif node is root:
-                fill, cls = pal.ROOT_FILL, "fg-root"
-            else:
-                fill, cls = pal.category_color(cats[i], node.name), "fg-" + cats[i]
+        info, fill, cls = _look(node, root, cats[i] if cats else None, total, unit, diff, negate)
         frames.append(_Frame(cls, _raw(off), _raw(node.total), info, _px(x), _px(y), _px(w), fill,
                              _px(x + 3), _px(y + text_dy), _fit(name, w, char_w)))
 
@@ -432,7 +350,7 @@ def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
         p=prefix, diff=diff, width=width, height=_px(height), total=_raw(total), xpad=XPAD,
         plot_width=plot_w, char_width=_px(char_w), inverted=opts.inverted,
         search_color=opts.search_color, font_size=_px(fs), title_size=_px(fs + 5),
-        center=_px(width / 2), title=_clean(title), title_y=_px(2 * fs),
+        center=_px(width / 2), title=_clean(_title(opts, diff)), title_y=_px(2 * fs),
         subtitle=_clean(opts.subtitle), subtitle_y=_px(4 * fs),
         clear_x=_px(width - XPAD - 160), search_x=_px(width - XPAD - 100),
         ic_x=_px(width - XPAD - 16), details_y=_px(details_y), empty=not order,
@@ -440,6 +358,110 @@ def _render(root: _Node, callers: set[str], opts: FlameOptions, prefix: str,
         legend=legend, legend_box_y=_px(height - legend_h + 1),
         legend_y=_px(height - legend_h + 10),
         legend_note=legend_note, legend_note_x=_px(lx))
+
+
+def _placed(root: _Node, opts: FlameOptions, plot_w: float) -> tuple[list[_Placed], int, float]:
+    """Which frames are drawn, and where: preorder, siblings by name, own samples first;
+    (the frames, the greatest depth, pixels per count)."""
+    order: list[_Placed] = []
+    maxdepth = 0
+    if root.total <= 0:
+        return order, maxdepth, 0.0
+    wpt = plot_w / root.total
+    min_count = opts.minwidth / wpt
+    todo: list[_Placed] = [(root, 0, 0, -1)]
+    while todo:
+        node, depth, off, parent = todo.pop()
+        me = len(order)
+        order.append((node, depth, off, parent))
+        maxdepth = max(maxdepth, depth)
+        kids = node.children
+        if not kids:
+            continue
+        o = off + max(node.total - sum(c.total for c in kids.values()), 0)
+        keep = []
+        for name in sorted(kids):
+            c = kids[name]
+            if c.total >= min_count and c.total > 0:
+                keep.append((c, depth + 1, o, me))
+            o += c.total
+        todo.extend(reversed(keep))
+    return order, maxdepth, wpt
+
+
+def _title(opts: FlameOptions, diff: bool) -> str:
+    title = opts.title
+    if title == DEFAULT_TITLE:
+        title = "Icicle Graph" if opts.inverted else title
+        title = ("Differential " + title) if diff else title
+    return title
+
+
+def _categories(order: list[_Placed], root: _Node, callers: set[str], opts: FlameOptions) -> list[str]:
+    """The palette category of each frame in `order` ("root" for the root)."""
+    builtins = None if opts.builtins is None else {b.lower() for b in opts.builtins}
+    seen: dict[tuple[str, bool], str] = {}
+
+    def category(node: _Node) -> str:
+        k = (node.name, node.php)
+        cat = seen.get(k)
+        if cat is None:
+            cat = seen[k] = pal.classify(node.name, php=node.php and opts.palette == "php",
+                                         leaf_only=node.name not in callers, builtins=builtins)
+        return cat
+
+    cats: list[str] = []
+    for node, _, _, parent in order:
+        cat = "root" if node is root else category(node)
+        if parent > 0 and cats[parent] == "kernel" and not node.php and not opts.reverse:
+            cat = "kernel"       # the kernel calls no user code
+        cats.append(cat)
+    return cats
+
+
+def _legend_items(cats: list[str], diff_scale: float | None,
+                  negate: bool) -> tuple[list[tuple[str, str, str]], str]:
+    """The legend's keys, (class, fill, label), and its note."""
+    if diff_scale is not None:
+        items = [("fg-grew", pal.diff_color(1, 2), "grew"),
+                 ("fg-shrank", pal.diff_color(2, 1), "shrank"),
+                 ("fg-same", pal.diff_color(1, 1), "unchanged")]
+        note = "widths: after"
+        if diff_scale != 1:
+            note += (f"; {'after' if negate else 'before'} scaled x{diff_scale:.4g} "
+                     f"to the same total")
+        return items, note
+    present = set(cats)
+    categories = [k for k in pal.CATEGORIES if k in present]
+    return [("fg-" + k, pal.category_color(k, pal.CATEGORIES[k].label),
+             pal.CATEGORIES[k].label) for k in categories], ""
+
+
+def _look(node: _Node, root: _Node, cat: str | None, total: Number, unit: str, diff: bool,
+          negate: bool) -> tuple[str, str, str]:
+    """A frame's tooltip, fill and class: by its change in a diff, else by its category (`cat`;
+    None: the hot palette)."""
+    name = _clean(node.name)
+    pct = f"{100 * node.total / total:.2f}%"
+    shown = count_text(node.total)
+    info = f"{name} ({shown} {_unit_for(shown, unit)}, {pct}"
+    if diff:
+        b, a = (node.total, node.before) if negate else (node.before, node.total)
+        if math.isclose(a, b, rel_tol=1e-9):
+            a = b        # scaled counts equal but for float rounding: unchanged, not -0.00%
+        change = ("gone" if negate and a <= 0 else "new" if b <= 0
+                  else f"{100 * (a - b) / b:+.2f}%")
+        info += (f"; after {count_text(a)}, change {change})" if negate
+                 else f"; before {count_text(b)}, change {change})")
+        cls = ("fg-root" if node is root else "fg-grew" if a > b
+               else "fg-shrank" if a < b else "fg-same")
+        return info, pal.diff_color(b, a), cls
+    info += ")"
+    if cat is None:
+        return info, pal.hot_color(node.name), ("fg-root" if node is root else "fg-hot")
+    if node is root:
+        return info, pal.ROOT_FILL, "fg-root"
+    return info, pal.category_color(cat, node.name), "fg-" + cat
 
 
 def render_flamegraph(folded: Mapping[str, Number], opts: FlameOptions = FlameOptions()) -> str:

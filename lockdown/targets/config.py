@@ -241,170 +241,26 @@ def _positive_number(path, table, key, where, default, limit):
 
 
 def load_target(directory: Path) -> Target:
-    """Read and check `directory/target.toml`."""
+    """Read and check `directory/target.toml`, section by section in the order its errors are
+    reported (the first problem found is the one named)."""
     directory = directory.resolve()
     path = directory / "target.toml"
-    if not path.is_file():
-        raise LockdownError(f"no target at {directory}: target.toml is missing "
-                            f"(see `lockdown targets` for the built-in ones)")
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as e:
-        raise _fail(path, f"not valid TOML ({e})")
-    except (OSError, UnicodeDecodeError) as e:
-        raise _fail(path, f"cannot be read ({e})")
-
-    known = _SCALAR_KEYS | set(_SECTION_KEYS)
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise _fail(path, f"unknown key `{unknown[0]}` (known: {', '.join(sorted(known))})")
-
-    for section, allowed in _SECTION_KEYS.items():
-        table = data.get(section)
-        tables = table if isinstance(table, list) else [table]
-        for i, t in enumerate(tables):
-            if isinstance(t, dict):
-                extra = sorted(set(t) - allowed)
-                if extra:
-                    where = f"{section}[{i}]" if isinstance(table, list) else f"[{section}]"
-                    raise _fail(path, f"unknown key `{extra[0]}` in {where} "
-                                      f"(known: {', '.join(sorted(allowed))})")
-
-    name = _expect(path, data, "name", str, default=directory.name)
-    if not _NAME_RE.fullmatch(name):
-        said = "is empty" if not name else f"{name!r} is not a safe name"
-        default = "" if "name" in data else " (it defaults to the directory's name)"
-        raise _fail(path, f"name {said}{default}: it names directories and a database, so it "
-                          f"must be 1 to 55 ASCII letters, digits, '-' or '_', starting with a "
-                          f"letter or digit; set `name` to one")
-
-    app = _expect(path, data, "app", dict, default={})
-    source = _expect(path, app, "source", str, where="[app] source")
-    files = _expect(path, app, "files", str, where="[app] files")
-    if source and files:
-        raise _fail(path, "[app] takes `source` or `files`, not both")
-    if not source and not files:
-        raise _fail(path, "[app] needs `source` (a directory to copy) or `files` (in the target)")
-    app_source = app_files = None
-    if files:
-        app_files = _confined(path, "[app] files", files, directory, "target directory",
-                              "give a directory of the target, relative to it", directory)
-        if not app_files.is_dir():
-            raise _fail(path, f"[app] files directory {files!r} does not exist in the target")
-    else:
-        bad = _control_char(source)
-        if bad is not None:
-            raise _fail(path, f"[app] source {source!r} holds a control character ({bad!r})")
-        app_source = Path(source).expanduser()
-        if not app_source.is_absolute():
-            app_source = directory / app_source
-        if not app_source.is_dir():
-            raise _fail(path, f"[app] source {source!r} is not an existing directory; install the "
-                              f"application there (`make setup` installs the built-in targets' "
-                              f"packages) or give the directory to copy")
-        if app_source.resolve() == Path("/"):
-            raise _fail(path, "[app] source is the root directory; give the application's directory")
-    exclude = _expect(path, app, "exclude", list, default=[], where="[app] exclude")
-    for i, e in enumerate(exclude):
-        if not isinstance(e, str):
-            raise _fail(path, f"[app] exclude[{i}] must be a string (a top-level entry of the "
-                              f"source), not {_toml_type(type(e))}")
-        if not e or e in (".", "..") or "/" in e or _control_char(e) is not None:
-            raise _fail(path, f"[app] exclude[{i}] {e!r} is not the name of a top-level entry of "
-                              f"the source; give a file or directory name without '/'")
-
-    app_root = app_files or app_source
-    sibling_of = directory if app_files else None     # a target's own files may be symlinks
-    docroot = _app_path(path, "docroot", _expect(path, data, "docroot", str, default="."), app_root,
-                        "app tree", "give a directory inside the app tree, relative to it (e.g. "
-                        "\".\" or \"public\")", sibling_of)
-    front = _expect(path, data, "front_controller", str, default="index.php")
-    todo = "give the PHP file nginx routes unknown paths to, relative to the docroot (e.g. \"index.php\")"
-    front_controller = _app_path(path, "front_controller", front, app_root / docroot, "docroot",
-                                 todo, sibling_of)
-    if front_controller == "." or front.endswith("/"):
-        raise _fail(path, f"front_controller {front!r} is not a file name; {todo}")
-
-    patchable = _expect(path, data, "patchable", list, default=[])
-    for i, p in enumerate(patchable):
-        if not isinstance(p, str):
-            raise _fail(path, f"patchable[{i}] must be a string (a file of the app tree), not "
-                              f"{_toml_type(type(p))}")
-        lexical = posixpath.normpath(p) if p else ""
-        if (not p or _control_char(p) is not None or p.startswith("/") or lexical == ".."
-                or lexical.startswith("../")):
-            raise _fail(path, f"patchable[{i}] {p!r} leads out of the app tree; give a file of the "
-                              f"app tree, relative to it")
-
-    db = _expect(path, data, "database", dict)
-    db_name = schema = seed = None
-    if db is not None:
-        db_name = _expect(path, db, "name", str, required=True, where="[database] name")
-        if not _DB_NAME_RE.fullmatch(db_name):
-            raise _fail(path, f"[database] name {db_name!r} may only hold letters, digits and _ "
-                              f"(ASCII, 1 to 64)")
-        for key in ("schema", "seed"):
-            rel = _expect(path, db, key, str, where=f"[database] {key}")
-            if not rel:                                # absent or "": none
-                continue
-            file = _confined(path, f"[database] {key}", rel, directory, "target directory",
-                             "give an SQL file of the target, relative to it", directory)
-            if not file.is_file():
-                raise _fail(path, f"[database] {key} file {rel!r} does not exist in the target")
-            if key == "schema":
-                schema = file
-            else:
-                seed = file
-
-    urls_raw = _expect(path, data, "urls", list, required=True)
-    if not urls_raw:
-        raise _fail(path, "`urls` must list at least one URL")
-    if len(urls_raw) > MAX_URLS:
-        raise _fail(path, f"`urls` lists {len(urls_raw)} URLs; at most {MAX_URLS}")
-    urls = []
-    for i, u in enumerate(urls_raw):
-        if not isinstance(u, dict):
-            raise _fail(path, f"urls[{i}] must be a table with `path` and `weight`")
-        weight = u.get("weight", 1)
-        if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
-            raise _fail(path, f"urls[{i}].weight must be a positive integer, got {weight!r}")
-        if weight > MAX_WEIGHT:
-            raise _fail(path, f"urls[{i}].weight must be at most {MAX_WEIGHT} (weights are "
-                              f"proportions), got {weight!r}")
-        urls.append(Url(_url_path(path, u.get("path"), f"urls[{i}].path"), weight))
-    if sum(u.weight for u in urls) > MAX_TOTAL_WEIGHT:
-        raise _fail(path, f"urls' weights add up to {sum(u.weight for u in urls)}; at most "
-                          f"{MAX_TOTAL_WEIGHT} (weights are proportions: divide them)")
-
+    data = _read_toml(path, directory)
+    _check_keys(path, data)
+    name = _name(path, data, directory)
+    app_source, app_files, exclude = _app(path, data, directory)
+    # a target's own files may be symlinks (to a sibling target's)
+    docroot, front_controller = _app_tree_paths(path, data, app_files or app_source,
+                                                directory if app_files else None)
+    patchable = _patchable(path, data)
+    db_name, schema, seed = _database(path, data, directory)
+    urls = _urls(path, data)
     sanity = _expect(path, data, "sanity", dict, required=True)
     expect = _expect(path, sanity, "expect", str, required=True, where="[sanity] expect")
     if not expect:
         raise _fail(path, "[sanity] expect must not be empty")
-
-    php_ini = _expect(path, data, "php_ini", dict, default={})
-    for k, v in php_ini.items():
-        if not _INI_KEY_RE.fullmatch(k):
-            raise _fail(path, f"php_ini key {k!r} is not a php.ini setting name (letters, digits, "
-                              f"'_', '.' and '-')")
-        if not isinstance(v, (str, int, float, bool)):
-            raise _fail(path, f"php_ini.{k} must be a string, number or boolean")
-        if isinstance(v, float) and not math.isfinite(v):
-            raise _fail(path, f"php_ini.{k} must be a finite number, got {v!r}")
-        bad = _control_char(v) if isinstance(v, str) else None
-        if bad is not None:
-            raise _fail(path, f"php_ini.{k} {v!r} holds a control character ({bad!r}): a php.ini "
-                              f"value is one line; remove it")
-
-    verify = _expect(path, data, "verify", dict, default={})
-    volatile = _expect(path, verify, "volatile", list, default=[], where="[verify] volatile")
-    for i, rx in enumerate(volatile):
-        if not isinstance(rx, str):
-            raise _fail(path, f"[verify] volatile[{i}] must be a string (a regular expression)")
-        try:
-            re.compile(rx)
-        except re.error as e:
-            raise _fail(path, f"[verify] volatile[{i}] is not a regular expression: {e}")
-
+    php_ini = _php_ini(path, data)
+    volatile = _volatile(path, data)
     install = _expect(path, data, "install", dict)
     return Target(
         name=name,
@@ -427,6 +283,199 @@ def load_target(directory: Path) -> Target:
         sanity_expect=expect,
         volatile=tuple(volatile),
     )
+
+
+def _read_toml(path: Path, directory: Path) -> dict:
+    if not path.is_file():
+        raise LockdownError(f"no target at {directory}: target.toml is missing "
+                            f"(see `lockdown targets` for the built-in ones)")
+    try:
+        return tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise _fail(path, f"not valid TOML ({e})")
+    except (OSError, UnicodeDecodeError) as e:
+        raise _fail(path, f"cannot be read ({e})")
+
+
+def _check_keys(path: Path, data: dict) -> None:
+    """No key the file format does not have, at the top or in a section."""
+    known = _SCALAR_KEYS | set(_SECTION_KEYS)
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise _fail(path, f"unknown key `{unknown[0]}` (known: {', '.join(sorted(known))})")
+
+    for section, allowed in _SECTION_KEYS.items():
+        table = data.get(section)
+        tables = table if isinstance(table, list) else [table]
+        for i, t in enumerate(tables):
+            if isinstance(t, dict):
+                extra = sorted(set(t) - allowed)
+                if extra:
+                    where = f"{section}[{i}]" if isinstance(table, list) else f"[{section}]"
+                    raise _fail(path, f"unknown key `{extra[0]}` in {where} "
+                                      f"(known: {', '.join(sorted(allowed))})")
+
+
+def _name(path: Path, data: dict, directory: Path) -> str:
+    name = _expect(path, data, "name", str, default=directory.name)
+    if not _NAME_RE.fullmatch(name):
+        said = "is empty" if not name else f"{name!r} is not a safe name"
+        default = "" if "name" in data else " (it defaults to the directory's name)"
+        raise _fail(path, f"name {said}{default}: it names directories and a database, so it "
+                          f"must be 1 to 55 ASCII letters, digits, '-' or '_', starting with a "
+                          f"letter or digit; set `name` to one")
+    return name
+
+
+def _app(path: Path, data: dict, directory: Path) -> tuple[Path | None, Path | None, list]:
+    """[app]: (the directory to copy, or None; the target's own directory of files, or None;
+    the top-level entries left out)."""
+    app = _expect(path, data, "app", dict, default={})
+    source = _expect(path, app, "source", str, where="[app] source")
+    files = _expect(path, app, "files", str, where="[app] files")
+    if source and files:
+        raise _fail(path, "[app] takes `source` or `files`, not both")
+    if not source and not files:
+        raise _fail(path, "[app] needs `source` (a directory to copy) or `files` (in the target)")
+    app_source = app_files = None
+    if files:
+        app_files = _confined(path, "[app] files", files, directory, "target directory",
+                              "give a directory of the target, relative to it", directory)
+        if not app_files.is_dir():
+            raise _fail(path, f"[app] files directory {files!r} does not exist in the target")
+    else:
+        app_source = _app_source(path, source, directory)
+    exclude = _expect(path, app, "exclude", list, default=[], where="[app] exclude")
+    for i, e in enumerate(exclude):
+        if not isinstance(e, str):
+            raise _fail(path, f"[app] exclude[{i}] must be a string (a top-level entry of the "
+                              f"source), not {_toml_type(type(e))}")
+        if not e or e in (".", "..") or "/" in e or _control_char(e) is not None:
+            raise _fail(path, f"[app] exclude[{i}] {e!r} is not the name of a top-level entry of "
+                              f"the source; give a file or directory name without '/'")
+    return app_source, app_files, exclude
+
+
+def _app_source(path: Path, source: str, directory: Path) -> Path:
+    bad = _control_char(source)
+    if bad is not None:
+        raise _fail(path, f"[app] source {source!r} holds a control character ({bad!r})")
+    app_source = Path(source).expanduser()
+    if not app_source.is_absolute():
+        app_source = directory / app_source
+    if not app_source.is_dir():
+        raise _fail(path, f"[app] source {source!r} is not an existing directory; install the "
+                          f"application there (`make setup` installs the built-in targets' "
+                          f"packages) or give the directory to copy")
+    if app_source.resolve() == Path("/"):
+        raise _fail(path, "[app] source is the root directory; give the application's directory")
+    return app_source
+
+
+def _app_tree_paths(path: Path, data: dict, app_root: Path, sibling_of: Path | None) -> tuple[str, str]:
+    """(docroot, front_controller), checked in the app's source; `sibling_of`: the target
+    directory when its own files are the app (they may be symlinks to a sibling's)."""
+    docroot = _app_path(path, "docroot", _expect(path, data, "docroot", str, default="."), app_root,
+                        "app tree", "give a directory inside the app tree, relative to it (e.g. "
+                        "\".\" or \"public\")", sibling_of)
+    front = _expect(path, data, "front_controller", str, default="index.php")
+    todo = "give the PHP file nginx routes unknown paths to, relative to the docroot (e.g. \"index.php\")"
+    front_controller = _app_path(path, "front_controller", front, app_root / docroot, "docroot",
+                                 todo, sibling_of)
+    if front_controller == "." or front.endswith("/"):
+        raise _fail(path, f"front_controller {front!r} is not a file name; {todo}")
+    return docroot, front_controller
+
+
+def _patchable(path: Path, data: dict) -> list[str]:
+    patchable = _expect(path, data, "patchable", list, default=[])
+    for i, p in enumerate(patchable):
+        if not isinstance(p, str):
+            raise _fail(path, f"patchable[{i}] must be a string (a file of the app tree), not "
+                              f"{_toml_type(type(p))}")
+        lexical = posixpath.normpath(p) if p else ""
+        if (not p or _control_char(p) is not None or p.startswith("/") or lexical == ".."
+                or lexical.startswith("../")):
+            raise _fail(path, f"patchable[{i}] {p!r} leads out of the app tree; give a file of the "
+                              f"app tree, relative to it")
+    return patchable
+
+
+def _database(path: Path, data: dict, directory: Path) -> tuple[str | None, Path | None, Path | None]:
+    """[database]: (name, schema file, seed file), each None when absent."""
+    db = _expect(path, data, "database", dict)
+    db_name = schema = seed = None
+    if db is not None:
+        db_name = _expect(path, db, "name", str, required=True, where="[database] name")
+        if not _DB_NAME_RE.fullmatch(db_name):
+            raise _fail(path, f"[database] name {db_name!r} may only hold letters, digits and _ "
+                              f"(ASCII, 1 to 64)")
+        for key in ("schema", "seed"):
+            rel = _expect(path, db, key, str, where=f"[database] {key}")
+            if not rel:                                # absent or "": none
+                continue
+            file = _confined(path, f"[database] {key}", rel, directory, "target directory",
+                             "give an SQL file of the target, relative to it", directory)
+            if not file.is_file():
+                raise _fail(path, f"[database] {key} file {rel!r} does not exist in the target")
+            if key == "schema":
+                schema = file
+            else:
+                seed = file
+    return db_name, schema, seed
+
+
+def _urls(path: Path, data: dict) -> list[Url]:
+    urls_raw = _expect(path, data, "urls", list, required=True)
+    if not urls_raw:
+        raise _fail(path, "`urls` must list at least one URL")
+    if len(urls_raw) > MAX_URLS:
+        raise _fail(path, f"`urls` lists {len(urls_raw)} URLs; at most {MAX_URLS}")
+    urls = []
+    for i, u in enumerate(urls_raw):
+        if not isinstance(u, dict):
+            raise _fail(path, f"urls[{i}] must be a table with `path` and `weight`")
+        weight = u.get("weight", 1)
+        if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
+            raise _fail(path, f"urls[{i}].weight must be a positive integer, got {weight!r}")
+        if weight > MAX_WEIGHT:
+            raise _fail(path, f"urls[{i}].weight must be at most {MAX_WEIGHT} (weights are "
+                              f"proportions), got {weight!r}")
+        urls.append(Url(_url_path(path, u.get("path"), f"urls[{i}].path"), weight))
+    if sum(u.weight for u in urls) > MAX_TOTAL_WEIGHT:
+        raise _fail(path, f"urls' weights add up to {sum(u.weight for u in urls)}; at most "
+                          f"{MAX_TOTAL_WEIGHT} (weights are proportions: divide them)")
+    return urls
+
+
+def _php_ini(path: Path, data: dict) -> dict:
+    php_ini = _expect(path, data, "php_ini", dict, default={})
+    for k, v in php_ini.items():
+        if not _INI_KEY_RE.fullmatch(k):
+            raise _fail(path, f"php_ini key {k!r} is not a php.ini setting name (letters, digits, "
+                              f"'_', '.' and '-')")
+        if not isinstance(v, (str, int, float, bool)):
+            raise _fail(path, f"php_ini.{k} must be a string, number or boolean")
+        if isinstance(v, float) and not math.isfinite(v):
+            raise _fail(path, f"php_ini.{k} must be a finite number, got {v!r}")
+        bad = _control_char(v) if isinstance(v, str) else None
+        if bad is not None:
+            raise _fail(path, f"php_ini.{k} {v!r} holds a control character ({bad!r}): a php.ini "
+                              f"value is one line; remove it")
+    return php_ini
+
+
+def _volatile(path: Path, data: dict) -> list[str]:
+    verify = _expect(path, data, "verify", dict, default={})
+    volatile = _expect(path, verify, "volatile", list, default=[], where="[verify] volatile")
+    for i, rx in enumerate(volatile):
+        if not isinstance(rx, str):
+            raise _fail(path, f"[verify] volatile[{i}] must be a string (a regular expression)")
+        try:
+            re.compile(rx)
+        except re.error as e:
+            raise _fail(path, f"[verify] volatile[{i}] is not a regular expression: {e}")
+    return volatile
 
 
 _SCALAR_KEYS = {"name", "description", "docroot", "front_controller", "php_ini", "patchable"}
