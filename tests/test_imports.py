@@ -25,6 +25,7 @@ LAYERS = {
     "lockdown": "foundation",             # __init__: the version
     "lockdown.errors": "foundation", "lockdown.paths": "foundation", "lockdown.signals": "foundation",
     "lockdown.progress": "foundation", "lockdown.php_ini": "foundation",
+    "lockdown.options": "foundation",     # the measuring commands' options and defaults
     "lockdown.targets": "targets",        # what a target is
     "lockdown.formats": "formats",        # parsers of tools' text
     "lockdown.bundle": "bundle",          # the contract between capture and analysis
@@ -53,11 +54,6 @@ KNOWN = {
     ("lockdown.harness.probe", "lockdown.analyzers"),
     # verify draws the differential flame graphs itself; goes with verify's pipeline
     ("lockdown.remediation.verify", "lockdown.reports.flamegraph"),
-    # the defaults of bench's and verify's options (BenchOptions, DEFAULT_RUNS), which belong in
-    # a module the reports may read (the pipeline's option types)
-    ("lockdown.reports.reproduce", "lockdown.harness.ab_bench"),
-    ("lockdown.reports.reproduce", "lockdown.harness.bench"),
-    ("lockdown.reports.bench_table", "lockdown.harness.bench"),
     # an unfinished run's owner: the process records and the redacted command line live in harness
     ("lockdown.run_marker", "lockdown.harness.processes"),
     ("lockdown.run_marker", "lockdown.harness.mariadb"),
@@ -137,6 +133,8 @@ def test_the_exceptions_are_still_there():
 def test_the_check_sees_a_back_edge():
     assert against_the_flow(("lockdown.remediation.verify", "lockdown.reports.run_results"))
     assert against_the_flow(("lockdown.reports.writeup", "lockdown.harness.bench"))
+    assert against_the_flow(("lockdown.options", "lockdown.harness.steady_runs"))
+    assert not against_the_flow(("lockdown.reports.bench_table", "lockdown.options"))
     assert against_the_flow(("lockdown.analyzers.tail", "lockdown.harness.processes"))
     assert against_the_flow(("lockdown.rundir.store", "lockdown.reports.output"))
     assert not against_the_flow(("lockdown.reports.writeup", "lockdown.rundir.model"))

@@ -17,6 +17,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..analyzers.stats import compare_paired, compare_speed_adjusted, pairs_needed, power, resolvable_pct
+# (DEFAULT_RUNS, DEFAULT_MAX_RUNS: lockdown/options.py, which reports read too; named here for
+# the modules that take them from harness.ab_bench)
+from ..options import DEFAULT_MAX_RUNS, DEFAULT_RUNS  # noqa: F401
 from ..targets.config import Target
 from .bench import (BenchOptions, load_version, measured_run, rps_of, run_line, sanity_check,
                     capacities_of, server_cpu_of, settle_opcache, summary_of, versions, warm_concurrent, warm_single)
@@ -24,8 +27,6 @@ from .responses import compare_arms
 from .stack import Stack, StackOptions
 
 ARMS = ("before", "after")
-DEFAULT_RUNS = 5       # per arm: `verify` and `compare` (cli/stack_options.ab_options)
-DEFAULT_MAX_RUNS = 15  # `verify`: the most pairs its plan may take (PairPlan)
 
 
 @dataclass

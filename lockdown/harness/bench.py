@@ -14,11 +14,14 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 from ..analyzers.stats import speed_adjusted, summarize
 from ..errors import PhaseFailed
+# the options and their defaults live below harness and reports, which both read them; named
+# here too for the modules that take them from harness.bench
+from ..options import DEFAULT_WORKERS, DEFAULT_WORKERS_TEXT, BenchOptions  # noqa: F401
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu, opcache_settle, server_cpu, steady_runs
@@ -29,9 +32,6 @@ from .logs import evidence
 from .mariadb import redact_dsn
 from .stack import Stack, StackOptions
 from .toolchain import tool
-
-DEFAULT_WORKERS = max(2, 2 * (os.cpu_count() or 1))
-DEFAULT_WORKERS_TEXT = "twice the CPUs, at least 2"   # how --help names it, on any machine
 
 # Sane bounds of the options (docs/bench.md, "Rules"): beyond them a
 # command is refused in one line before anything starts.
@@ -68,35 +68,6 @@ def bound_errors(concurrency: int | None = None, workers: int | None = None, dur
     if requests is not None and requests > MAX_REQUESTS:
         out.append(f"--requests {requests} is more than {MAX_REQUESTS:,}")
     return out
-
-
-@dataclass
-class BenchOptions:
-    runs: int = 5
-    duration: float = 10                # whole seconds: wrk, siege and ab take no fractions
-    concurrency: int = DEFAULT_WORKERS
-    workers: int = DEFAULT_WORKERS
-    load: str = "wrk"
-    warmup_requests: int = 20
-    warmup_duration: float = 5
-    php_ini: dict = field(default_factory=dict)
-    port: int | None = None
-    mysql: str | None = None
-    hooks: dict = field(default_factory=dict)   # phase name -> shell command
-    # runs the host disturbed (capacity more than host_tolerance % off the runs' median)
-    # measured again, up to `runs` more (harness/steady_runs.py)
-    rerun_disturbed: bool = True
-    host_tolerance: float = 100 * steady_runs.TOLERANCE
-
-    def tolerance(self) -> float | None:
-        """The set-aside rule's bound as a fraction; None when every run is kept."""
-        return self.host_tolerance / 100 if self.rerun_disturbed else None
-
-    def non_default(self) -> list[str]:
-        default = BenchOptions()
-        return [k for k in ("runs", "duration", "concurrency", "workers", "load", "warmup_requests",
-                            "warmup_duration", "php_ini", "mysql", "rerun_disturbed", "host_tolerance")
-                if getattr(self, k) != getattr(default, k)]
 
 
 class Phases:

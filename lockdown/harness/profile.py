@@ -37,11 +37,12 @@ from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import STATEMENT_MEMORY, SlowLogCapture, read_settings
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
 from ..errors import LockdownError
+from ..options import DEFAULT_WORKERS
 from ..paths import pid_alive
 from ..progress import as_reporter
 from ..targets.config import Target
 from . import cpu, opcache_settle
-from .bench import DEFAULT_WORKERS, Phases, capacity, first_line, run_hook, sanity_check, versions
+from .bench import Phases, capacity, first_line, run_hook, sanity_check, versions
 from .driver import DriveResult, SentRequest, drive, instrumented_paths, ok_status, quote_path
 from .host_speed import SpeedProbe
 from .mariadb import redacted_argv

@@ -1,7 +1,7 @@
 """The human table of a bench result (the numbers come computed in the result)."""
 from __future__ import annotations
 
-from ..harness.bench import BenchOptions
+from ..options import BenchOptions
 from . import numbers
 
 

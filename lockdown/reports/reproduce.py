@@ -11,16 +11,10 @@ from __future__ import annotations
 
 import shlex
 
-from ..harness.ab_bench import DEFAULT_MAX_RUNS, DEFAULT_RUNS
-from ..harness.bench import BenchOptions
+# `lockdown run`'s and `lockdown verify`'s defaults, which the commands below leave out
+# (lockdown/options.py; cli/run.py and pipeline/run.py take RUN_DEFAULTS through here)
+from ..options import DEFAULT_MAX_RUNS, RUN_DEFAULTS, VERIFY_DEFAULTS
 from ..remediation.base import own_patch_path
-
-# `lockdown run`'s defaults (lockdown/cli/run.py takes them from here)
-RUN_DEFAULTS = {"runs": 3, "duration": 10, "warmup_duration": BenchOptions.warmup_duration,
-                "requests": 120, "xhprof_every": 10}
-# `lockdown verify`'s A/B defaults (lockdown/cli/stack_options.py ab_options)
-VERIFY_DEFAULTS = {"runs": DEFAULT_RUNS, "duration": BenchOptions.duration, "load": BenchOptions.load,
-                   "warmup_duration": BenchOptions.warmup_duration}
 
 
 def _num(v) -> str:
