@@ -95,6 +95,10 @@ def home(tmp_path_factory) -> Path:
 def _env(home: Path) -> dict:
     e = dict(os.environ)
     e["LOCKDOWN_HOME"] = str(home)
+    # records of users' servers (paths.servers_dir) beside the home, so that a command of
+    # another test never restores a capture this test killed on purpose; a test of two homes
+    # sharing them sets one directory for both
+    e["LOCKDOWN_SERVERS_DIR"] = str(home.parent / f"{home.name}.servers")
     # Prepared targets (installed WordPress/MediaWiki) are reused across test sessions.
     e["LOCKDOWN_PREPARED_DIR"] = str(SHARED_PREPARED)
     e.pop("LOCKDOWN_PHP_EXTENSION_DIR", None)

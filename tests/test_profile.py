@@ -86,7 +86,13 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     # the statements' client side beyond the server's time, which db wait leaves out
     trip = analysis["db_round_trip"]
     assert trip["calls"] > 0 and trip["client_us"] > trip["server_us"] > 0 and trip["per_call_us"] > 0
-    assert abs(trip["us_per_request"] - trip["per_call_us"] * trip["statements_per_request"]) < 1
+    # the round trip applied to a timed request is bounded by its own time (round_trip.applied):
+    # never more than the measured one, and the measured one itself where no request was capped
+    # (the figures are means over requests, rounded to 2 decimals)
+    measured = trip["measured_per_call_us"] * trip["statements_per_request"]
+    assert trip["us_per_request"] <= measured * 1.01 + 1
+    if trip["capped_requests"] == 0:
+        assert abs(trip["us_per_request"] - measured) <= 0.01 * measured + 1
     ident = analysis["subsystems"]["symbols"]
     assert ident["leaf_unknown_pct"] < 5 < 100 * ident["leaf_unknown_before"] / ident["samples"]
     for b in [*analysis["budget_by_url"].values(), analysis["budget_overall"]]:

@@ -91,7 +91,7 @@ def homes(tmp_path):
     out = []
     for name in ("home1", "home2"):
         (tmp_path / name).mkdir()
-        out.append(_env(tmp_path / name))
+        out.append({**_env(tmp_path / name), "LOCKDOWN_SERVERS_DIR": str(tmp_path / "servers")})
     return out
 
 
