@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from .errors import LockdownError
-from .harness.mariadb import redacted_argv
-from .harness.processes import owner_alive, owner_record
+from .owner import owner_alive, owner_record
+from .redact import redacted_argv
 
 MARKER = "incomplete.json"
 

@@ -26,6 +26,8 @@ LAYERS = {
     "lockdown.errors": "foundation", "lockdown.paths": "foundation", "lockdown.signals": "foundation",
     "lockdown.progress": "foundation", "lockdown.php_ini": "foundation",
     "lockdown.options": "foundation",     # the measuring commands' options and defaults
+    "lockdown.owner": "foundation",       # who owns a record: pid and start time
+    "lockdown.redact": "foundation",      # DSN passwords out of what is written
     "lockdown.targets": "targets",        # what a target is
     "lockdown.formats": "formats",        # parsers of tools' text
     "lockdown.bundle": "bundle",          # the contract between capture and analysis
@@ -54,9 +56,6 @@ KNOWN = {
     ("lockdown.harness.probe", "lockdown.analyzers"),
     # verify draws the differential flame graphs itself; goes with verify's pipeline
     ("lockdown.remediation.verify", "lockdown.reports.flamegraph"),
-    # an unfinished run's owner: the process records and the redacted command line live in harness
-    ("lockdown.run_marker", "lockdown.harness.processes"),
-    ("lockdown.run_marker", "lockdown.harness.mariadb"),
 }
 
 

@@ -6,15 +6,15 @@ password ever appears on a command line.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
-import sys
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import LockdownError, PhaseFailed
+# moved below the stages (run_marker needs them); kept here for every other importer
+from ..redact import redact_dsn, redacted_argv  # noqa: F401
 from . import ports, service_account
 from .logs import evidence
 from .processes import Child, ProcessGroup
@@ -106,23 +106,6 @@ DSN_FORM = "mysql://USER:PASSWORD@HOST[:PORT]/[?socket=PATH]"
 # The password of a --mysql DSN that has none (`mysql://user@host/`): lockdown's own command
 # line is readable by every local account (ps, /proc/PID/cmdline), its environment is not.
 PASSWORD_ENV = "LOCKDOWN_MYSQL_PASSWORD"
-
-# a URL's password: from `scheme://user:` to the last `@` (a password may hold `@`, `/`, spaces)
-_URL_PASSWORD = re.compile(r"([a-z][a-z0-9+.-]*://[^:/?#@\s]*):.*@", re.IGNORECASE | re.DOTALL)
-
-
-def redact_dsn(dsn: str) -> str:
-    """`dsn` as lockdown writes it anywhere (outputs, logs, reports, records of the command):
-    its password replaced by `***`, `mysql://user:***@host:port/`. Also a DSN of the wrong form,
-    or a text holding one; one without a password is unchanged."""
-    return _URL_PASSWORD.sub(r"\1:***@", dsn)
-
-
-def redacted_argv(argv: list[str] | None = None) -> list[str]:
-    """A command line (default: this process's) as lockdown records it (manifest.json's
-    `command`, a run directory's incomplete.json): every DSN's password replaced by `***`."""
-    return [redact_dsn(str(a)) for a in (sys.argv if argv is None else argv)]
-
 
 def _option_value(value: str) -> str:
     """A value for a MariaDB option file: double-quoted, with backslash escapes, so that any

@@ -23,6 +23,8 @@ from pathlib import Path
 from ..errors import LockdownError, PhaseFailed
 from .. import paths
 from ..signals import held
+# moved below the stages (run_marker needs them); kept here for every other importer
+from ..owner import _start_time, owner_alive, owner_record  # noqa: F401
 from . import ports
 from .service_account import Account, demote, die_with_parent
 
@@ -210,24 +212,6 @@ def _group_members(pgid: int) -> list[int]:
         if fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
-
-
-def _start_time(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2:].split()[19]
-
-
-def owner_record() -> dict:
-    """Who owns a record: this process, identified so that a recycled pid is not mistaken for it."""
-    return {"owner": os.getpid(), "owner_start": _start_time(os.getpid())}
-
-
-def owner_alive(record: dict) -> bool:
-    owner = record.get("owner")
-    return bool(owner) and _start_time(owner) is not None and _start_time(owner) == record.get("owner_start")
 
 
 def dead_records(directory: Path):
