@@ -8,20 +8,10 @@ from pathlib import Path
 
 import click
 
-from .. import paths
-from ..errors import LockdownError
-from ..harness.ab_bench import PairPlan, run_ab
 from ..harness.bench import BenchOptions
-from ..harness.app_tree import diff_files
-from ..harness.stack import StackOptions
-from ..analyzers.findings import remediation_names
-from ..remediation.apply import remedy
-from ..remediation.base import load_base, own_patch_path
-from ..remediation.user_patch import checked, load_patch
+from ..pipeline.compare import CompareOptions, measure, plan_compare, write_compare
 from ..progress import for_command
 from ..reports.compare_text import format_compare
-from ..reports.output import write_json_atomic
-from ..targets.registry import resolve as resolve_target
 from .bench import check_bounds, parse_ini
 from .destinations import check_not_input, target_inputs
 from .json_output import check_destination, deliver, json_option, to_stdout
@@ -67,44 +57,19 @@ def compare_cmd(target, with_ini, patch_files, php_ini, on_top_of, runs, duratio
                                f"above -100)")
     check_max_runs(runs, max_runs)
     check_bounds(concurrency=concurrency, workers=workers, duration=duration, warmup_duration=warmup_duration)
-    plan = PairPlan(resolve, max_runs, "a change of") if resolve is not None else None
-    t = resolve_target(target)
-    start = load_base(on_top_of, t.name) if on_top_of is not None else None
-    # both arms: the starting point's php.ini (its verified after arm's), --php-ini on top
-    base, change = {**(start.php_ini if start else {}), **parse_ini(php_ini)}, parse_ini(with_ini, "--with")
-    if not change and not patch_files:
-        raise LockdownError("nothing to compare: give the second configuration's settings with "
-                            "--with KEY=VALUE (e.g. --with opcache.enable=0), or a diff of its code with --patch FILE")
-    patches = [load_patch(p) for p in patch_files]
-    same = sorted(k for k, v in change.items() if base.get(k) == v)
-    if change and not patches and len(same) == len(change):
-        raise LockdownError(f"--with {', '.join(same)} is what --php-ini already sets: both "
-                            "configurations would be the same")
     opts = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                         load=load, warmup_duration=warmup_duration)
+    both = parse_ini(php_ini)
+    plan = plan_compare(target, CompareOptions(with_ini=parse_ini(with_ini, "--with"), php_ini=both,
+                                               patches=list(patch_files), on_top_of=on_top_of, bench=opts,
+                                               resolve=resolve, max_runs=max_runs, run_dir=run_dir))
     check_destination(json_out)
-    check_not_input(json_out, target_inputs(t) + [p.resolve() for p in patch_files], "--json")
-    say = for_command(f"compare {t.name}", to_stdout(json_out))
-    fixes = start.remediations if start else []
+    check_not_input(json_out, target_inputs(plan.target) + [p.resolve() for p in patch_files], "--json")
+    say = for_command(f"compare {plan.target.name}", to_stdout(json_out))
     with deadline(timeout):
-        if patches:     # before the run directory: a diff that does not apply leaves nothing behind
-            patches = checked(t, patches, say, fixes)
-            say(f"[patch] {len(patches)} diff(s) apply to a copy of the prepared app tree"
-                + (" with the verified fixes applied" if fixes else "") + ": "
-                + "; ".join(f"{r.description} ({r.file})" for r in patches))
-        directory = paths.new_run_dir(t.name, "compare") if run_dir is None else paths.empty_dir(run_dir, "--run-dir")
-        if start:
-            say(f"[base] both arms start from {start.describe()}: {remediation_names(fixes)}")
-        before = StackOptions(php_ini=dict(base), remedy=remedy(fixes, say) if fixes else None)
-        after = StackOptions(php_ini={**base, **change},
-                             remedy=remedy(fixes + patches, say) if fixes or patches else None)
-        ab = run_ab(t, directory, before, after, opts, say=say, plan=plan)
-    result = {"target": t.name, "php_ini": {"both": base, "with": change},
-              **({"base": start.to_json()} if start else {}),
-              "patches": [{"path": own_patch_path(r), "files": diff_files(r.content), "content": r.content,
-                           "checked": r.checked} for r in patches],
-              "responses": ab.pop("responses", None), "bench": ab, "run_dir": str(directory)}
-    write_json_atomic(directory / "compare.json", result)
+        measured = measure(plan, say)
+    outcome = write_compare(plan, measured)
+    result, directory = outcome.result, outcome.directory
     deliver(json_out, result, f"{format_compare(result)}\n\nresult: {directory / 'compare.json'}; "
                               f"logs in {directory}/before, {directory}/after")
 

@@ -1,3 +1,4 @@
-"""The stages in sequence, callable from Python: `run` (bench, profile, analyze, detect, probe,
-propose, write) with typed options and a progress callback. The CLI parses arguments, calls a
+"""The stages in sequence, callable from Python, each with typed options and a progress
+callback: `run` (bench, profile, analyze, detect, probe, propose, write; run.py), `compare`
+(two configurations in interleaved A/B pairs; compare.py). The CLI parses arguments, calls a
 pipeline and prints its result."""
