@@ -9,6 +9,8 @@ from lockdown.analyzers.detectors import build_context, load_thresholds
 from lockdown.analyzers.detectors.related import REMOVED_BY_FIX, for_statements, statement_senders
 from lockdown.analyzers.findings import Finding
 from lockdown.bundle.store import open_bundle
+from lockdown.reports.numbers import share
+from lockdown.rundir.model import TimeAccounting
 
 
 FETCH = """\
@@ -122,11 +124,33 @@ def test_minicms_findings_match_the_ground_truth(lockdown, tmp_path, minicms_run
     assert {"file_scan_directory", "theme_settings"} <= titles
     native_svg = ET.parse(out / "flamegraphs" / "native.svg").getroot()
     assert any("execute_ex" in (t.text or "") for t in native_svg.iter("{http://www.w3.org/2000/svg}title"))
+    check_accounting(r, out, data)
     # the builtins table (lockdown analyze) reports the app's own directory call counts
     a = json.loads(lockdown("analyze", out / "bundle", "--json", "--url", "/", "--top", "50").stdout)
     rows = {b["name"]: b for b in a["builtins"]["top"]}
     for name in ("opendir", "readdir", "is_dir", "closedir"):
         assert rows[name]["calls_per_request"] == home["fs"][name], name
+
+
+def check_accounting(r, out, data):
+    """accounting.json: the run's findings (after the probe: a dismissed candidate is not
+    among them) over its capture; explained + unexplained = the sampled time, overall and per
+    URL, the shares 100% within rounding; on the terminal in one line."""
+    t = TimeAccounting.from_json(json.loads((out / "accounting.json").read_text()))
+    assert t.basis == "excimer-wall" and t.perf and t.sampled_requests > 0 and "after the argument probe" in t.findings_source
+    assert sorted(f.key for f in t.findings) == sorted(f["key"] for f in data["findings"] if f["severity"] != "info")
+    assert t.informational == [f["key"] for f in data["findings"] if f["severity"] == "info"]
+    for part in [t, *t.urls]:
+        assert abs(part.explained_us + part.unexplained_us - part.total_us) <= 0.2, part
+        assert part.total_us > 0 and abs(part.explained_pct + part.unexplained_pct - 100.0) <= 0.01 + 1e-9, part
+    assert {u.url for u in t.urls} == set(json.loads((out / "analysis.json").read_text())["budget_by_url"])
+    # every pathology is on: the findings explain most of the time, the directory walk most of all
+    owned = {f.key: f.owned_pct for f in t.findings}
+    assert t.explained_pct > 50 and owned["fs-scan"] > 20, (t.explained_pct, owned)
+    assert t.hotspots.self and t.hotspots.subsystem and t.urls[0].top
+    top = ", ".join(f"{h.name} ({share(h.share_pct)})" for h in t.hotspots.self[:3])
+    line = f"findings explain {share(t.explained_pct)} of the sampled request time; top unexplained: {top}"
+    assert line in r.stdout.splitlines(), r.stdout[-3000:]
 
 
 def test_minicms_clean_has_no_defect(lockdown, tmp_path):

@@ -7,7 +7,8 @@
 also draws a live status line). The stages are apart for the CLI, which bounds the measuring
 ones with its --timeout and not the writing: `plan_run` checks every input before anything
 starts (the target, the thresholds, the verified fixes and diffs to start from, the output
-directory), `measure` claims the output directory and measures, `write_run` writes
+directory), `measure` claims the output directory and measures (its time accounting, what
+share of the sampled request time the findings explain, in accounting.json), `write_run` writes
 findings.json, the write-ups, the flame graphs and the report, and marks the directory
 finished.
 """
@@ -19,8 +20,10 @@ from pathlib import Path
 from typing import Callable
 
 from .. import paths, run_marker
+from ..analyzers import accounting
 from ..analyzers.analysis import analyze
 from ..analyzers.detectors import build_context, detect, load_thresholds
+from ..analyzers.detectors.context import Context
 from ..analyzers.findings import Finding, Remediation, remediation_names
 from ..bundle.store import Bundle, open_bundle
 from ..collectors.settings import CaptureSettings
@@ -32,12 +35,13 @@ from ..remediation.apply import applied as manifest_entries, remedy as stack_pat
 from ..remediation.base import Base, load_base, with_patches
 from ..remediation.propose import propose_all
 from ..remediation.user_patch import checked as check_user_patches, load_patch
+from ..reports import numbers
 from ..reports.analysis_text import notable_lines
 from ..reports.bench_table import format_bench
 from ..reports.reproduce import RUN_DEFAULTS
 from ..reports.run_documents import write_finding_writeups, write_flamegraphs, write_report
-from ..rundir.model import Analysis, BenchResult, RunDocument, RunSettings
-from ..rundir.store import ANALYSIS, BENCH, FINDINGS, write_document
+from ..rundir.model import Analysis, BenchResult, RunDocument, RunSettings, TimeAccounting
+from ..rundir.store import ACCOUNTING, ANALYSIS, BENCH, FINDINGS, write_document
 from ..targets.config import Target
 from ..targets.registry import resolve
 
@@ -77,7 +81,8 @@ class RunPlan:
 
 @dataclass
 class Measured:
-    """What `measure` found, before anything of it is written but bench.json and analysis.json."""
+    """What `measure` found, before anything of it is written but bench.json, analysis.json and
+    accounting.json."""
     out: Path                       # the output directory, claimed
     base: Base | None               # the fixes and the user's checked diffs every copy was served with
     bench: dict | None
@@ -85,6 +90,7 @@ class Measured:
     analysis: dict
     findings: list[Finding]
     dismissed: list[dict]
+    accounting: TimeAccounting | None = None     # the share of the sampled time the findings explain
 
 
 @dataclass
@@ -122,7 +128,7 @@ def plan_run(target: str, out: Path, options: RunOptions) -> RunPlan:
 def measure(plan: RunPlan, say: Progress = print) -> Measured:
     """The user's diffs checked against the target (before the output directory is made: one
     that does not fit leaves nothing), the output directory claimed, then bench, profile,
-    analyze, detect, probe and propose."""
+    analyze, detect, probe and propose, and account for the sampled time."""
     t, base = plan.target, plan.base
     if plan.patches:
         base = with_patches(base, check_user_patches(t, plan.patches, say, base.remediations if base else []))
@@ -134,8 +140,9 @@ def measure(plan: RunPlan, say: Progress = print) -> Measured:
     bench = _bench(plan, out, base, patch, say) if plan.options.bench else None
     bundle = _capture(plan, out, base, patch, say)
     analysis = _analyze(bundle, out, say)
-    findings, dismissed = _detect(plan, bundle, out, base, patch, say)
-    return Measured(out, base, bench, bundle, analysis, findings, dismissed)
+    ctx, findings, dismissed = _detect(plan, bundle, out, base, patch, say)
+    accounted = _account(ctx, findings, plan.options.probe, out, say)
+    return Measured(out, base, bench, bundle, analysis, findings, dismissed, accounted)
 
 
 def _bench(plan: RunPlan, out: Path, base: Base | None, patch, say: Progress) -> dict:
@@ -171,16 +178,41 @@ def _analyze(bundle: Bundle, out: Path, say: Progress) -> dict:
 
 
 def _detect(plan: RunPlan, bundle: Bundle, out: Path, base: Base | None, patch,
-            say: Progress) -> tuple[list[Finding], list[dict]]:
-    """Detect, probe the repeated-call candidates, propose checked patches."""
+            say: Progress) -> tuple[Context, list[Finding], list[dict]]:
+    """Detect, probe the repeated-call candidates, propose checked patches; the detectors'
+    Context with the findings, for the time accounting."""
     say("== detect")
-    findings = detect(build_context(bundle, plan.limits))
+    ctx = build_context(bundle, plan.limits)
+    findings = detect(ctx)
     dismissed: list[dict] = []
     if plan.options.probe:
         findings, dismissed = check_repeated_calls(plan.target, findings, plan.limits, out / "probe-run",
                                                    php_ini=plan.php_ini, remedy=patch, say=say)
     findings = propose_all(findings, bundle.statements(), plan.target, out / "remedy-run", say=say, base=base)
-    return findings, dismissed
+    return ctx, findings, dismissed
+
+
+def _account(ctx: Context, findings: list[Finding], probed: bool, out: Path, say: Progress) -> TimeAccounting:
+    """accounting.json: the share of the timed requests' sampled time the run's findings explain
+    (after the argument probe, so a dismissed candidate explains nothing), and the top
+    unexplained hotspots (analyzers/accounting.py); one line of it on the terminal."""
+    got = accounting.of_context(ctx, findings)
+    got.findings_source = ("the run's findings (findings.json), after the argument probe" if probed
+                           else "the run's findings (findings.json), without the argument probe (--no-probe)")
+    document = TimeAccounting.of(got)
+    write_document(out, ACCOUNTING, document)
+    say(accounting_line(document))
+    return document
+
+
+def accounting_line(t: TimeAccounting) -> str:
+    """The time accounting in one line: "findings explain N% of the sampled request time; top
+    unexplained: F (x%), G (y%), H (z%)" (the self hotspots: they partition the unexplained time)."""
+    if not t.total_us or t.explained_pct is None:
+        return ("findings explain none of the sampled request time: no samples of timed requests "
+                "(were the excimer and perf collectors off?)")
+    top = ", ".join(f"{h.name} ({numbers.share(h.share_pct)})" for h in t.hotspots.self[:3]) or "none"
+    return f"findings explain {numbers.share(t.explained_pct)} of the sampled request time; top unexplained: {top}"
 
 
 def run_document(plan: RunPlan, measured: Measured) -> RunDocument:
