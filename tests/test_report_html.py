@@ -18,6 +18,7 @@ from lockdown.bundle.store import open_bundle
 from lockdown.harness.bench import summary_of
 from lockdown.analyzers.stacks import stacks
 from lockdown.reports.flamegraph import FlameOptions, render_diff_flamegraph
+from lockdown.reports.numbers import share as fmt_share
 
 SCRIPT = "<script>window.__pwned=1</script>"
 IMG = '<img src=x onerror="window.__pwned=2">'
@@ -48,7 +49,7 @@ def report_of(home, run, out):
 def copy_run(src, dst):
     """The files a report reads (not the runs' configs and logs)."""
     dst.mkdir()
-    for name in ("bench.json", "analysis.json", "findings.json"):
+    for name in ("bench.json", "analysis.json", "findings.json", "accounting.json"):
         shutil.copy2(src / name, dst / name)
     for name in ("bundle", "findings"):
         shutil.copytree(src / name, dst / name)
@@ -122,6 +123,26 @@ def test_report_in_chromium(home, run_dir, tmp_path):
         assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0
         assert driver.execute_script(
             "return document.querySelectorAll('script[src], link[href], img, iframe, object, embed').length") == 0
+
+        # the time accounting leads, displayed: explained against unexplained, a row per URL
+        accounted = json.loads((run_dir / "accounting.json").read_text())
+        section = driver.find_element("id", "accounting")
+        assert section.location["y"] < driver.find_element("id", "method").location["y"]
+        center(driver, section)
+        assert section.is_displayed()
+        assert (f"The findings explain {fmt_share(accounted['explained_pct'])} of the sampled request time; "
+                f"{fmt_share(accounted['unexplained_pct'])} is unexplained") in section.text
+        bar = section.find_element("css selector", ".acct-bar .acct-explained")
+        assert bar.is_displayed() and bar.size["width"] > 0
+        rows = section.find_elements("css selector", "h3 + table tr")
+        assert len(rows) == len(accounted["urls"]) + 1
+        for row, u in zip(rows[1:], accounted["urls"]):
+            cells = row.find_elements("tag name", "td")
+            assert [cells[0].text, cells[3].text, cells[4].text] == [
+                u["url"], fmt_share(u["explained_pct"]), fmt_share(u["unexplained_pct"])]
+        lead = section.find_element("css selector", "p.lead")
+        lead.screenshot(str(tmp_path / "accounting.png"))
+        assert png_size(tmp_path / "accounting.png")[0] > 300
 
         # the subsystem chart and the findings are on the page, displayed
         chart = driver.find_element("css selector", "#subsystems svg.chart")
@@ -241,6 +262,19 @@ def inject(run):
         p = next(p for p in rows if p["request"] == slowest["id"])
         p["stacks"] = [s + ";" + FUNC for s in p["stacks"]]
 
+    # the time accounting: a hotspot's name, call path, requests and URLs, a URL, a finding, a note
+    cpath = run / "accounting.json"
+    t = json.loads(cpath.read_text())
+    h = t["hotspots"]["self"][0]
+    h["name"], h["path"], h["urls"] = FUNC, [*h["path"][:-1], FUNC, SCRIPT], [URL]
+    h["requests"] = [SCRIPT, *h["requests"][1:]]
+    t["hotspots"]["builtin_family"][0]["members"] = [IMG]        # (perf ran: there are builtin families)
+    t["urls"][0]["url"] = URL
+    t["urls"][0]["top"] = [{**h, "name": SQL}]
+    t["findings"][0]["title"], t["findings"][0]["how"] = SCRIPT, IMG
+    t["informational"] = [FUNC]
+    t["notes"].append(SQL)
+    cpath.write_text(json.dumps(t))
     rewrite_bundle_file(bundle, "statements.jsonl", statements)
     rewrite_bundle_file(bundle, "requests.jsonl", requests)
     rewrite_bundle_file(bundle, "excimer.jsonl", excimer)
@@ -283,6 +317,10 @@ def test_target_strings_are_text_never_script(home, run_dir, tmp_path):
         body = driver.find_element("tag name", "body").text
         for s in (SCRIPT, IMG, URL, FUNC, SQL):
             assert s in body, s
+        # ... the time accounting's among them, as text in its section
+        accounting = driver.find_element("id", "accounting").text
+        for s in (SCRIPT, IMG, URL, FUNC, SQL):
+            assert s in accounting, s
         # every script on the page is ours: the report's and one per flame graph
         scripts = driver.execute_script("return Array.from(document.querySelectorAll('script'), s => s.textContent)")
         graphs = driver.execute_script("return document.querySelectorAll('svg.lockdown-flamegraph').length")
@@ -329,13 +367,15 @@ def drop_bundle(run):
     (lambda run: damage_truncate(run, "analysis.json"), "analysis.json"),
     (lambda run: (run / "analysis.json").write_text('{"budget_by_url": []}'), "analysis.json"),
     (lambda run: damage_truncate(run, "bench.json"), "bench.json"),
+    (lambda run: damage_truncate(run, "accounting.json"), "accounting.json"),
+    (lambda run: (run / "accounting.json").write_text('{"format": 1, "basis": "none"}'), "accounting.json"),
     (lambda run: (run / "analysis.json").unlink(), "analysis.json"),
     (lambda run: damage_truncate(run, "bundle/requests.jsonl"), "requests.jsonl"),
     (lambda run: drop_bundle(run), "bundle"),
     (lambda run: (run / "findings.json").unlink(), "findings.json"),
     (lambda run: shutil.rmtree(run), "no such directory"),
 ], ids=["findings-truncated", "findings-shape", "analysis-truncated", "analysis-shape",
-        "bench-truncated", "analysis-missing", "bundle-truncated", "bundle-missing",
+        "bench-truncated", "accounting-truncated", "accounting-shape", "analysis-missing", "bundle-truncated", "bundle-missing",
         "not-a-run-dir", "missing-dir"])
 def test_bad_input_one_line_no_file(home, run_dir, tmp_path, damage, names):
     run = copy_run(run_dir, tmp_path / "run")
@@ -383,11 +423,16 @@ def test_run_writes_the_report_and_verify_updates_it(home, run_dir, tmp_path):
 
 
 def test_without_bench_or_verify(home, run_dir, tmp_path):
-    """`lockdown run --no-bench` writes no bench.json: the report says so and has the rest."""
+    """`lockdown run --no-bench` writes no bench.json: the report says so and has the rest; a
+    run directory written before accounting.json has no time accounting section, and no error."""
     run = copy_run(run_dir, tmp_path / "run")
     (run / "bench.json").unlink()
     html = report_of(home, run, tmp_path / "report.html").read_text()
     assert "No benchmark in this run" in html and 'id="ld-php"' in html and "Not verified" in html
+    assert 'id="accounting"' in html
+    (run / "accounting.json").unlink()
+    html = report_of(home, run, tmp_path / "older.html").read_text()
+    assert 'id="accounting"' not in html and 'id="ld-php"' in html
 
 
 def test_bench_section_names_the_host_under_the_runs(home, run_dir, tmp_path):

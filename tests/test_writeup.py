@@ -4,7 +4,7 @@ import json
 import re
 import shutil
 
-from lockdown.reports.numbers import change as fmt_pct, ratio as fmt_ratio, rps as fmt_rps, sd, ms_fine
+from lockdown.reports.numbers import change as fmt_pct, ms, ratio as fmt_ratio, rps as fmt_rps, sd, ms_fine, share as fmt_share
 
 
 def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified, tmp_path):
@@ -17,6 +17,25 @@ def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified
     summary = (out / "SUMMARY.md").read_text()
     bench = json.loads((run / "bench.json").read_text())
     verified = json.loads((run / "verify" / "db-static-cache" / "verify.json").read_text())
+
+    # the lead: the headline, then explained against unexplained and the top three hotspots,
+    # accounting.json's numbers as printed
+    t = json.loads((run / "accounting.json").read_text())
+    lines = summary.splitlines()
+    assert lines[2].startswith("**Headline:** ")
+    assert lines[4].startswith(f"**Time accounting:** the findings explain **{fmt_share(t['explained_pct'])}** of the "
+                               f"sampled request time; **{fmt_share(t['unexplained_pct'])}** is unexplained (")
+    top = t["hotspots"]["self"][:3]
+    assert len(top) == 3 and lines[4].endswith("The top unexplained hotspots (PHP functions, self):")
+    for line, n, h in zip(lines[6:9], "123", top):
+        assert line.startswith(f"{n}. `{h['name']}`: {fmt_share(h['share_pct'])} of the sampled time "
+                               f"({ms_fine(h['us_per_request'] / 1000)} ms a request), most of it "), line
+        assert f"; requests {', '.join(h['requests'])}" in line
+    assert abs(t["explained_pct"] + t["unexplained_pct"] - 100) <= 0.01 + 1e-9
+    for u in t["urls"]:
+        assert abs(u["explained_pct"] + u["unexplained_pct"] - 100) <= 0.01 + 1e-9
+        assert (f"| {u['url']} | {u['requests']} | {ms(u['mean_us'] / 1000)} | {fmt_share(u['explained_pct'])} | "
+                f"{fmt_share(u['unexplained_pct'])} | ") in summary, u["url"]
 
     # methodology and baseline: bench.json's runs and mean, as printed
     rows = re.findall(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| (\d+) \|$", summary, re.M)
@@ -80,6 +99,13 @@ def test_writeup_shows_target_strings_as_text(lockdown, minicms_run, tmp_path):
     bare["remediations"] = []
     bare["details"]["no_patch"] = f"no per-request memo of {evil}: it prints output"
     (copy / "findings.json").write_text(json.dumps(data))
+    t = json.loads((copy / "accounting.json").read_text())
+    t["hotspots"]["self"][0]["name"] = f"{evil}`x`"
+    t["hotspots"]["self"][1]["path"].append(evil)
+    t["urls"][0]["url"] = f"/?q={evil}"
+    t["urls"][0]["top"] = [{**t["hotspots"]["self"][0], "name": f"{evil} | cell"}]
+    t["notes"].append(f"{evil} [link](javascript:alert(3))")
+    (copy / "accounting.json").write_text(json.dumps(t))
     r = lockdown("writeup", copy, "-o", tmp_path / "out")
     assert r.returncode == 0, r.stderr
     for md in (tmp_path / "out").glob("*.md"):
@@ -89,6 +115,9 @@ def test_writeup_shows_target_strings_as_text(lockdown, minicms_run, tmp_path):
             if "<script>" in line:
                 assert line.startswith(("```", "URLs: `")) or re.search(r"`[^`]*<script>[^`]*`", line), line
         assert "](javascript:" not in text.replace("\\](javascript:", "")
+    summary = (tmp_path / "out" / "SUMMARY.md").read_text()
+    assert "1. `<script>alert(1)</script>'x'`: " in summary             # a backtick cannot end the span
+    assert "| /?q=&lt;script&gt;alert(1)&lt;/script&gt; |" in summary and "&lt;/script&gt; \\| cell " in summary
     bare_md = (tmp_path / "out" / f"{bare['key']}.md").read_text()
     assert "No patch proposed: no per-request memo of &lt;script&gt;alert(1)&lt;/script&gt;: it prints output." in bare_md
 

@@ -1,11 +1,12 @@
 """`lockdown report`: one self-contained HTML page (templates/report.html.j2) from a
-`lockdown run` directory: methodology, benchmark, findings with their patches and verification,
-engine subsystems, time budget, PHP functions, builtins, query digest, flame graphs and a
-per-request drill-down.
+`lockdown run` directory: the time accounting (how much of the sampled request time the
+findings explain, and the top unexplained hotspots), methodology, benchmark, findings with
+their patches and verification, engine subsystems, time budget, PHP functions, builtins, query
+digest, flame graphs and a per-request drill-down.
 
-Pure reading: every number comes as it is from bench.json, analysis.json, findings.json,
-verify/*/verify.json or the bundle's records; this module only picks, sorts and formats (a
-report never computes a statistic; error bars are the 95% CIs the harness computed).
+Pure reading: every number comes as it is from bench.json, analysis.json, accounting.json,
+findings.json, verify/*/verify.json or the bundle's records; this module only picks, sorts and
+formats (a report never computes a statistic; error bars are the 95% CIs the harness computed).
 
 Safety: everything from the target (URIs, SQL, function names, evidence, patches) goes through
 jinja2's autoescaping and is shown as text. The only markup taken as it is: our own charts, and
@@ -35,7 +36,7 @@ from ..bundle.store import Bundle, BundleError
 from ..errors import LockdownError
 from . import charts
 from . import numbers
-from .analysis_text import caller_shares, tail_besides, tail_parts
+from .analysis_text import HOTSPOT_KINDS, caller_shares, tail_besides, tail_parts
 from .bench_table import canonical_text, set_aside_lines
 from .charts import Bar, Segment, StackedRow
 from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
@@ -50,6 +51,7 @@ MAX_REQUESTS = 200        # requests in the drill-down (slowest first)
 MAX_STATEMENTS = 10       # statements shown per request, in log order
 MAX_SQL = 400             # characters of one statement shown in the drill-down
 MAX_DETAILS = 20000       # characters of a finding's detector details (JSON)
+PATH_FRAMES = 5           # a hotspot's call path: its last frames shown (the whole path on hover)
 FLAME_WIDTH = 1200
 FLAME_MINWIDTH = 0.5      # pixels: keeps big captures' graphs to a reasonable size
 FLAME_MARKER = 'class="lockdown-flamegraph'
@@ -72,8 +74,10 @@ def load_run(run_dir: Path) -> dict:
     bench = run.bench()
     bundle = run.open_bundle()
     verify = {key: (run.verification_path(key), v.to_json()) for key, v in run.verifications().items()}
+    accounted = run.accounting()
     return {"dir": run.directory, "findings": run.document.to_json(), "analysis": analysis.to_json(),
-            "bench": bench.to_json() if bench else None, "bundle": bundle, "verify": verify, "redo": REDO_RUN}
+            "bench": bench.to_json() if bench else None, "bundle": bundle, "verify": verify, "redo": REDO_RUN,
+            "accounting": accounted.to_json() if accounted else None}
 
 
 # ---------------------------------------------------------------- formatting
@@ -512,6 +516,44 @@ def _read_svg(ref, vdir: Path) -> tuple[Markup | None, str]:
     return Markup(inline_svg(text)), str(path)
 
 
+def _path_text(path: list) -> str:
+    """A call path, root first, as its last PATH_FRAMES frames."""
+    shown = [str(f) for f in path[-PATH_FRAMES:]]
+    return ("\u2026 > " if len(path) > PATH_FRAMES else "") + " > ".join(shown)
+
+
+def _hotspot(h: dict, anchors: dict) -> dict:
+    row = _pick(h, "name share_pct us_per_request path_pct request_count")
+    path = [str(f) for f in h.get("path") or []]
+    requests = [str(r) for r in h.get("requests") or []]
+    more = (row["request_count"] or 0) - len(requests)
+    return {**row, "members": [str(m) for m in h.get("members") or []], "path": _path_text(path),
+            "full_path": " > ".join(path), "requests": [(r, anchors.get(r)) for r in requests],
+            "more": more if more > 0 else 0, "urls": [str(u) for u in h.get("urls") or []],
+            "noted_by": [str(k) for k in h.get("noted_by") or []]}
+
+
+def _accounting(t: dict | None, anchors: dict, finding_anchor: dict) -> dict | None:
+    """accounting.json: explained against unexplained, overall and per URL, each finding's own
+    part, the top unexplained hotspots of each kind; None for a run written before it."""
+    if not t:
+        return None
+    urls = [{**_pick(u, "url requests sampled_requests mean_us explained_pct unexplained_pct"),
+             "top": [(str(h.get("name")), h.get("share_pct")) for h in u.get("top") or []]}
+            for u in t.get("urls") or []]
+    findings = [{**_pick(f, "key title severity share_pct owned_pct how"), "anchor": finding_anchor.get(f.get("key"))}
+                for f in t.get("findings") or []]
+    kinds = t.get("hotspots") or {}
+    hotspots = [{"kind": kind, "title": title, "rows": [_hotspot(h, anchors) for h in kinds.get(kind) or []]}
+                for kind, title in HOTSPOT_KINDS]
+    return {**_pick(t, "basis_text period_ms perf requests sampled_requests total_us explained_us unexplained_us "
+                       "explained_pct unexplained_pct mean_us overlap_pct findings_source"),
+            "split": bool(t.get("perf")) and str(t.get("basis") or "").startswith("excimer"),
+            "urls": urls, "findings": findings, "informational": [str(k) for k in t.get("informational") or []],
+            "hotspots": [k for k in hotspots if k["rows"]], "lead": hotspots[0]["rows"][:3],
+            "notes": [str(n) for n in t.get("notes") or []]}
+
+
 def _arm(arm) -> dict:
     arm = arm if isinstance(arm, dict) else {}
     s = arm.get("summary") or {}
@@ -671,6 +713,8 @@ def build_model(run: dict) -> dict:
         findings, orphans = _findings(run, anchors, seen_ids)
     with reading(run["dir"] / "bench.json", redo):
         bench = _bench(run["bench"])
+    with reading(run["dir"] / "accounting.json", redo):
+        accounted = _accounting(run.get("accounting"), anchors, {f["key"]: f["anchor"] for f in findings})
     with reading(run["bundle"].root / "manifest.json", "the bundle is damaged: capture it again"):
         method = _methodology(run)
     bundle = run["bundle"]
@@ -688,7 +732,7 @@ def build_model(run: dict) -> dict:
         severities[f["severity"]] = severities.get(f["severity"], 0) + 1
     return {**model, "target": run["findings"].get("target") or "?", "dir": str(run["dir"]),
             "bundle": str(run["bundle"].root), "analyze_cmd": shlex.join(["lockdown", "analyze", str(run["bundle"].root)]),
-            "method": method, "bench": bench, "findings": findings, "orphans": orphans,
+            "method": method, "bench": bench, "findings": findings, "orphans": orphans, "accounting": accounted,
             "dismissed": [{k: str(d.get(k, "")) for k in ("id", "function", "defined_at", "reason")}
                           for d in run["findings"].get("dismissed") or [] if isinstance(d, dict)],
             "severities": severities, "flames": flames}

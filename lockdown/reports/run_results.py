@@ -1,5 +1,5 @@
 """What a `lockdown run` directory holds, read once for the write-ups: bench.json,
-findings.json, the bundle's manifest and every verify/KEY/verify.json, through
+findings.json, accounting.json, the bundle's manifest and every verify/KEY/verify.json, through
 rundir/store.py's `open_run`, the one reader of run directories.
 
 Reading only: numbers are taken as the stages wrote them (a report never computes a
@@ -59,6 +59,7 @@ class RunResults:
     bundle: Path
     verified: dict[str, dict] = field(default_factory=dict)    # finding key -> verify.json
     run: dict = field(default_factory=dict)     # findings.json's run block (how the run was made)
+    accounting: dict | None = None      # accounting.json, None in a run written before it
 
     def verification(self, key: str) -> dict | None:
         return self.verified.get(key)
@@ -68,10 +69,10 @@ def load_results(directory: Path) -> RunResults:
     """The run directory as the write-ups read it (rundir/store.py open_run): every
     verification, bench.json and the bundle's manifest when they are there."""
     run = open_run(directory)
-    doc, bench = run.document, run.bench()
+    doc, bench, accounted = run.document, run.bench(), run.accounting()
     return RunResults(run.directory, doc.target, doc.findings, bench.to_json() if bench else None, run.manifest(),
                       run.bundle_dir, {key: v.to_json() for key, v in run.verifications().items()},
-                      doc.run.to_json() if doc.run else {})
+                      doc.run.to_json() if doc.run else {}, accounted.to_json() if accounted else None)
 
 
 def base_text(run: dict | None) -> str | None:

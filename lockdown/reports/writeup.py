@@ -1,5 +1,7 @@
 """Findings as markdown, one lockdown-style issue each (templates/finding.md.j2), and the
-lockdown's SUMMARY.md (templates/summary.md.j2). Everything from the target (URIs, SQL,
+lockdown's SUMMARY.md (templates/summary.md.j2); both open with the time accounting
+(accounting.json: how much of the sampled request time the findings explain, and the top
+unexplained hotspots) when the run has one. Everything from the target (URIs, SQL,
 function names) is put in code spans, fences or escaped table cells, so it reads as text.
 Numbers are printed as bench.json and verify.json hold them, in the formats of
 reports/numbers.py; commands to reproduce are rebuilt by reports/reproduce.py."""
@@ -112,6 +114,50 @@ _ENV.globals.update(paired=n.paired_clause, resolution=n.resolution_clause, serv
                     paired_cell=_paired_cell, canonical_text=canonical_text)
 
 
+LEAD_HOTSPOTS = 3        # the top unexplained hotspots SUMMARY.md leads with
+PATH_FRAMES = 5          # a hotspot's call path: its last frames
+
+
+def _span(v) -> str:
+    """Target text for a code span: one line, no backtick."""
+    return " ".join(str(v).split()).replace("`", "'")
+
+
+def _path(path) -> str:
+    frames = [_span(f) for f in path or []]
+    return ("... > " if len(frames) > PATH_FRAMES else "") + " > ".join(frames[-PATH_FRAMES:])
+
+
+def _ms(us) -> float | None:
+    return None if us is None else us / 1000
+
+
+def _accounting(r: RunResults) -> dict | None:
+    """accounting.json as the write-ups quote it: the shares overall and per URL, the top
+    unexplained hotspots (PHP functions, self: they partition the unexplained time), and each
+    finding's own part; None for a run written before it."""
+    t = r.accounting
+    if not t:
+        return None
+    top = []
+    for h in ((t.get("hotspots") or {}).get("self") or [])[:LEAD_HOTSPOTS]:
+        requests = [str(x) for x in h.get("requests") or []]
+        more = (h.get("request_count") or 0) - len(requests)
+        top.append({"name": _span(h["name"]), "share_pct": h.get("share_pct"), "ms": _ms(h.get("us_per_request")),
+                    "path": _path(h.get("path")), "path_pct": h.get("path_pct"), "requests": requests,
+                    "more": more if more > 0 else 0})
+    return {"explained_pct": t.get("explained_pct"), "unexplained_pct": t.get("unexplained_pct"),
+            "mean_ms": _ms(t.get("mean_us")), "sampled_requests": t.get("sampled_requests"),
+            "basis": t.get("basis_text") or t.get("basis"), "period_ms": t.get("period_ms"),
+            "overlap_pct": t.get("overlap_pct"), "top": top,
+            "urls": [{"url": u["url"], "requests": u.get("requests"), "mean_ms": _ms(u.get("mean_us")),
+                      "explained_pct": u.get("explained_pct"), "unexplained_pct": u.get("unexplained_pct"),
+                      "top": [(_span(h["name"]), h.get("share_pct")) for h in u.get("top") or []]}
+                     for u in t.get("urls") or []],
+            "owned": {f["key"]: f.get("owned_pct") for f in t.get("findings") or []},
+            "informational": set(t.get("informational") or []), "notes": list(t.get("notes") or [])}
+
+
 def _commands(r: RunResults) -> dict:
     """What the templates quote to reproduce the run and its verifications (shell-quoted)."""
     by_key = {f.key: f for f in r.findings}
@@ -129,7 +175,8 @@ def finding_markdown(f: Finding, r: RunResults, cmd: dict | None = None) -> str:
     alone and each verification that fixed it together with others (verify --all)."""
     together = [v for v in _together(r) if f.key in v["reprofile"].get("gone_by_finding", {})]
     return _ENV.get_template("finding.md.j2").render(f=f, target=r.target, v=r.verification(f.key),
-                                                     together=together, cmd=cmd or _commands(r))
+                                                     together=together, cmd=cmd or _commands(r),
+                                                     acct=_accounting(r))
 
 
 def _together(r: RunResults) -> list[dict]:
@@ -142,7 +189,7 @@ def summary_markdown(r: RunResults) -> str:
     verified = [r.verified[f.key] for f in r.findings if f.key in r.verified]
     together = _together(r)        # several findings fixed at once (verify --all, or --finding repeated)
     return _ENV.get_template("summary.md.j2").render(
-        r=r, b=r.bench, m=r.manifest, verified=verified, together=together, cmd=_commands(r),
+        r=r, b=r.bench, m=r.manifest, verified=verified, together=together, cmd=_commands(r), acct=_accounting(r),
         aside=set_aside_lines(r.bench) if r.bench else [], started=base_text(r.run),
         confirmed=sorted((v for v in verified if v["confirmed"]), key=lambda v: -v["bench"]["change"]["change_pct"]),
         failed=[v for v in verified if not v["confirmed"]],
