@@ -114,7 +114,8 @@ def instrument(sites: list[Site]) -> dict[int, Site]:
     for path, entries in by_file.items():
         code = path.read_bytes()
         for n, site in sorted(entries, key=lambda e: e[1].offset, reverse=True):
-            call = f" \\LockdownArgProbe::hit({n}, \\func_get_args(), isset($this) ? $this : null);".encode()
+            call = (f" $__lockdown_probe_call = \\LockdownArgProbe::hit({n}, \\func_get_args(), "
+                    f"isset($this) ? $this : null);").encode()
             code = code[:site.offset] + call + code[site.offset:]
         tmp = path.with_name(path.name + ".lockdown-probe")
         tmp.write_bytes(code)
@@ -133,13 +134,17 @@ def install(root: Path, chain_prepend: str | None = None) -> Path:
 
 
 COUNTS = ("calls", "distinct", "distinct_arguments")
+TIMES = ("total_us", "first_us", "repeat_us")
 
 
 def results(root: Path, numbers: dict[int, Site], app_dir: Path) -> dict[str, list[dict]]:
     """function -> one row per probed request that called it:
     {request, uri, calls, distinct, distinct_arguments, defined_at}, `defined_at` being the
-    definition that ran ("file:line" under `app_dir`). Two definitions of one name that both
-    ran in a request (one per class of a conditionally loaded pair) are counted together."""
+    definition that ran ("file:line" under `app_dir`), and when every call was timed, the wall
+    time of its calls (`total_us`), of its first call (`first_us`) and of its repeats
+    (`repeat_us`, the calls whose pair came earlier in the request). Two definitions of one
+    name that both ran in a request (one per class of a conditionally loaded pair) are counted
+    together."""
     out: dict[str, list[dict]] = {}
     for line in read_jsonl(root / "out" / "probe.jsonl"):
         per_request: dict[str, dict] = {}
@@ -150,12 +155,19 @@ def results(root: Path, numbers: dict[int, Site], app_dir: Path) -> dict[str, li
             row = per_request.get(site.function)
             if row is None:
                 row = per_request[site.function] = {"request": line.get("request"), "uri": line.get("uri"),
-                                                    **{k: 0 for k in COUNTS}, "defined_at": []}
+                                                    **{k: 0 for k in COUNTS + TIMES}, "defined_at": [],
+                                                    "timed": True}
             for k in COUNTS:
                 row[k] += v[k]
+            row["timed"] = row["timed"] and all(isinstance(v.get(k), int) for k in TIMES)
+            for k in TIMES:
+                row[k] += v.get(k) or 0
             row["defined_at"].append(site_label(site, app_dir))
         for fn, row in per_request.items():
             row["defined_at"] = ", ".join(row["defined_at"])
+            if not row.pop("timed"):
+                for k in TIMES:
+                    del row[k]
             out.setdefault(fn, []).append(row)
     return out
 

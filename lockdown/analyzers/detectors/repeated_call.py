@@ -14,9 +14,13 @@ worth a cache), and whose calls all do the same work: every callee is called
 a whole multiple of the function's own call count (each call makes the same child calls). xhprof
 keeps no arguments, so "same work per call" stands in for "same arguments"; it separates
 memoizable functions from dispatchers (apply_filters, do_action), whose calls run different
-callbacks. Functions that run callbacks themselves or through their callees
-(call_user_func*, array_map, usort...) are dispatchers and are skipped, and so are functions xhprof
-saw re-entered (`f@1`): their inclusive time counts nested calls twice (render_block), and a
+callbacks. Functions that run callbacks they are given, themselves or through their callees
+(call_user_func*, array_map, usort... running a named user function or a closure written
+elsewhere), are dispatchers and are skipped; callbacks of the function's own (closures written
+in it, builtins, through usort and its kind a method of its own class) are the same code on
+every call and do not count (`dispatchers`: an unseen app's pure pricing function, sorting and
+filtering with its own closures, was skipped before, at 18.9% of the samples). So are functions
+xhprof saw re-entered (`f@1`): their inclusive time counts nested calls twice (render_block), and a
 recursive walker belongs to fs-scan. Functions that send SQL themselves (wpdb::_do_query) are
 left to the query detectors, and so is any function each of whose calls ends in a query.
 Loaders are skipped too: when Excimer shows that at least `max_include_share_pct` of the time
@@ -24,14 +28,20 @@ under a function is spent in script files it includes itself (`drupal_load` ->
 `modules/x/x.module`), each call loads a different file -- xhprof, which keeps neither
 arguments nor includes, cannot tell that from a repeat.
 
-Share of request time: the function's inclusive time minus what one call would cost, over
-the request's wall time (what memoization would save), median over the profiled requests.
+Share of request time: the function's inclusive time less the one-time work done inside its
+calls (a connection or a file its first call opens: Drupal's db_escape_table, 95-98% of whose
+time is the connection; `one_time_share`), less what one call would cost, over the request's
+wall time (what memoization would save), median over the profiled requests; the cost per call
+leaves the one-time work out too. The argument probe then rescales the share to the time its
+timed repeats took (`judge`).
 """
 from __future__ import annotations
 
+import re
 import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ..builtins import base_name
 from ..findings import Evidence, Finding, severity_for
@@ -42,10 +52,15 @@ from .related import unlink_nested
 ID = "repeated-call"
 SUBJECT = "function"  # what tells its findings apart (findings.SUBJECT_KEYS)
 SAVE_LABEL = "share of request time a cache would save, %"
+ONE_TIME_LABEL = "one-time work inside its calls, % of request time (a cache does not save it)"
+ONE_TIME_SHOWN_PCT = 0.1    # one-time work under this share of the request goes unmentioned
 
 
 DISPATCH = {"call_user_func", "call_user_func_array", "array_map", "array_walk", "usort", "uasort",
             "uksort", "array_filter", "array_reduce", "iterator_apply"}
+# ... of which those that only call (hook runners, `call_user_func([$this, $action])`): a method
+# of the caller's own class run through them can be any of its methods, picked per call
+INVOKERS = {"call_user_func", "call_user_func_array", "iterator_apply"}
 
 
 def recursive_functions(profile: dict) -> set[str]:
@@ -69,12 +84,83 @@ def sends_sql(name: str) -> bool:
     return is_client_call(name) or name.lower() in PREPARES_AND_OTHERS
 
 
-def dispatchers(edges: dict) -> set[str]:
-    """Functions that run callbacks directly or one call away (do_action -> apply_filters ->
-    call_user_func_array): each call runs different code, so they are not memoization
-    candidates. A deeper callback (get_merged_data -> get_theme_data -> apply_filters) is part
-    of the work and does not disqualify."""
-    direct = {p for (p, c) in edges if c in DISPATCH}
+CLOSURE = re.compile(r"^(?:(?P<cls>[^:]+)::)?(?P<ns>(?:[^\\{]+\\)*)\{closure(?::(?P<owner>.*?)(?:\(\))?:\d+)?\}$")
+
+
+def closure_scope(name: str) -> tuple[str, str, str | None] | None:
+    """A closure as xhprof names it -> (its class or "", its namespace, the function whose
+    body defines it when the name says so); None for a named function. tideways names a
+    closure by where it was written: `{closure}` (global code or a global function),
+    `Ns\\{closure}` (a namespaced function), `Cls::Ns\\{closure}` (a method of Cls, static
+    closures too); PHP 8.4 adds the enclosing function: `{closure:Ns\\Cls::method():42}`."""
+    m = CLOSURE.match(name)
+    if m is None:
+        return None
+    owner = m["owner"]
+    if owner is not None and ("/" in owner or owner.endswith((".php", ".inc"))):
+        owner = None                 # a file-scope closure: `{closure:/app/index.php:12}`
+    return (m["cls"] or "", m["ns"].rstrip("\\"), owner)
+
+
+def own_closure(fn: str, callback: str) -> bool:
+    """`callback` is a closure written in `fn`'s own code: its enclosing function when the name
+    says it, else its scope (fn's class for a method, fn's namespace and no class for a
+    function). Two methods of one class share a scope, so a closure one passes to the other
+    looks like the other's own: the argument probe then sees a new closure object on each call."""
+    scope = closure_scope(callback)
+    if scope is None:
+        return False
+    cls, ns, owner = scope
+    if owner is not None:
+        return owner.lower() == fn.lower()
+    fn_cls, sep, _ = fn.partition("::")
+    if sep:
+        return cls.lower() == fn_cls.lower()
+    return not cls and ns.lower() == fn.rpartition("\\")[0].lower()
+
+
+def own_callback(fn: str, callback: str, builtin: str) -> bool:
+    """`callback`, run by `builtin`, is `fn`'s own code: a closure written in it, or (through
+    a builtin that transforms data: usort, array_filter, array_map...) a method of fn's own
+    class (`usort($rows, [$this, 'byPriority'])`)."""
+    if own_closure(fn, callback):
+        return True
+    cls, sep, _ = fn.partition("::")
+    return (bool(sep) and builtin not in INVOKERS and closure_scope(callback) is None
+            and callback.partition("::")[0].lower() == cls.lower())
+
+
+def dispatchers(edges: dict, internal: Callable[[str], bool] = lambda name: False) -> set[str]:
+    """Functions that run callbacks they are given, directly or one call away (do_action ->
+    apply_filters -> call_user_func_array): each call can run different code, so they are not
+    memoization candidates. A deeper callback (get_merged_data -> get_theme_data ->
+    apply_filters) is part of the work and does not disqualify.
+
+    Running a callback through a builtin (usort, array_filter, array_map...) makes a function a
+    dispatcher only when what the builtin ran can be something the function was given: a
+    named user function or method, or a closure written elsewhere. Closures written in the
+    function's own code (`usort($rules, static fn ($a, $b) => ...)`) and builtins named as
+    callbacks (`array_map('trim', ...)`) are the same code on every call. xhprof keeps one
+    level of context, so a builtin's callbacks are pooled over all its callers: a closure
+    written in another caller's code is that caller's; a named callback could be anyone's and
+    counts against every caller."""
+    ran: dict[str, set[str]] = defaultdict(set)        # callback-running builtin -> what it ran
+    callers: dict[str, set[str]] = defaultdict(set)    # ... -> the functions that called it
+    for (p, c) in edges:
+        if p in DISPATCH:
+            ran[p].add(c)
+        if c in DISPATCH:
+            callers[c].add(p)
+    direct = set()
+    for builtin, fns in callers.items():
+        for fn in fns:
+            others = fns - {fn}
+            given = [c for c in ran[builtin]
+                     if not own_callback(fn, c, builtin) and not any(own_callback(o, c, builtin) for o in others)
+                     and not (internal(c) and c not in DISPATCH)]
+            # call_user_func* always runs something: when xhprof shows nothing, assume the worst
+            if given or (builtin in INVOKERS and not ran[builtin]):
+                direct.add(fn)
     return direct | {p for (p, c) in edges if c in direct}
 
 
@@ -123,6 +209,90 @@ def include_share_pct(ctx: Context, fn: str) -> float | None:
     return 100.0 * included / on if on else None
 
 
+def call_graph(edges: dict) -> tuple[dict[str, list[tuple[str, dict]]], dict[str, set[str]]]:
+    """(caller -> [(callee, edge)], callee -> its callers) of one request, self-calls left out."""
+    children: dict[str, list[tuple[str, dict]]] = defaultdict(list)
+    callers: dict[str, set[str]] = defaultdict(set)
+    for (p, c), v in edges.items():
+        if p != c:
+            children[p].append((c, v))
+            callers[c].add(p)
+    return children, callers
+
+
+def once_under_us(edges: dict, fn: str, graph=None) -> tuple[float, list[tuple[float, str]]]:
+    """xhprof's time of one-time work inside `fn`'s calls in one request: the calls (of user
+    functions or builtins) made at most once in the request by `fn` or by a function that only
+    `fn`'s calls reach, and (their time, "caller > callee") heaviest first. xhprof keeps one
+    level of context, so a once-called function under a shared helper (Drupal's
+    `Database::getConnection` -> `openConnection`, whose callers are many) is left to the
+    Excimer stacks (`once_under_share`). `graph`: the request's `call_graph`, when known."""
+    children, callers = graph or call_graph(edges)
+    # the functions only fn's calls reach, through calls made more than once
+    inside, todo, waiting = {fn}, [fn], set()
+    while todo:
+        for c, v in children.get(todo.pop(), ()):
+            if v["ct"] > 1 and c not in inside:
+                waiting.add(c)
+        ready = [c for c in waiting if callers[c] <= inside]
+        for c in ready:
+            waiting.discard(c)
+            inside.add(c)
+            todo.append(c)
+    once = sorted(((v["wt"], f"{p} > {c}") for p in inside for c, v in children.get(p, ())
+                   if c not in inside and v["ct"] <= 1), reverse=True)
+    return float(sum(us for us, _ in once)), once
+
+
+def once_functions(ctx: Context) -> dict[str, set[str]]:
+    """URL -> the functions called at most once in every xhprof-instrumented request of it:
+    work a request does once, such as opening its database connection."""
+    out = {}
+    for url, rids in ctx.profiled_by_url.items():
+        most: dict[str, int] = defaultdict(int)
+        for rid in rids:
+            for f, t in ctx.xhprof.get(rid, {}).items():
+                most[f] = max(most[f], t["calls"])
+        out[url] = {f for f, n in most.items() if n <= 1 and f != "main()"}
+    return out
+
+
+def once_under(ctx: Context, fn: str, rid: str, once: dict[str, set[str]]) -> tuple[float, dict[str, float]]:
+    """In one timed request's Excimer stacks: the weight of the samples with `fn` on the stack
+    and, under it, a function its URL calls once per request (`once_functions`): time spent
+    once, inside one of fn's calls (its first, in practice), which a cache of fn does not
+    save; and that weight by the outermost such function."""
+    funcs = once.get(ctx.url_of.get(rid, "?")) or set()
+    total, by_fn = 0.0, defaultdict(float)
+    if not funcs:
+        return total, by_fn
+    for stack, w in (ctx.excimer.get(rid) or {}).items():
+        frames = stack.split(";")
+        if fn not in frames:
+            continue
+        below = frames[len(frames) - frames[::-1].index(fn):]
+        hit = next((f for f in below if f in funcs), None)
+        if hit is not None:
+            total += w
+            by_fn[hit] += w
+    return total, by_fn
+
+
+def once_under_share(ctx: Context, fn: str) -> tuple[float, dict[str, float]]:
+    """% of the timed requests' samples spent in one-time work under `fn` (`once_under`), and
+    that % by function."""
+    if not ctx.excimer_total:
+        return 0.0, {}
+    once = once_functions(ctx)
+    total, by_fn = 0.0, defaultdict(float)
+    for r in ctx.timed:
+        w, per = once_under(ctx, fn, r.id, once)
+        total += w
+        for f, x in per.items():
+            by_fn[f] += x
+    return 100.0 * total / ctx.excimer_total, {f: 100.0 * x / ctx.excimer_total for f, x in by_fn.items()}
+
+
 def timed_per_call_us(ctx: Context, fn: str, rows: list[dict]) -> float | None:
     """Inclusive time per call of `fn` in the timed requests of the URLs it was flagged on: each
     request's wall time x the share of its Excimer samples with `fn` on the stack, averaged,
@@ -130,25 +300,50 @@ def timed_per_call_us(ctx: Context, fn: str, rows: list[dict]) -> float | None:
     instrumented requests, which run several times slower (most in call-heavy code like this:
     WordPress's wp_get_global_settings, 2767 us per call under xhprof, about 400 us timed)."""
     urls = {r["url"] for r in rows}
+    once = once_functions(ctx)
     spent = []
     for r in ctx.timed:
         stacks = ctx.excimer.get(r.id) or {}
         total = sum(stacks.values())
         if ctx.url_of[r.id] in urls and total:
-            spent.append(r.wall_us * sum(w for s, w in stacks.items() if fn in s.split(";")) / total)
+            on = sum(w for s, w in stacks.items() if fn in s.split(";")) - once_under(ctx, fn, r.id, once)[0]
+            spent.append(r.wall_us * on / total)
     if not spent:
         return None
     return statistics.fmean(spent) / statistics.fmean(r["calls"] for r in rows)
 
 
-def saved_share(ctx: Context, fn: str, rows: list[dict]) -> float:
-    """% of request time a per-request cache of `fn` would save: Excimer's share of the timed
-    requests' samples with `fn` on the stack, less one call's worth; xhprof's inclusive time
-    (inflated by instrumentation) only without Excimer samples."""
-    calls_med = statistics.median(r["calls"] for r in rows)
+def one_time_share(ctx: Context, fn: str, rows: list[dict]) -> tuple[float, float, list[str], str]:
+    """(% of request time `fn`'s calls take, % of it spent in one-time work inside them, the
+    heaviest one-time work by name, where that came from: "excimer" or "xhprof"). With Excimer samples: their share with fn on the stack,
+    and of those, the share under a function called once per request (`once_under_share`) or,
+    when xhprof saw more, xhprof's one-time fraction of fn's time (`once_under_us`, which also
+    sees builtins, such as a connect or a sleep in a helper only fn calls) applied to it.
+    Without samples: xhprof's inclusive and one-time time over the request's wall time."""
+    xh_frac = statistics.median(min(1.0, r.get("once_us", 0) / r["inclusive_us"]) if r["inclusive_us"] else 0.0
+                                for r in rows)
+    xh_names = max((r.get("once", []) for r in rows), key=len)
     if ctx.excimer_total:          # sampled wall time: no instrumentation overhead in it
-        return ctx.php_share_pct(lambda f: f == fn) * (calls_med - 1) / calls_med
-    return statistics.median(r["saved_pct"] for r in rows)
+        on = ctx.php_share_pct(lambda f: f == fn)
+        once, by_fn = once_under_share(ctx, fn)
+        if on * xh_frac > once:
+            return on, on * xh_frac, xh_names, "xhprof"
+        return on, min(once, on), [f for f, _ in sorted(by_fn.items(), key=lambda kv: (-kv[1], kv[0]))][:3], "excimer"
+    on = statistics.median(100.0 * min(r["inclusive_us"], r["main_us"]) / r["main_us"] for r in rows)
+    return on, on * xh_frac, xh_names, "xhprof"
+
+
+def saved_share(ctx: Context, fn: str, rows: list[dict]) -> float:
+    """% of request time a per-request cache of `fn` would save: the time of its calls, less
+    the one-time work done inside them (`one_time_share`: a connection opened or a file loaded
+    by its first call, which a cache does not save), less one call's worth. Excimer's samples
+    of the timed requests; xhprof's inclusive time (inflated by instrumentation) only without
+    them."""
+    if not ctx.excimer_total:
+        return statistics.median(r["saved_pct"] for r in rows)     # one-time work left out (`_hits`)
+    calls_med = statistics.median(r["calls"] for r in rows)
+    on, once, _, _ = one_time_share(ctx, fn, rows)
+    return (on - once) * (calls_med - 1) / calls_med
 
 
 def _callers(ctx: Context, fn: str) -> set[str]:
@@ -169,7 +364,8 @@ def _hits(ctx: Context) -> dict[str, list[dict]]:
         main = ctx.wall_us(rid)
         if not main:
             continue
-        skip = recursive_functions(ctx.xhprof_profiles[rid]) | dispatchers(edges)
+        skip = recursive_functions(ctx.xhprof_profiles[rid]) | dispatchers(edges, ctx.is_internal)
+        graph = call_graph(edges)
         for fn, t in totals.items():
             if fn == "main()" or t["calls"] < min(min_calls, costly_calls) or ctx.is_internal(fn):
                 continue
@@ -181,12 +377,19 @@ def _hits(ctx: Context) -> dict[str, list[dict]]:
             uniform, ncallees = uniform_callees(edges, fn, t["calls"])
             if not uniform or sends_sql_each_call(edges, fn, t["calls"]):
                 continue
-            saved = t["inclusive_us"] * (t["calls"] - 1) / t["calls"]
+            once_us, once = once_under_us(edges, fn, graph)
+            once_us = min(once_us, t["inclusive_us"])
+            if (t["inclusive_us"] - once_us) / t["calls"] < min_per_call:
+                continue                  # cheap once its first call's one-time work is left out
+            saved = (t["inclusive_us"] - once_us) * (t["calls"] - 1) / t["calls"]
             callers = sorted(((v["ct"], p) for (p, c), v in edges.items() if c == fn), reverse=True)
             hits[fn].append({"request": rid, "url": ctx.url_of.get(rid, "?"), "calls": t["calls"],
                              "inclusive_us": t["inclusive_us"], "main_us": main,
                              "saved_pct": 100.0 * min(saved, main) / main, "callees": ncallees,
-                             "callers": [f"{p} ({ct})" for ct, p in callers[:3]]})
+                             "callers": [f"{p} ({ct})" for ct, p in callers[:3]],
+                             # one-time work inside its calls, when xhprof saw some
+                             **({"once_us": once_us, "once": [f"{name} ({us:.0f} us)" for us, name in once[:3]]}
+                                if once_us else {})})
     max_include = ctx.threshold(ID, "max_include_share_pct")
     loaders = {fn for fn in hits if (include_share_pct(ctx, fn) or 0.0) >= max_include}
     # a loader's helpers get its different argument on each call (drupal_get_filename)
@@ -210,6 +413,9 @@ class Case:
     timed_call: float | None        # ... in the timed requests (Excimer)
     nested: list[str]               # flagged functions called only from it, as often
     chain: list[str]                # the heaviest caller chain in the first request
+    one_time: float = 0.0           # % of request time in one-time work inside its calls (not saved)
+    one_time_in: list[str] = field(default_factory=list)    # ... where: the heaviest, by name
+    one_time_by: str = "excimer"    # ... seen in the Excimer stacks, or in xhprof's calls
 
     @property
     def requests(self) -> list[str]:
@@ -234,10 +440,11 @@ def decide(ctx: Context) -> list[Case]:
             # 12 us (minicms-clean's check_markup, 30 us under xhprof) crossed the floor when the
             # host was busy
             continue
+        _, once, once_in, once_by = one_time_share(ctx, fn, rows)
         cases.append(Case(fn, rows, share, bool(ctx.excimer_total),
                           statistics.median(r["inclusive_us"] / r["calls"] for r in rows), timed_call,
                           sorted(f for f, outer in inner.items() if outer == fn),
-                          ctx.call_chain(rows[0]["request"], fn)))
+                          ctx.call_chain(rows[0]["request"], fn), once, once_in, once_by))
     return cases
 
 
@@ -250,6 +457,9 @@ def describe(c: Case) -> Finding:
     calls = [r["calls"] for r in rows]
     share_source = ("Excimer samples with it on the stack x (calls-1)/calls, timed requests" if c.by_excimer
                     else "xhprof: inclusive time x (calls-1)/calls over the request's wall time")
+    shown_once = c.one_time >= ONE_TIME_SHOWN_PCT
+    if shown_once:
+        share_source += ", less the one-time work inside its calls"
     cost = (f"about {timed_call:.0f} us per call in the timed requests ({per_call:.0f} us under "
             f"xhprof's instrumentation)" if timed_call is not None else
             f"{per_call:.0f} us per call under xhprof's instrumentation (slower than untimed)")
@@ -262,7 +472,10 @@ def describe(c: Case) -> Finding:
         summary=(f"{fn} was called {lo if lo == hi else f'{lo}-{hi}'} times in each of {len(rows)} "
                  f"profiled request(s), {cost}, and every call made the same "
                  f"child calls: a candidate for a per-request cache (memoization), which would "
-                 f"save about {share:.1f}% of the request."),
+                 f"save about {share:.1f}% of the request."
+                 + (f" Left out of that: {c.one_time:.1f}% of the request spent on work done once per "
+                    f"request inside its calls ({', '.join(c.one_time_in)}), which its first call "
+                    f"still does with a cache." if shown_once else "")),
         evidence=[Evidence("calls per request", lo if lo == hi else f"{lo}..{hi}", f"xhprof of {len(rids)} request{'s' * (len(rids) != 1)}: {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"),
                   *([Evidence("inclusive time per call in timed requests (us)", round(timed_call),
                               "Excimer: wall time x share of samples with it on the stack, over "
@@ -274,8 +487,20 @@ def describe(c: Case) -> Finding:
                   Evidence("callers", "; ".join(rows[0]["callers"]), f"xhprof edges of {rids[0]}"),
                   Evidence("call chain", " > ".join(c.chain), f"xhprof of {rids[0]}"),
                   Evidence(SAVE_LABEL, round(share, 2), share_source),
+                  *([Evidence(ONE_TIME_LABEL, round(c.one_time, 2), one_time_source(c))] if shown_once else []),
                   *([Evidence("repeated inside it, as often", ", ".join(nested), "xhprof edges")] if nested else [])],
-        urls=urls, requests=rids[:5], details={"function": fn, "nested": nested, "rows": rows})
+        urls=urls, requests=rids[:5],
+        details={"function": fn, "nested": nested, "rows": rows,
+                 **({"one_time": {"share_pct": round(c.one_time, 2), "in": c.one_time_in}} if shown_once else {})})
+
+
+def one_time_source(c: Case) -> str:
+    where = ", ".join(c.one_time_in)
+    if c.one_time_by == "excimer":
+        return (f"Excimer: samples of the timed requests with it on the stack and, under it, a function "
+                f"xhprof counts once per request: {where}")
+    return (f"xhprof: calls made once per request by it or by a function only its calls reach: {where}"
+            + ("; as a part of its time, applied to its Excimer share" if c.by_excimer else ""))
 
 
 def _nested(hits: dict[str, list[dict]], ctx: Context) -> dict[str, str]:
@@ -334,8 +559,22 @@ def _probe_summary(fn: str, located: dict, rows: dict) -> dict | None:
         return None
     calls = sum(r["calls"] for r in probed)
     repeats = sum(r["calls"] - r["distinct"] for r in probed)
-    return {"function": fn, "located": located[fn], "requests": len(probed), "calls": calls,
-            "repeats": repeats, "repeat_pct": round(100.0 * repeats / calls, 1), "rows": probed}
+    out = {"function": fn, "located": located[fn], "requests": len(probed), "calls": calls,
+           "repeats": repeats, "repeat_pct": round(100.0 * repeats / calls, 1), "rows": probed}
+    if all("total_us" in r for r in probed):      # the probe timed every call
+        out.update({k: sum(r[k] for r in probed) for k in ("total_us", "first_us", "repeat_us")})
+    return out
+
+
+def whole_share(f: Finding) -> float | None:
+    """% of request time all the calls of `f`'s function take, one-time work included: its
+    share undone (`saved_share`: (whole - one-time) x (calls-1)/calls)."""
+    rows = f.details.get("rows") or []
+    if f.share_pct is None or not rows:
+        return None
+    n = statistics.median(r["calls"] for r in rows)
+    once = (f.details.get("one_time") or {}).get("share_pct", 0.0)
+    return f.share_pct * n / (n - 1) + once if n > 1 else None
 
 
 @dataclass
@@ -349,6 +588,19 @@ class Verdict:
     dismissed: str | None           # "different" (too few repeats), "small" (too little saved), or None
     min_repeat: float
     min_share: float
+    by_time: bool = False           # `saved` from the probe's timing of the repeats (else their count)
+
+    @property
+    def first_pct(self) -> float | None:
+        """% of the probed function's time spent in its first call of each request."""
+        p = self.probe
+        return 100.0 * p["first_us"] / p["total_us"] if p.get("total_us") else None
+
+    @property
+    def repeat_time_pct(self) -> float | None:
+        """% of the probed function's time spent in calls that repeat an earlier pair."""
+        p = self.probe
+        return 100.0 * p["repeat_us"] / p["total_us"] if p.get("total_us") else None
 
 
 def judge(f: Finding, located: dict[str, str], rows: dict[str, list[dict]], min_repeat: float,
@@ -367,9 +619,17 @@ def judge(f: Finding, located: dict[str, str], rows: dict[str, list[dict]], min_
     assumed = probe["calls"] - len(probe["rows"])
     saved = (None if f.share_pct is None else
              round(f.share_pct * probe["repeats"] / assumed, 2) if assumed > 0 else 0.0)
+    # timed by the probe: a cache saves the time of the repeats, not their number -- a first
+    # call that opens a connection or loads a file is most of the time and is not saved. The
+    # whole time of the finding's function, times the part of it the repeats took (those of a
+    # nested function: their time inside the outer function's calls)
+    whole = whole_share(f)
+    by_time = whole is not None and bool(outer.get("total_us")) and "repeat_us" in probe
+    if by_time:
+        saved = round(whole * min(1.0, probe["repeat_us"] / outer["total_us"]), 2)
     dismissed = ("different" if probe["repeat_pct"] < min_repeat
                  else "small" if saved is not None and saved < min_share else None)
-    return Verdict(fn, outer, probe, assumed, saved, dismissed, min_repeat, min_share)
+    return Verdict(fn, outer, probe, assumed, saved, dismissed, min_repeat, min_share, by_time)
 
 
 def apply_probe(findings: list[Finding], located: dict[str, str], rows: dict[str, list[dict]],
@@ -420,6 +680,14 @@ def describe_dismissal(v: Verdict) -> str:
         return (f"{outer['repeat_pct']:.0f}% of its {outer['calls']} probed calls repeated an "
                 f"earlier (object, arguments) pair in their request (below {v.min_repeat:g}%): "
                 f"different data each call, not a cache candidate")
+    if v.by_time:
+        first = (f" (its first call of each request took {v.first_pct:.0f}%: one-time work, such as "
+                 f"opening a connection or loading a file, that a cache does not save)"
+                 if v.first_pct is not None and v.first_pct >= 50 else "")
+        return (f"{probe['repeat_pct']:.0f}% of the {probe['calls']} probed calls of {probe['function']} "
+                f"repeated an earlier (object, arguments) pair, but they took {v.repeat_time_pct:.0f}% of "
+                f"its time{first}: a cache would save about {v.saved:.1f}% of the request "
+                f"(below {v.min_share:g}%)")
     return (f"{probe['repeat_pct']:.0f}% of the {probe['calls']} probed calls of {probe['function']} "
             f"repeated an earlier (object, arguments) pair: a cache would save about "
             f"{v.saved:.1f}% of the request (below {v.min_share:g}%)")
@@ -432,8 +700,10 @@ def describe_probed(f: Finding, v: Verdict) -> None:
     if saved is not None:
         for i, e in enumerate(f.evidence):
             if e.what == SAVE_LABEL:   # the share the finding states, with how it was rescaled
-                f.evidence[i] = Evidence(SAVE_LABEL, saved, f"{e.source}; x {repeats} repeats "
-                                         f"measured / {v.assumed} assumed (argument probe)")
+                how = (f"all its calls' time x {probe['repeat_us']} us of repeated calls / "
+                       f"{outer['total_us']} us of all calls of {fn} (argument probe's timing)" if v.by_time
+                       else f"x {repeats} repeats measured / {v.assumed} assumed (argument probe)")
+                f.evidence[i] = Evidence(SAVE_LABEL, saved, f"{e.source}; {how}")
     per_request = sorted({r["distinct"] for r in probed})
     distinct = per_request[0] if len(per_request) == 1 else f"{per_request[0]}..{per_request[-1]}"
     source = (f"argument probe: {len(probed)} request(s) of "
@@ -448,14 +718,20 @@ def describe_probed(f: Finding, v: Verdict) -> None:
                   + (f"; {fn} itself gets different arguments on {100 - outer['repeat_pct']:.0f}% "
                      f"of its calls, so the cache belongs on {where}, which it calls" if where != fn
                      else "")
+                  + (f". Timed by the probe, those repeats took {v.repeat_time_pct:.0f}% of the time of "
+                     f"{where}'s calls (its first call of each request {v.first_pct:.0f}%)" if v.by_time else "")
                   + (f". Counting only those repeats, a cache would save about {saved:.1f}% of "
                      f"the request." if saved is not None else "."))
-    f.evidence[1:1] = [
+    added = [
         Evidence(f"calls of {where} that repeat an earlier (object, arguments) pair",
                  f"{repeats} of {calls} ({probe['repeat_pct']:.0f}%)", source),
+        *([Evidence(f"time of the calls of {where} that repeat an earlier pair",
+                    f"{probe['repeat_us'] / 1000:.1f} of {probe['total_us'] / 1000:.1f} ms "
+                    f"({v.repeat_time_pct:.0f}%); its first call of each request: {v.first_pct:.0f}%",
+                    f"{source}, each call timed")] if v.by_time else []),
         Evidence("distinct (object, arguments) pairs per request", distinct, source),
         Evidence("defined at", probe["located"], "the target's files (PHP tokenizer)")]
     if where != fn:
-        f.evidence.insert(4, Evidence(f"calls of {fn} that repeat an earlier pair",
-                                      f"{outer['repeats']} of {outer['calls']} ({outer['repeat_pct']:.0f}%)",
-                                      source))
+        added.append(Evidence(f"calls of {fn} that repeat an earlier pair",
+                              f"{outer['repeats']} of {outer['calls']} ({outer['repeat_pct']:.0f}%)", source))
+    f.evidence[1:1] = added

@@ -2,25 +2,45 @@
 /*
  * lockdown's argument probe, loaded with auto_prepend_file in a probe run only (arg_probe.py).
  *
- * Each candidate function of the copy served has one call inserted at the top of its body:
- * \LockdownArgProbe::hit(N, \func_get_args(), isset($this) ? $this : null). For requests that
- * carry X-Lockdown-Probe it counts, per function, the calls and the distinct (object, argument
- * list) pairs: xhprof keeps no arguments, so this is what tells a memoizable repeat (the same
+ * Each candidate function of the copy served has one statement inserted at the top of its body:
+ * $__lockdown_probe_call = \LockdownArgProbe::hit(N, \func_get_args(), isset($this) ? $this : null).
+ * For requests that carry X-Lockdown-Probe it counts, per function, the calls and the distinct
+ * (object, argument list) pairs: xhprof keeps no arguments, so this is what tells a memoizable repeat (the same
  * arguments again) from a function called on different data. Objects are told apart by
  * identity, through a WeakMap (spl_object_id is reused once an object is freed, which would
  * make different objects look the same), so two equal but distinct objects count as
  * different: the probe errs towards "not a repeat".
+ *
+ * It also times each call: hit() returns a LockdownArgProbeCall that the inserted line keeps
+ * in a local variable ($__lockdown_probe_call), so that PHP destroys it when the call returns
+ * (or throws), and its destructor adds the call's wall time to the function's total, to its
+ * first call's (the first of the request) and to its repeats' (the calls whose pair came
+ * earlier: what a per-request cache would answer). The clock starts after the fingerprints
+ * are taken, so the probe's own work in hit() is left out of the call it times.
  */
+final class LockdownArgProbeCall
+{
+    public function __construct(private int $fn, private bool $first, private bool $repeat, private int $start)
+    {
+    }
+
+    public function __destruct()
+    {
+        LockdownArgProbe::took($this->fn, $this->first, $this->repeat, hrtime(true) - $this->start);
+    }
+}
+
 final class LockdownArgProbe
 {
     private static $on = null;
     private static $calls = [];
     private static $keys = [];
     private static $argKeys = [];
+    private static $ns = [];
     private static $ids;
     private static $next = 0;
 
-    public static function hit(int $fn, array $args, $self): void
+    public static function hit(int $fn, array $args, $self): ?LockdownArgProbeCall
     {
         if (self::$on === null) {
             self::$on = isset($_SERVER['HTTP_X_LOCKDOWN_PROBE']);
@@ -30,7 +50,7 @@ final class LockdownArgProbe
             }
         }
         if (!self::$on) {
-            return;
+            return null;
         }
         try {
             $a = self::fingerprint($args, 0);
@@ -38,9 +58,27 @@ final class LockdownArgProbe
         } catch (\Throwable $e) {
             $a = $k = 'x' . self::$next++;    // cannot fingerprint: count it as different
         }
+        $first = !isset(self::$calls[$fn]);
         self::$calls[$fn] = (self::$calls[$fn] ?? 0) + 1;
-        self::$keys[$fn][strlen($k) > 64 ? md5($k) : $k] = true;
+        $k = strlen($k) > 64 ? md5($k) : $k;
+        $repeat = isset(self::$keys[$fn][$k]);
+        self::$keys[$fn][$k] = true;
         self::$argKeys[$fn][strlen($a) > 64 ? md5($a) : $a] = true;
+        return new LockdownArgProbeCall($fn, $first, $repeat, hrtime(true));
+    }
+
+    public static function took(int $fn, bool $first, bool $repeat, int $ns): void
+    {
+        $t = self::$ns[$fn] ?? ['total' => 0, 'first' => 0, 'repeats' => 0, 'timed' => 0];
+        $t['total'] += $ns;
+        $t['timed']++;
+        if ($first) {
+            $t['first'] += $ns;
+        }
+        if ($repeat) {
+            $t['repeats'] += $ns;
+        }
+        self::$ns[$fn] = $t;
     }
 
     private static function fingerprint($v, int $depth): string
@@ -76,6 +114,11 @@ final class LockdownArgProbe
         foreach (self::$calls as $fn => $n) {
             $out[$fn] = ['calls' => $n, 'distinct' => count(self::$keys[$fn]),
                          'distinct_arguments' => count(self::$argKeys[$fn])];
+            $t = self::$ns[$fn] ?? null;
+            if ($t !== null && $t['timed'] === $n) {     // a call still running (exit() inside it) is not timed
+                $out[$fn] += ['total_us' => intdiv($t['total'], 1000), 'first_us' => intdiv($t['first'], 1000),
+                              'repeat_us' => intdiv($t['repeats'], 1000)];
+            }
         }
         $line = json_encode(['request' => (string) ($_SERVER['HTTP_X_LOCKDOWN_REQUEST'] ?? ''),
                              'uri' => (string) ($_SERVER['REQUEST_URI'] ?? ''),
