@@ -45,5 +45,5 @@ def target_inputs(target) -> list[Path | None]:
 
 def run_inputs(run_dir: Path) -> list[Path]:
     """What the commands that read a `lockdown run` directory read from it."""
-    return [run_dir / name for name in ("findings.json", "analysis.json", "bench.json", "bundle",
+    return [run_dir / name for name in ("findings.json", "analysis.json", "accounting.json", "bench.json", "bundle",
                                         "findings", "verify")]

@@ -21,8 +21,8 @@ from .main import deadline, main
 @main.command("run")
 @click.argument("target")
 @click.option("-o", "--output", "out", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Directory for bench.json, the bundle, analysis.json, findings.json, write-ups, "
-                   "flame graphs and report.html.")
+              help="Directory for bench.json, the bundle, analysis.json, findings.json, accounting.json, "
+                   "write-ups, flame graphs and report.html.")
 @click.option("--runs", type=click.IntRange(1), default=RUN_DEFAULTS["runs"], show_default=True,
               help="Measured benchmark runs.")
 @click.option("--duration", type=click.IntRange(1), default=RUN_DEFAULTS["duration"], show_default=True,
