@@ -347,8 +347,6 @@ def test_catalog_capture_holds_what_the_app_counted(catalog_run, truth):
         assert calls(profile, "glob") == t["plugins"]["globs"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 30: a pure function whose body calls array_filter and usort with "
-                                       "closures is classed as a dispatcher and never reported")
 def test_pure_pricing_function_with_callbacks_is_a_repeated_call(catalog_run, truth):
     _, _, data = catalog_run
     rc = [f for f in by_id(data)["repeated-call"] if f["details"]["function"] == PRICING]
@@ -397,7 +395,7 @@ def test_plugin_walk_text_says_what_was_observed(catalog_run):
 
 
 @pytest.mark.xfail(strict=True, reason="issue 30: no recipe applies to an unseen app and no remediation is "
-                                       "generated from the evidence: 0 of 5 defect findings have one")
+                                       "generated from the evidence: 0 of 6 defect findings have one")
 def test_every_defect_finding_has_a_remediation(catalog_run):
     _, _, data = catalog_run
     missing = [f["key"] for f in defects(data) if not (f["remediations"] and all(x["checked"] for x in f["remediations"]))]
