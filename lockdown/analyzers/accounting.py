@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..bundle.model import ExcimerProfile, PerfSample, Statement
 from .builtins import ROOT, entries
+from .detectors.stat_storm import stat_sample as storm_sample
 from .findings import Finding
 from .off_cpu import app_relative
 from .sql_caller import caller_of
@@ -75,22 +76,6 @@ SPILL_FLAGS = ("tmp_table_on_disk", "filesort_on_disk", "merge_passes")   # disk
 _COMPILER = re.compile(r"^(compile_file(\.|$)|compile_string(\.|$)|zendparse|zendlex|lex_scan|zend_compile_|"
                        r"zend_optimize_script|zend_optimizer_|zend_accel_script_persist|zend_persist_|"
                        r"persistent_compile_file)")
-# stat-storm's: path resolution and stat-family system calls ...
-_STAT_FRAME = re.compile(
-    r"^(php_stat|tsrm_realpath|virtual_file_ex|realpath_cache_|zend_resolve_path|php_resolve_path|"
-    r"expand_filepath|php_check_open_basedir|__do_sys_newfstatat|__do_sys_newstat|__do_sys_newlstat|"
-    r"__do_sys_statx|do_statx|vfs_statx|vfs_fstatat|do_faccessat|do_readlinkat|__x64_sys_(newfstatat|newstat|"
-    r"newlstat|statx|access|faccessat2?|readlink)\b)")
-# ... but not inside a directory read (fs-scan's) ...
-_WALK_FRAME = re.compile(r"^(_?php_stream_opendir|_?php_stream_readdir|_?php_stream_scandir|php_plain_files_dirstream|"
-                         r"__opendir|__readdir|__GI___readdir|__GI___getdents|__getdents|iterate_dir|"
-                         r"__x64_sys_getdents|php_glob|glob(64)?$|spl_filesystem_dir)")
-_RESOLVE_FRAME = re.compile(r"^(tsrm_realpath|virtual_file_ex|realpath_cache_|zend_resolve_path|php_resolve_path|"
-                            r"expand_filepath|php_check_open_basedir)")
-# ... nor a stat-family builtin's own stat, which no setting saves, unless it resolves its path
-_APP_STAT_FRAME = re.compile(r"^(php_stat$|zif_(file_exists|is_file|is_dir|is_link|is_readable|is_writable|"
-                             r"is_writeable|is_executable|filemtime|filectime|fileatime|filesize|fileperms|"
-                             r"fileinode|fileowner|filegroup|filetype|stat|lstat)$)")
 _DB_DSO = re.compile(r"^(mysqlnd|mysqli|pdo_mysql|pdo|pgsql|pdo_pgsql|sqlite3|pdo_sqlite)\.so$")
 # database client builtins (xhprof names): their callers are where a request waits for its statements
 _DB_BUILTIN = re.compile(r"^(mysqli|mysql_|pdo|pg_|sqlite3?)", re.I)
@@ -105,10 +90,8 @@ def regex_sample(frames) -> bool:
 
 
 def stat_sample(frames) -> bool:
-    names = [f[1] for f in frames]
-    if not any(_STAT_FRAME.match(n) for n in names) or any(_WALK_FRAME.match(n) for n in names):
-        return False
-    return not (any(_APP_STAT_FRAME.match(n) for n in names) and not any(_RESOLVE_FRAME.match(n) for n in names))
+    """stat-storm's own rule (path resolution and stat calls the engine's caches could absorb)."""
+    return storm_sample(list(frames))
 
 
 def in_extension(names: Iterable[str]) -> Callable:

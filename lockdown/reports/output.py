@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import LockdownError
+from ..rundir.store import write_text_atomic as write_whole
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
@@ -23,15 +24,7 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
         return _write_through(path, text)
     if path.is_symlink():
         path = Path(os.path.realpath(path))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        tmp.replace(path)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise LockdownError(f"cannot write {path}: {e.strerror or e}; choose another -o")
-    return path
+    return write_whole(path, text)
 
 
 def writes_through(path: Path) -> bool:
