@@ -54,8 +54,6 @@ KNOWN = {
     # the argument probe (`check_repeated_calls`, shared by run and verify) decides on findings
     # with the detectors' rules: a remediation step living in harness
     ("lockdown.harness.probe", "lockdown.analyzers"),
-    # verify draws the differential flame graphs itself; goes with verify's pipeline
-    ("lockdown.remediation.verify", "lockdown.reports.flamegraph"),
 }
 
 

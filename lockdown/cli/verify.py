@@ -7,19 +7,14 @@ from pathlib import Path
 
 import click
 
-from ..paths import check_config_path
-from ..errors import LockdownError
 from ..harness.bench import BenchOptions
-from ..remediation.verify import (distinct, load_run, pick_all, pick_finding, pick_remediations, verify,
-                                  verify_key)
+from ..pipeline.verify import VerifyOptions, measure_verify, open_verify, plan_verify, rewrite_reports
 from ..progress import for_command
-from ..reports.run_documents import write_finding_writeups, write_report
 from ..reports.verify_text import format_verify
 from .json_output import check_destination, emit, json_option, to_stdout, written_line
 from .destinations import check_not_input, run_inputs
 from .bench import check_bounds
 from .main import deadline, main
-from ..remediation.user_patch import checked, load_patch
 from .stack_options import ab_options, check_max_runs, max_runs_option
 
 CONFIRMED, NOT_CONFIRMED = 0, 3
@@ -72,27 +67,19 @@ def verify_cmd(directory, wanted, everything, each, numbers, patch_files, runs, 
     if patch_files and (everything or each or numbers):
         raise click.UsageError("--patch is the fix of the findings given with --finding: not with --all, "
                                "--each or --remediation")
-    patches = [load_patch(p) for p in patch_files]
-    run = load_run(directory.resolve())
-    check_config_path(run.directory, "copy the run directory to a path without them and verify it there")
-    check_destination(json_out)
-    check_not_input(json_out, run_inputs(run.directory), "--json")
-    say = for_command(f"verify {'all' if everything else '+'.join(wanted)}", to_stdout(json_out))
-    if everything:
-        findings = pick_all(run, say)
-        rems = distinct([f.remediations[0] for f in findings])
-    else:
-        findings = list({f.key: f for f in (pick_finding(run, w) for w in wanted)}.values())
-        rems = patches or distinct([r for f in findings for r in pick_remediations(f, numbers)])
-    key = verify_key(findings, everything)
     bench = BenchOptions(runs=runs, duration=duration, concurrency=concurrency, workers=workers,
                          load=load, warmup_duration=warmup_duration)
+    options = VerifyOptions(findings=list(wanted), everything=everything, each=each, numbers=numbers,
+                            patches=list(patch_files), bench=bench, max_runs=max_runs, requests=requests,
+                            probe=not no_probe)
+    opened = open_verify(directory, options)
+    check_destination(json_out)
+    check_not_input(json_out, run_inputs(opened.run.directory), "--json")
+    say = for_command(f"verify {'all' if everything else '+'.join(wanted)}", to_stdout(json_out))
+    plan = plan_verify(opened, options, say)
     with deadline(timeout):
-        if patches:   # against the files the run served: its base's diffs first
-            rems = checked(run.target, patches, say, run.base.remediations if run.base else [])
-        result = verify(run, findings, rems, bench, requests, probe=not no_probe, say=say, key=key,
-                        each=each, max_runs=max_runs)
-    raise SystemExit(publish(run.directory, key, result, json_out))
+        result = measure_verify(plan, say)
+    raise SystemExit(publish(plan.run.directory, plan.key, result, json_out))
 
 
 def publish(run_dir: Path, key: str, result: dict, json_out: Path | None) -> int:
@@ -102,16 +89,13 @@ def publish(run_dir: Path, key: str, result: dict, json_out: Path | None) -> int
     warning line, not the measurement: the old report stays as it was and `lockdown report`
     can be run again (the same for the write-ups, and `lockdown writeup`)."""
     written = run_dir / "verify" / key / "verify.json"
-    try:
-        notes = write_finding_writeups(run_dir)
-    except (LockdownError, OSError) as e:
-        notes = None
-        click.echo(f"lockdown: warning: {run_dir / 'findings'}/*.md not updated: {e}; the verification is "
-                   f"saved in {written}, and `lockdown writeup {run_dir} -o OUTDIR` writes them", err=True)
-    try:
-        report, problem = write_report(run_dir), None
-    except (LockdownError, OSError) as e:
-        report, problem = None, str(e)
+    published = rewrite_reports(run_dir)
+    notes, report, problem = published.writeups, published.report, published.report_error
+    if published.writeups_error is not None:
+        click.echo(f"lockdown: warning: {run_dir / 'findings'}/*.md not updated: {published.writeups_error}; the "
+                   f"verification is saved in {written}, and `lockdown writeup {run_dir} -o OUTDIR` writes them",
+                   err=True)
+    if problem is not None:
         click.echo(f"lockdown: warning: report.html not updated: {problem}; the verification is saved "
                    f"in {written}, and `lockdown report {run_dir}` rebuilds the report once that is fixed", err=True)
     paths = {"verify_json": str(written), "report": report and str(report)}

@@ -14,30 +14,28 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .. import paths
-from ..analyzers.detectors import build_context, detect, with_defaults
+from ..analyzers.detectors import with_defaults
 from ..analyzers.findings import Finding, Remediation, predicted_ratio
-from ..analyzers.stacks import stacks
-from ..bundle.store import open_bundle
-from ..bundle.validate import coverage_checks
-from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
-from ..harness.ab_bench import DEFAULT_MAX_RUNS, PairPlan, run_ab
+from ..harness.ab_bench import DEFAULT_MAX_RUNS, PairPlan
 from ..harness.bench import BenchOptions
-from ..harness.probe import check_repeated_calls
-from ..harness.profile import ProfileOptions, run_profile
 from ..harness.stack import StackOptions
-from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph
-from ..rundir.model import VERIFY_FORMAT
-from ..rundir.store import FINDINGS, open_run, write_json_atomic, write_text_atomic
+from ..rundir.store import FINDINGS, open_run, write_json_atomic
 from ..signals import held
 from ..targets.config import Target
 from ..targets.registry import resolve
-from .apply import applied, ini_changes, remedy
+from .apply import ini_changes, remedy
 from .base import Base
+
+
+# the measuring step `verify` runs in its work directory: (run, findings, key, remediations, bench,
+# requests, probe, work, final, say, each, plan) -> verify.json's document
+Measure = Callable[..., dict]
 
 
 @dataclass
@@ -161,66 +159,15 @@ def predicted_change(findings: list[Finding]) -> float | None:
     return 100.0 * (max(ratios) - 1.0) if ratios else None
 
 
-def time_per_unit(bundle) -> dict[str, float | None]:
-    """Per kind of stack, the ms per timed request that one sample of `stacks(bundle, kind,
-    counts=True)` stands for: an Excimer sample is its period of wall time, a perf sample
-    1/perf_freq s of CPU; None when the manifest does not say."""
-    cap = bundle.manifest.get("capture", {})
-    timed = sum(1 for r in bundle.requests() if not r.instrumented)
-    units = {"php": cap.get("excimer_period_ms"),
-             "native": 1000.0 / cap["perf_freq"] if cap.get("perf_freq") else None}
-    return {kind: unit / timed if unit and timed else None for kind, unit in units.items()}
-
-
-def _diff_svgs(before: Path, after: Path, out: Path, title: str) -> dict:
-    """PHP and native differential flame graphs, before -> after, where both captures have them:
-    one with AFTER's widths (what the patched code spends), one with BEFORE's (where what the
-    patch removed shows, blue). Colours compare time per request: BEFORE's samples are scaled by
-    its sampling period and request count to AFTER's, so a frame that got cheaper is blue even
-    when it is a larger share of a much faster page (shares turned nearly everything red after
-    a 20x fix), and captures sampled at different Excimer periods compare fairly."""
-    written = {}
-    b, a = open_bundle(before), open_bundle(after)
-    units_b, units_a = time_per_unit(b), time_per_unit(a)
-    builtins = php_builtins(a.manifest.get("php", {}))
-    for kind in ("php", "native"):
-        try:
-            old, new = stacks(b, kind, counts=True), stacks(a, kind, counts=True)
-        except LockdownError:
-            written[kind] = None
-            continue
-        if not old or not new:
-            written[kind] = None
-            continue
-        unit_b, unit_a = units_b[kind], units_a[kind]
-        factor = unit_b / unit_a if unit_b and unit_a else None
-        for widths, key, name in (("after", kind, f"diff-{kind}.svg"),
-                                  ("before", f"{kind}_before_widths", f"diff-{kind}-before.svg")):
-            # the picture's own samples stay real counts; the other side is scaled to them
-            if factor is None:
-                pair, how = (old, new), "(shares of the total)"
-            elif widths == "after":
-                pair = ({k: v * factor for k, v in old.items()}, new)
-                how = f"in time per request (before's samples x {factor:.3g}: its sampling and request count)"
-            else:
-                pair = (old, {k: v / factor for k, v in new.items()})
-                how = f"in time per request (after's samples x {1 / factor:.3g}: its sampling and request count)"
-            opts = FlameOptions(title=f"{title}: {kind} stacks, before -> after",
-                                subtitle=f"widths from {widths}; red grew, blue shrank {how}",
-                                builtins=builtins, palette=kind)
-            write_text_atomic(out / name, render_diff_flamegraph(*pair, opts, normalize=factor is None,
-                                                                 widths=widths))
-            written[key] = name
-    return written
-
-
 def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediation], bench: BenchOptions,
            requests: int | None, probe: bool = True, say=print, key: str | None = None,
-           each: bool = False, max_runs: int = DEFAULT_MAX_RUNS) -> dict:
-    """Verify `findings` (one, or several together) with `remediations`; the result is also
-    written to DIR/verify/KEY/verify.json (KEY: `verify_key`). With `each` (several findings),
-    also what each fix adds to the others (`_each`). The first `bench.runs` pairs are a pilot:
-    more are taken, up to `max_runs`, when they are too noisy to resolve the predicted change."""
+           each: bool = False, max_runs: int = DEFAULT_MAX_RUNS, measure: Measure | None = None) -> dict:
+    """Verify `findings` (one, or several together) with `remediations`: the verification's
+    transaction. `measure` (lockdown/pipeline/verify.py's) measures into a work directory beside
+    DIR/verify/KEY (KEY: `verify_key`) and returns verify.json's document, which is written
+    there; the work directory then replaces DIR/verify/KEY whole, or is removed on failure.
+    The first `bench.runs` pairs are a pilot: more are taken, up to `max_runs`, when they are
+    too noisy to resolve the predicted change (`predicted_change`)."""
     key = key or verify_key(findings)
     final = run.directory / "verify" / key
     work = final.with_name(f".{key}.tmp-{os.getpid()}")
@@ -234,7 +181,8 @@ def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediati
                             f"in the run directory: make it writable, or copy it somewhere that is")
     try:
         plan = PairPlan(predicted_change(findings), max_runs, "the predicted")
-        result = _verify(run, findings, key, remediations, bench, requests, probe, work, final, say, each, plan)
+        result = (measure or _verify)(run, findings, key, remediations, bench, requests, probe, work, final,
+                                      say, each, plan)
         write_json_atomic(work / "verify.json", result)
         old = final.with_name(f".{key}.old-{os.getpid()}")
         with held():       # the old result out and the new one in, not one without the other
@@ -248,7 +196,7 @@ def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediati
         raise
 
 
-def _recaptured(g: Finding) -> dict:
+def recaptured(g: Finding) -> dict:
     """A finding of the re-capture as verify.json lists it; a repeated-call one with what the
     argument probe counted, so the reader sees it was checked."""
     row = {"key": g.key, "id": g.id, "subject": g.subject, "severity": g.severity,
@@ -260,16 +208,16 @@ def _recaptured(g: Finding) -> dict:
     return row
 
 
-def _summary(f: Finding) -> dict:
+def summary_of(f: Finding) -> dict:
     return {"key": f.key, "id": f.id, "title": f.title, "subject": f.subject, "share_pct": f.share_pct}
 
 
-def _base_of(run: RunRecord) -> list[Remediation]:
+def base_of(run: RunRecord) -> list[Remediation]:
     """The remediations of the fixes `run` started from (none for a run of the target as it ships)."""
     return list(run.base.remediations) if run.base else []
 
 
-def _left_out(run: RunRecord, findings: list[Finding], rems: list[Remediation], say) -> dict[str, tuple]:
+def left_out_arms(run: RunRecord, findings: list[Finding], rems: list[Remediation], say) -> dict[str, tuple]:
     """The extra arms of `--each`: every distinct remediation left out once ("all but it"),
     arm name -> (the findings it fixes, its remediation's identity, the arm's StackOptions).
     Findings sharing one remediation are left out together."""
@@ -278,14 +226,14 @@ def _left_out(run: RunRecord, findings: list[Finding], rems: list[Remediation], 
         groups.setdefault(_ident(f.remediations[0]), []).append(f.key)
     arms = {}
     for n, (ident, keys) in enumerate(groups.items(), 1):
-        others = _base_of(run) + [r for r in rems if _ident(r) != ident]
+        others = base_of(run) + [r for r in rems if _ident(r) != ident]
         say(f"[each] arm without-{n}: all fixes but {', '.join(keys)}")
         arms[f"without-{n}"] = (keys, ident, StackOptions(php_ini=ini_changes(others, run.php_ini),
                                                           remedy=remedy(others, say)))
     return arms
 
 
-def _each(left_out: dict[str, tuple], ab: dict) -> list[dict]:
+def each_adds(left_out: dict[str, tuple], ab: dict) -> list[dict]:
     """What each fix adds to the others: "all but it" against "all" (the after arm), paired by
     round in the same benchmark as the main A/B. The complement of verifying a fix alone,
     which says what it buys on the unpatched site."""
@@ -302,72 +250,7 @@ def _each(left_out: dict[str, tuple], ab: dict) -> list[dict]:
     return out
 
 
-def _verify(run: RunRecord, findings: list[Finding], key: str, rems: list[Remediation], bench: BenchOptions,
-            requests: int | None, probe: bool, work: Path, final: Path, say, each: bool = False,
-            plan: PairPlan | None = None) -> dict:
-    t = run.target
-    after_ini = ini_changes(rems, run.php_ini)
-    base = _base_of(run)
-    patch = remedy(base + rems, say)
-    # a run on top of verified fixes (run --on-top-of): the before arm is the site as they left it
-    if base:
-        say(f"[base] both arms start from {run.base.describe()}")
-    before_opts = StackOptions(php_ini=dict(run.php_ini), remedy=remedy(base, say) if base else None)
-    after_opts = StackOptions(php_ini=after_ini, remedy=patch)
-    if len(findings) == 1:
-        finding = _summary(findings[0])
-    else:
-        finding = {"key": key, "id": None, "subject": None, "share_pct": None,
-                   "title": f"{len(findings)} fixes together: {', '.join(g.key for g in findings)}"}
-    say(f"== A/B benchmark: {finding['key']} ({finding['title']})")
-    left_out = _left_out(run, findings, rems, say) if each and len(findings) > 1 else {}
-    ab = run_ab(t, work / "ab", before_opts, after_opts, bench, say=say,
-                others={arm: spec[2] for arm, spec in left_out.items()}, plan=plan)
-    say("== re-profile with the remediation applied")
-    capture = CaptureSettings(xhprof_every=run.xhprof_every)
-    bundle_dir = run_profile(t, work / "profile-run", work / "bundle",
-                             ProfileOptions(requests=requests or run.requests, capture=capture,
-                                            php_ini=after_ini, remedy=patch, applied=applied(base + rems)),
-                             say=say)
-    after_bundle = open_bundle(bundle_dir)
-    checks = coverage_checks(after_bundle)   # validate's checks; the files were just written whole
-    for c in checks:
-        if not c.ok:     # the verdict stands, but "gone" rests on a thinner capture than promised
-            say(f"[reprofile] warning: check failed on the re-capture: {c.name}: {c.detail}")
-    after = detect(build_context(after_bundle, run.thresholds))
-    dismissed: list[dict] = []
-    if probe:   # as `run` does, so a candidate its probe dismissed is not "still there" here
-        after, dismissed = check_repeated_calls(t, after, run.thresholds, work / "probe-run",
-                                                php_ini=after_ini, remedy=patch, say=say)
-    left = {g.key: still_there(g, after) for g in findings}
-    contributions = _each(left_out, ab) if left_out else None
-    remaining = list({h.key: h for g in findings for h in left[g.key]}.values())
-    diffs = _diff_svgs(run.bundle, bundle_dir, work, key) if run.bundle.is_dir() else {}
-    change = ab["change"]
-    confirmed = not remaining and change["significant"] and change["change_pct"] > 0
-    return {
-        "format": VERIFY_FORMAT,
-        "finding": finding,
-        "findings": [_summary(g) for g in findings],
-        "target": t.name,
-        # description: where it came from (a recipe, the memo, `--patch FILE`: verify --patch)
-        "remediations": [{"kind": r.kind, "file": r.file, "content": r.content, "steps": r.steps,
-                          "description": r.description} for r in rems],
-        "php_ini": {"before": run.php_ini, "after": after_ini},
-        # applied to both arms (run --on-top-of); a run on top of this verification starts from them too
-        "base_remediations": [asdict(r) for r in base],
-        "base_source": run.base.source if run.base else None,
-        "responses": ab.pop("responses", None),
-        "bench": ab,
-        "reprofile": {"bundle": str(final / "bundle"), "requests": requests or run.requests,
-                      "gone": not remaining, "remaining": [g.key for g in remaining],
-                      "gone_by_finding": {k: not v for k, v in left.items()},
-                      "new": [g.key for g in new_in(run.findings, after)],
-                      "findings": [_recaptured(g) for g in after],
-                      "probed": probe, "dismissed": dismissed,
-                      "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in checks]},
-        "before_bundle": str(run.bundle),
-        "diff_svg": diffs,
-        "confirmed": confirmed,
-        **({"each": contributions} if contributions is not None else {}),
-    }
+def _verify(*args) -> dict:
+    """The measuring step `verify` runs when none is given: there is none here, the stages are
+    lockdown/pipeline/verify.py's `measure`, which passes itself (tests replace this one)."""
+    raise LockdownError("verify measures through lockdown.pipeline.verify (its `measure`)")
