@@ -56,7 +56,7 @@ def new_findings(reprofile: dict) -> list[tuple[str, str]]:
 
 def diff_graph_kind(key: str) -> tuple[str, bool]:
     """A verify.json diff_svg key as (stacks: php or native, drawn with BEFORE's widths):
-    `php`, `php_before_widths` (remediation/verify.py `_diff_svgs`)."""
+    `php`, `php_before_widths` (pipeline/verify.py `diff_svgs`)."""
     kind, before, _ = key.partition("_before_widths")
     return kind, bool(before)
 
