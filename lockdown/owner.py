@@ -7,12 +7,20 @@ import os
 from pathlib import Path
 
 
-def _start_time(pid: int) -> str | None:
+def stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state first, then ppid, pgrp, ...;
+    the name may hold spaces and parentheses, so it is cut at the last ')'), or None when the
+    process is gone."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat[stat.rfind(")") + 2:].split()[19]
+    return stat[stat.rfind(")") + 2:].split()
+
+
+def _start_time(pid: int) -> str | None:
+    fields = stat_fields(pid)
+    return fields[19] if fields else None
 
 
 def owner_record() -> dict:

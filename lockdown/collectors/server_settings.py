@@ -319,8 +319,7 @@ class SlowLogCapture:
         return dest
 
     def _write_record(self) -> None:
-        d = records_dir()
-        d.mkdir(parents=True, exist_ok=True)
+        d = paths.make_dir(records_dir(), "LOCKDOWN_SERVERS_DIR")
         self.record = d / f"{os.getpid()}-{int(time.time() * 1000)}.json"
         data = {**owner_record(), "server_key": _server_key(self.db), "created": time.time(),
                 "tmp": str(self.tmp),

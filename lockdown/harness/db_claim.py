@@ -188,7 +188,7 @@ class Claim:
             raise LockdownError(f"cannot claim database {database} on {db.where()}: {e}")
         try:
             d = records_dir()
-            paths.make_dir(d, "LOCKDOWN_HOME")
+            paths.make_dir(d, "LOCKDOWN_SERVERS_DIR")
             record = d / f"{os.getpid()}-{time.time_ns()}.json"
             data = {**owner_record(), "where": db.where(), "database": database,
                     "run_dir": str(run_dir), "created": time.time(), "server": _server_record(db)}

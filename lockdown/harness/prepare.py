@@ -222,6 +222,7 @@ def _build(target: Target, tmp: Path) -> None:
     with ProcessGroup(tmp / "work") as procs:
         db = None
         mysql = None
+        password = ""          # the app account's, when the target has a database
         try:
             if target.database:
                 PrivateMariaDB.initialize(procs, tmp / "data")
@@ -239,8 +240,7 @@ def _build(target: Target, tmp: Path) -> None:
                 for sql in (target.schema, target.seed):
                     if sql:
                         db.load_file(sql, name)
-            env = app_env(target, tmp / "app", PLACEHOLDER_URL, db, target.database,
-                          db_password=Prepared(target, tmp).app_password())
+            env = app_env(target, tmp / "app", PLACEHOLDER_URL, db, target.database, db_password=password)
             if target.configure:
                 run_target_command(procs, target, "configure", target.configure, env, 300)
             if target.install:

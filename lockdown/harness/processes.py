@@ -24,7 +24,7 @@ from ..errors import LockdownError, PhaseFailed
 from .. import paths
 from ..signals import held
 # moved below the stages (run_marker needs them); kept here for every other importer
-from ..owner import _start_time, owner_alive, owner_record  # noqa: F401
+from ..owner import owner_alive, owner_record, stat_fields
 from . import ports
 from .service_account import Account, demote, die_with_parent
 
@@ -204,12 +204,8 @@ def _group_members(pgid: int) -> list[int]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            stat = Path(entry.path, "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
+        fields = stat_fields(int(entry.name))
+        if fields and fields[0] != "Z" and int(fields[2]) == pgid:
             members.append(int(entry.name))
     return members
 
@@ -252,20 +248,17 @@ def _own_line() -> set[int]:
     pids, pid = set(), os.getpid()
     while pid > 1 and pid not in pids:
         pids.add(pid)
+        fields = stat_fields(pid)
         try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-            pid = int(stat[stat.rfind(")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
+            pid = int(fields[1])
+        except (TypeError, ValueError, IndexError):
             break
     return pids
 
 
 def _state(pid: int) -> str | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2:].split()[0]
+    fields = stat_fields(pid)
+    return fields[0] if fields else None
 
 
 def marked_processes(run_dir: str) -> list[int]:

@@ -60,43 +60,41 @@ def os_user() -> str:
     return pwd.getpwuid(os.geteuid()).pw_name
 
 
+def _chown_tree(path: Path, uid: int, gid: int, files: bool = True) -> None:
+    """`path` and every directory under it (and, with `files`, every file and link) to uid:gid;
+    links are changed themselves, never followed."""
+    for root, dirs, names in os.walk(path):
+        os.chown(root, uid, gid, follow_symlinks=False)
+        if files:
+            for name in names + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+                os.chown(os.path.join(root, name), uid, gid, follow_symlinks=False)
+
+
 def give(path: Path, acct: Account | None, recursive: bool = False) -> Path:
     """`path` (and everything under it, when `recursive`) owned by the servers' account, so they
     can write it; nothing to do when lockdown is not root."""
     if acct is None:
         return path
-    os.chown(path, acct.uid, acct.gid, follow_symlinks=False)
     if recursive and path.is_dir() and not path.is_symlink():
-        for root, dirs, files in os.walk(path):
-            for name in dirs + files:
-                os.chown(os.path.join(root, name), acct.uid, acct.gid, follow_symlinks=False)
+        _chown_tree(path, acct.uid, acct.gid)
+    else:
+        os.chown(path, acct.uid, acct.gid, follow_symlinks=False)
     return path
 
 
 def reclaim(path: Path) -> None:
     """`path` and everything under it owned by lockdown's user again (a prepared datadir
     between runs: no server's account may change it)."""
-    if os.geteuid() != 0:
-        return
-    for root, dirs, files in os.walk(path):
-        os.chown(root, 0, 0, follow_symlinks=False)
-        for name in dirs + files:
-            os.chown(os.path.join(root, name), 0, 0, follow_symlinks=False)
+    if os.geteuid() == 0:
+        _chown_tree(path, 0, 0)
 
 
 def give_dirs(path: Path, acct: Account | None) -> None:
     """Every directory under `path` owned by the account, the files left as they are: an app copy
     whose files are hard links into the prepared tree, which the workers may read and replace
     (a new file renamed over) but never write through."""
-    if acct is None:
-        return
-    for root, dirs, _ in os.walk(path):
-        os.chown(root, acct.uid, acct.gid, follow_symlinks=False)
-        for name in dirs:
-            p = os.path.join(root, name)
-            if os.path.islink(p):
-                continue
-            os.chown(p, acct.uid, acct.gid, follow_symlinks=False)
+    if acct is not None:
+        _chown_tree(path, acct.uid, acct.gid, files=False)
 
 
 def share(path: Path, acct: Account | None) -> Path:
