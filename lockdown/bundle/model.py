@@ -240,6 +240,22 @@ class ExcimerProfile(_Record):
         return out
 
 
+
+@dataclass
+class EngineEvents(_Record):
+    """Engine events of one request of a worker perf watched, by name (collectors/engine_events.py):
+    `pcre2_compile` (patterns PCRE compiled), and lookups that failed with ENOENT/ENOTDIR by
+    system call (`access`, `newfstatat`, `openat`, ...); a name the capture counted but this
+    request never hit is left out (0)."""
+    request: str
+    pid: int
+    counts: dict[str, int]
+
+    def problem(self) -> str | None:
+        if any(v < 0 for v in self.counts.values()):
+            return "field counts has a negative count"
+        return None
+
 # Nested shapes. A capture has hundreds of thousands of frames and samples: the frame check is
 # a plain loop (measured faster than column-wise builtins for perf's ~10 frames per sample),
 # the sample check column-wise (an Excimer profile has hundreds of samples).

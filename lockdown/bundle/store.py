@@ -20,7 +20,7 @@ from typing import Iterable, Iterator
 
 from .. import paths
 from ..errors import LockdownError
-from .model import (FORMAT, VERSION, ExcimerProfile, PerfSample, RecordError, RequestRecord,
+from .model import (FORMAT, VERSION, EngineEvents, ExcimerProfile, PerfSample, RecordError, RequestRecord,
                     Statement, brief, checker, numbers_fit)
 
 AGAIN = "the bundle is damaged, capture it again"
@@ -202,6 +202,10 @@ class Bundle:
 
     def perf_samples(self) -> Iterator[PerfSample]:
         return self._records("perf/samples.jsonl", PerfSample)
+
+    def engine_events(self) -> list[EngineEvents]:
+        """Engine events per request (collectors/engine_events.py); [] when not collected."""
+        return list(self._records("perf/events.jsonl", EngineEvents))
 
     def build_ids(self) -> dict[str, str]:
         """DSO path -> GNU build id of every DSO the perf samples touch ({} without perf)."""

@@ -35,6 +35,7 @@ def check_integrity(bundle: Bundle) -> None:
     bundle.statements()
     deque(bundle.perf_samples(), maxlen=0)
     bundle.excimer()
+    bundle.engine_events()
     bundle.build_ids()
     for rid in bundle.xhprof_ids():
         bundle.xhprof(rid)

@@ -21,12 +21,14 @@ from ..harness.toolchain import tool
 
 
 class PerfRecorder:
+    NAME = "perf-record"           # the child's name and its log's
+
     def __init__(self, procs: ProcessGroup, out_dir: Path, freq: int):
         self.procs = procs
         self.out_dir = out_dir
         self.freq = freq
         self.data = out_dir / "perf.data"
-        self.log = procs.run_dir / "logs" / "perf-record.out"
+        self.log = procs.run_dir / "logs" / f"{self.NAME}.out"
         self.child: Child | None = None
         self._ack: int | None = None          # read end of the ack FIFO (controlled mode)
 
@@ -34,8 +36,7 @@ class PerfRecorder:
         """Attach to `pids`. `controlled`: perf also listens on a FIFO so that `pause` and
         `resume` can switch sampling off and on (an interleaved overhead check)."""
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        argv = [tool("perf"), "record", "-F", str(self.freq), "--call-graph", "dwarf",
-                "-k", "CLOCK_MONOTONIC", "-p", ",".join(map(str, pids)), "-o", str(self.data)]
+        argv = self.argv(pids)
         if controlled:
             ctl, ack = self.out_dir / "control.fifo", self.out_dir / "ack.fifo"
             for fifo in (ctl, ack):
@@ -44,7 +45,7 @@ class PerfRecorder:
             # perf opens the ack FIFO for writing, which blocks until a reader has it open
             self._ack = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)
             argv += ["--control", f"fifo:{ctl},{ack}"]
-        self.child = self.procs.spawn("perf-record", argv, log=self.log)
+        self.child = self.procs.spawn(self.NAME, argv, log=self.log)
         # perf writes the header (and the workers' synthesized mmaps) once it is attached.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -55,6 +56,12 @@ class PerfRecorder:
                 return
             time.sleep(0.05)
         raise PhaseFailed(f"perf record did not attach within {timeout:g} s", tail(self.log, 10))
+
+    def argv(self, pids: list[int]) -> list[str]:
+        """`perf record` of timed samples with DWARF call graphs (engine_events.py counts
+        events instead)."""
+        return [tool("perf"), "record", "-F", str(self.freq), "--call-graph", "dwarf",
+                "-k", "CLOCK_MONOTONIC", "-p", ",".join(map(str, pids)), "-o", str(self.data)]
 
     def _command(self, word: str, timeout: float = 10) -> None:
         ctl = self.out_dir / "control.fifo"

@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import __version__
 from ..bundle.store import BundleWriter
 from ..collectors import assemble, request_log, server_status
+from ..collectors import engine_events
 from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import STATEMENT_MEMORY, SlowLogCapture, read_settings
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
@@ -304,6 +305,8 @@ class _Capture:
     cpus: dict = field(default_factory=lambda: {"baseline": [], "capture": []})
     status: list[dict] = field(default_factory=list)   # the database server's counters per slice
     perf: PerfRecorder | None = None
+    events: engine_events.EventRecorder | None = None   # counted alongside perf
+    workers: list[int] = field(default_factory=list)
     slow_plans: object = None
     captured: DriveResult | None = None
     profiled: DriveResult | None = None
@@ -496,6 +499,8 @@ def _capture(run: _Capture) -> None:
     stack, settings, say = run.stack, run.settings, run.say
     workers = stack.fpm.worker_pids()
     run.perf = PerfRecorder(stack.procs, run.run_dir / "perf", settings.perf_freq)
+    run.events = engine_events.EventRecorder(stack.procs, run.run_dir / "perf")
+    run.workers = workers
     footprint = server_status.own_footprint(stack.db) if stack.db else {}
     with contextlib.ExitStack() as during:
         slow, collectors = _start_collectors(run, during, workers)
@@ -531,8 +536,12 @@ def _start_collectors(run: _Capture, during: contextlib.ExitStack, workers: list
         during.callback(run.perf.stop)
         say(f"[capture] perf record at {settings.perf_freq} Hz on workers "
             f"{', '.join(map(str, workers))}")
+        run.events.start(workers, controlled=run.k > 1)
+        during.callback(run.events.stop)
+        say(f"[capture] engine events counted: {', '.join(run.events.events) or 'none'}"
+            + "".join(f"; {n}" for n in run.events.notes))
     collectors = ([slow] if slow is not None else []) + \
-        ([run.perf] if "perf" in settings.collect else [])
+        ([run.perf, run.events] if "perf" in settings.collect else [])
     return slow, collectors
 
 
@@ -627,6 +636,7 @@ def _collected(run: _Capture, records: list, writer: BundleWriter) -> dict:
             script(stack.procs, run.perf.data, text)
         collected["perf"] = assemble.perf(run.perf.data, text, build_ids(stack.procs, run.perf.data),
                                           records, writer)
+        collected["perf"]["events"] = _engine_events(run, records, writer)
     if "excimer" in collect:
         collected["excimer"] = assemble.excimer(out / "excimer.jsonl", records, writer)
     if "xhprof" in collect:
@@ -637,3 +647,13 @@ def _collected(run: _Capture, records: list, writer: BundleWriter) -> dict:
                                                    run.opts.concurrency, writer, plans=run.slow_plans,
                                                    sql_mode=sql_mode)
     return collected
+
+
+def _engine_events(run: _Capture, records: list, writer: BundleWriter) -> dict:
+    """The engine events counted alongside perf (collectors/engine_events.py), per request."""
+    ev = run.events
+    if ev is None or not ev.events:
+        return ev.summary() if ev is not None else {"events": [], "notes": ["not started"]}
+    text = run.run_dir / "perf" / "events.txt"
+    engine_events.script(run.stack.procs, ev.data, text)
+    return engine_events.assemble(text, ev.summary(), run.workers, records, writer)

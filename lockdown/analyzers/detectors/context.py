@@ -33,6 +33,9 @@ class Context:
     manifest: dict
     thresholds: dict = field(default_factory=dict)
     excimer_profiles: list[ExcimerProfile] = field(default_factory=list)   # with sample times
+    # engine events per request of a watched worker: request id -> {event: count}
+    # (collectors/engine_events.py; {} when the bundle did not count them)
+    engine_events: dict[str, dict[str, int]] = field(default_factory=dict)
 
     # -- requests -------------------------------------------------------------------------
     @cached_property
@@ -243,6 +246,11 @@ class Context:
         cls, sep, _ = name.partition("::")
         return cls.lower() in self.internal_classes if sep else name.lower() in self.internal_functions
 
+    @property
+    def events_counted(self) -> list[str]:
+        """The engine events the capture counted (a request without one hit none)."""
+        return list((self.manifest.get("collected", {}).get("perf") or {}).get("events", {}).get("events") or [])
+
     def threshold(self, detector: str, name: str):
         """A documented threshold (thresholds.toml, overridable with --thresholds)."""
         return self.thresholds[detector][name]
@@ -262,4 +270,5 @@ def build_context(bundle: Bundle, thresholds: dict) -> Context:
         manifest=bundle.manifest,
         thresholds=thresholds,
         excimer_profiles=profiles,
+        engine_events={e.request: e.counts for e in bundle.engine_events()},
     )

@@ -1,0 +1,204 @@
+"""regex-compile: regular expressions compiled on every request, because the pattern's text is
+new each time (docs/pathologies.md section 5, "Regex compilation on the hot path").
+
+Mechanism: every preg_* call looks its pattern up, by its exact text, in the worker's
+compiled-regex cache (4096 entries per process, PHP's ext/pcre); a miss runs `pcre2_compile`,
+and with `pcre.jit=1` `pcre2_jit_compile` as well, both far dearer than the match of a short
+subject. A pattern built with per-call data (an id, a nonce, a counter, a user's search terms
+in the pattern rather than in the subject) is new text every time, so every call compiles it
+(and fills the cache, which PHP then empties, so fixed patterns compile again too).
+
+Signature, per URL: the median of its timed requests' compilations (`pcre2_compile` calls,
+counted by a uprobe alongside perf: collectors/engine_events.py) at least
+`min_compiles_per_request`, on at least `min_request_share` of them, AND compilations per
+preg_* call (the URL's xhprof-profiled requests; when it has none, not checked) at least
+`min_compile_ratio`: a cached pattern compiles once per worker, not per call. The function
+named is the caller of preg_* with the most time in preg_* calls in the URL's profiled
+requests (xhprof; compilation is what makes those calls slow), or, without a profile,
+"(unknown)". URLs with the same function are one finding (subject: the function).
+
+Share: the on-CPU native samples with PCRE's compiler on the stack (`pcre2_compile_8`,
+`pcre2_jit_compile_8`, PHP's bundled `php_pcre2_*compile*`) x the timed requests' CPU/wall ratio,
+on the finding's URLs; without samples, the caller's preg_* time in the profiled requests x
+compilations per call, over their wall time. Severity by share (high >= 10, medium >= 3).
+
+Not flagged: patterns that compile once per worker (the first request of each); a capture
+without the compile count (no uprobe: PHP's bundled PCRE, perf without root) -- the issue is
+then only in hot-builtins / pcre-jit-off; regex time with a cached pattern (a matter of the
+pattern or the subject, not of compilation).
+"""
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from ..findings import Evidence, Finding, severity_for
+from .context import Context
+from .figures import number, spread
+from .hot_builtins import cpu_fraction, sources
+
+ID = "regex-compile"
+SUBJECT = "function"
+EVENT = "pcre2_compile"
+PREG = ("preg_match", "preg_match_all", "preg_replace", "preg_replace_callback", "preg_replace_callback_array",
+        "preg_split", "preg_grep", "preg_filter")
+_COMPILE_FRAME = re.compile(r"^(pcre2_compile_8|pcre2_jit_compile_8|php_pcre2_\w*compile\w*)$")
+
+
+def is_compile_sample(frames: list) -> bool:
+    return any(_COMPILE_FRAME.match(f[1]) for f in frames)
+
+
+def event_spread(ctx: Context, names: tuple[str, ...] | str) -> dict[str, list[int]]:
+    """URL -> the summed count of `names` in each of its timed requests the capture watched
+    (requests of workers perf did not watch have no record and are left out)."""
+    wanted = (names,) if isinstance(names, str) else names
+    out: dict[str, list[int]] = defaultdict(list)
+    for r in ctx.timed:
+        counts = ctx.engine_events.get(r.id)
+        if counts is not None:
+            out[ctx.url_of[r.id]].append(sum(counts.get(n, 0) for n in wanted))
+    return dict(out)
+
+
+def _is_own(caller: str) -> bool:
+    return caller.startswith("Lockdown\\")          # the capture's prepend
+
+
+def preg_callers(ctx: Context, rids: list[str]) -> dict[str, dict]:
+    """Caller -> {calls, wall_us} of its preg_* calls, per profiled request (averaged)."""
+    got: dict[str, Counter] = defaultdict(Counter)
+    for rid in rids:
+        for (p, c), e in ctx.xhprof_edges.get(rid, {}).items():
+            if p != c and c in PREG and not _is_own(p):
+                got[p]["calls"] += e["ct"]
+                got[p]["wall_us"] += e["wt"]
+    n = max(1, len(rids))
+    return {p: {"calls": number(v["calls"] / n), "wall_us": number(v["wall_us"] / n)} for p, v in got.items()}
+
+
+@dataclass
+class UrlCase:
+    url: str
+    compiles: dict                  # spread of compilations per timed request
+    requests: int                   # timed requests counted
+    showing: int                    # ... with at least min_compiles_per_request
+    profiles: list[str]
+    preg_calls: float | None        # preg_* calls per profiled request (the app's own)
+    ratio: float | None             # median compilations / preg_* calls
+    callers: dict[str, dict]        # preg_* callers in the profiled requests
+    function: str
+
+
+def url_case(ctx: Context, url: str, counts: list[int]) -> UrlCase | None:
+    least, share = ctx.threshold(ID, "min_compiles_per_request"), ctx.threshold(ID, "min_request_share")
+    showing = sum(1 for n in counts if n >= least)
+    median = statistics.median(counts)
+    if median < least or showing < share * len(counts):
+        return None
+    rids = ctx.profiled_by_url.get(url, [])
+    callers = preg_callers(ctx, rids)
+    calls = number(sum(v["calls"] for v in callers.values())) if rids else None
+    ratio = round(median / calls, 2) if calls else None
+    if ratio is not None and ratio < ctx.threshold(ID, "min_compile_ratio"):
+        return None
+    function = max(callers, key=lambda p: (callers[p]["wall_us"], p)) if callers else "(unknown)"
+    return UrlCase(url, spread(counts), len(counts), showing, rids, calls, ratio, callers, function)
+
+
+@dataclass
+class Case:
+    function: str
+    urls: list[UrlCase]
+    cpu: float | None               # compile samples, % of the URLs' on-CPU samples
+    share: float | None
+    share_source: str
+    samples: int
+    requests: list[str]
+
+
+def decide(ctx: Context) -> list[Case]:
+    if EVENT not in ctx.events_counted:
+        return []
+    by_function: dict[str, list[UrlCase]] = defaultdict(list)
+    for url, counts in sorted(event_spread(ctx, EVENT).items()):
+        c = url_case(ctx, url, counts)
+        if c is not None:
+            by_function[c.function].append(c)
+    return [case_of(ctx, function, urls) for function, urls in sorted(by_function.items())]
+
+
+def case_of(ctx: Context, function: str, urls: list[UrlCase]) -> Case:
+    mine = {u.url for u in urls}
+    samples = [s for s in ctx.native if ctx.url_of.get(s.request) in mine]
+    hits = [s for s in samples if is_compile_sample(s.frames)]
+    cpu = share = None
+    if samples:
+        cpu = round(100.0 * len(hits) / len(samples), 2)
+        weight = sum(r.wall_us for r in ctx.timed if ctx.url_of[r.id] in mine)
+        share = round(cpu * cpu_fraction(ctx) * weight / ctx.wall_us_total, 2) if ctx.wall_us_total else None
+        source = (f"perf samples with pcre2_compile_8/pcre2_jit_compile_8 on the stack: {len(hits)} of the "
+                  f"{len(samples)} on the finding's URLs, x CPU/wall of the timed requests, x their part of all "
+                  "timed requests' wall time")
+    else:
+        parts = [(u.callers.get(function, {}).get("wall_us", 0) * min(1.0, u.ratio or 1.0),
+                  sum(ctx.wall_us(r) for r in u.profiles) / max(1, len(u.profiles))) for u in urls if u.profiles]
+        share = round(100.0 * sum(p for p, _ in parts) / sum(w for _, w in parts), 2) if parts else None
+        source = f"xhprof: {function}'s preg_* time x compilations per call, over the profiled requests' wall time"
+    examples = Counter()
+    for s in hits:
+        examples[s.request] += 1
+    rids = [r for r, _ in examples.most_common(5)] or [rid for u in urls for rid in u.profiles][:5]
+    return Case(function, urls, cpu, share, source, len(samples), rids)
+
+
+def detect(ctx: Context) -> list[Finding]:
+    return [describe(c) for c in decide(ctx)]
+
+
+# -- description ---------------------------------------------------------------------------------
+
+def describe_evidence(c: Case) -> list[Evidence]:
+    evidence = []
+    for u in c.urls:
+        evidence.append(Evidence(f"{u.url}: patterns compiled per request (min/median/max)",
+                                 f"{u.compiles['min']}/{u.compiles['median']}/{u.compiles['max']}",
+                                 f"pcre2_compile_8 uprobe, {u.showing} of {u.requests} timed requests "
+                                 "(perf/events.jsonl)"))
+        if u.preg_calls is not None:
+            evidence.append(Evidence(f"{u.url}: preg_* calls per request; compiled per call",
+                                     f"{u.preg_calls:g}; {u.ratio:g}", sources(u.profiles)))
+        for p, v in sorted(u.callers.items(), key=lambda kv: -kv[1]["wall_us"])[:3]:
+            evidence.append(Evidence(f"{u.url}: preg_* calls from {p} per request, and their us",
+                                     f"{v['calls']:g}, {v['wall_us']:g}", sources(u.profiles)))
+    if c.cpu is not None:
+        evidence.append(Evidence("on-CPU samples compiling patterns (PCRE's compiler and JIT compiler), %",
+                                 c.cpu, f"perf samples of the timed requests on these URLs ({c.samples})"))
+    evidence.append(Evidence("share of request time, %", c.share, c.share_source))
+    return evidence
+
+
+def describe(c: Case) -> Finding:
+    med = max(u.compiles["median"] for u in c.urls)
+    calls = [u.preg_calls for u in c.urls if u.preg_calls is not None]
+    return Finding(
+        id=ID, title=f"Regexes compiled on every request: {med:g} patterns per request, from {c.function}",
+        severity=severity_for(c.share, high=10, medium=3), share_pct=c.share,
+        summary=(f"PCRE compiled {med:g} patterns per request"
+                 + (f" for {max(calls):g} preg_* calls" if calls else "")
+                 + f"; the preg_* calls that cost the most come from {c.function}. PHP keeps compiled "
+                   "patterns per worker by their exact text, so a pattern that holds per-call data (an id, a "
+                   "counter, a nonce, the user's input) is new text and compiled again, with the JIT, on "
+                   "every call. Keep the pattern's text fixed (a constant or one pattern built once) and pass "
+                   "the variable part as the subject, a capture group or a preg_quote'd alternation built "
+                   "once per request."),
+        evidence=describe_evidence(c),
+        urls=[u.url for u in c.urls], requests=c.requests,
+        details={"function": c.function,
+                 "compiled_per_request": {u.url: u.compiles for u in c.urls},
+                 "preg_calls_per_request": {u.url: u.preg_calls for u in c.urls},
+                 "compiled_per_call": {u.url: u.ratio for u in c.urls},
+                 "callers": {u.url: u.callers for u in c.urls},
+                 "compile_on_cpu_pct": c.cpu})
