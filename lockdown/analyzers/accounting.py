@@ -15,7 +15,9 @@ the database, the disk, a lock, a CPU). A capture without Excimer falls back to 
 explained + unexplained = the sampled time by construction, per request, URL and overall.
 
 What a finding owns (`claim_of`; informational findings, hot-builtins and blocking-wait, own
-nothing: they describe time, they do not explain it with a fix):
+nothing: they describe time, they do not explain it with a fix; nor do hotspot findings, which
+point at time nobody explains: were they to own it, they would explain themselves, and the
+unexplained share would shrink by the very findings that measure it):
 
 - a PHP function (fs-scan: its walker; repeated-call: its function and the functions only it
   calls; file-static-cache: its getter; any other finding whose details name a `function`):
@@ -142,10 +144,17 @@ def findings_from_json(data) -> list[Finding]:
 PLACED = ", placed on their senders' calls and the URL's database samples"
 
 
+UNCLAIMED = frozenset({"hotspot"})   # defect findings that own nothing (module docstring)
+
+
+def owns_nothing(f: Finding) -> bool:
+    return not f.is_defect or f.id in UNCLAIMED
+
+
 def claim_of(finding) -> Claim | None:
-    """What a defect finding owns; None for an informational one."""
+    """What a defect finding owns; None for an informational one or a hotspot."""
     f = _finding(finding)
-    if not f.is_defect:
+    if owns_nothing(f):
         return None
     d = f.details or {}
     base = dict(key=f.key or f.id, id=f.id, title=f.title, severity=f.severity, share_pct=f.share_pct)
@@ -383,10 +392,12 @@ class Accounting:
     overall: Part
     urls: list[Part]
     findings: list[FindingTime]
-    informational: list[str]       # keys of findings that own nothing by rule
+    informational: list[str]       # keys of findings that own nothing by rule (hotspot findings too)
     hotspots: dict[str, list[Hotspot]]
     notes: list[str] = field(default_factory=list)
     findings_source: str = ""      # where the findings came from (the detect step, a findings.json)
+    # (slice, its unexplained us): what the hotspot step reads; not in to_json
+    unexplained_slices: list = field(default_factory=list, repr=False)
 
     @property
     def overlap_us(self) -> float:
@@ -457,7 +468,7 @@ def account(slices: list[Slice], url_of: Mapping[str, str], findings: Iterable,
     placed over all its slices outside one)."""
     found = [_finding(f) for f in findings]
     claims = [c for c in map(claim_of, found) if c is not None]
-    informational = [f.key or f.id for f in found if not f.is_defect]
+    informational = [f.key or f.id for f in found if owns_nothing(f)]
     rids = sorted(set(requests) if requests is not None else {s.request for s in slices})
     perf = any(s.on_cpu is not None for s in slices) if perf is None else perf
     notes: list[str] = []
@@ -491,7 +502,8 @@ def account(slices: list[Slice], url_of: Mapping[str, str], findings: Iterable,
         if all_us and not owned_all[ft.key] and (ft.share_pct or 0) > 0:
             notes.append(f"{ft.key}: its share ({ft.share_pct:g}%) is placed on no sample ({ft.how})"
                          + ("; no perf samples in this capture" if not perf and ft.id in NATIVE_FINDINGS else ""))
-    return Accounting(basis, period_ms, bool(perf), overall, url_parts, times, informational, hotspots, notes)
+    return Accounting(basis, period_ms, bool(perf), overall, url_parts, times, informational, hotspots, notes,
+                      unexplained_slices=t.unexplained)
 
 
 def _whole_owners(slices: list[Slice], claims: list) -> list[tuple]:
@@ -717,10 +729,10 @@ def _most(c: Counter) -> list:
 
 
 def _noted(found: list[Finding]) -> dict[str, set]:
-    """Function or builtin name -> keys of the informational findings that name it."""
+    """Function or builtin name -> keys of the informational and hotspot findings that name it."""
     out: dict[str, set] = defaultdict(set)
     for f in found:
-        if f.is_defect:
+        if not owns_nothing(f):
             continue
         d = f.details or {}
         if isinstance(d.get("function"), str):

@@ -17,7 +17,7 @@ from .related import link_consequences
 
 DETECTORS = ("fs_scan", "db_static_cache", "file_static_cache", "write_on_read", "n_plus_one",
              "repeated_query", "session_probe", "unindexed_query", "disk_spill", "repeated_call", "debug_extension", "opcache", "pcre_jit_off",
-             "regex_compile", "failed_lookups", "stat_storm", "blocking_wait", "hot_builtins")
+             "regex_compile", "failed_lookups", "stat_storm", "blocking_wait", "hot_builtins", "hotspot")
 THRESHOLDS = Path(__file__).with_name("thresholds.toml")
 
 
@@ -55,11 +55,18 @@ def modules():
 
 
 def detect(ctx: Context) -> list[Finding]:
-    """Every detector's findings, defects first by share of request time, then informational."""
+    """Every detector's findings, defects first by share of request time, then informational.
+    A module with `AFTER` (hotspot) runs last, on the others' findings: what they leave
+    unexplained is its input."""
     found: list[Finding] = []
+    after = [mod for mod in modules() if getattr(mod, "AFTER", False)]
     for mod in modules():
-        found.extend(mod.detect(ctx))
-    return rank(guard_shares(link_consequences(ctx, found)))
+        if mod not in after:
+            found.extend(mod.detect(ctx))
+    found = link_consequences(ctx, found)
+    for mod in after:
+        found = found + mod.detect(ctx, found)
+    return rank(guard_shares(found))
 
 
 def guard_shares(found: list[Finding]) -> list[Finding]:
