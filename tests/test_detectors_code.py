@@ -72,7 +72,7 @@ def test_walk_share_from_excimer_when_the_walker_is_sampled():
     assert values["opendir calls per request"] == "100..120" and values["readdir calls per request"] == "600..720"
     assert values["directories walked per request (median)"] == 110
     assert values["walker (user function) calls per request"] == 110
-    assert g.title == "Every request walks 110 directories (find_plugin)"
+    assert g.title == "Every request walks 110 directories to discover what they hold (find_plugin)"
     assert "1320 directory calls per request, driven by find_plugin called from plugin_path." in g.summary
 
 
