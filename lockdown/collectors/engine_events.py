@@ -5,7 +5,7 @@ per event (docs/profile.md, "Engine events"):
 - `pcre2_compile`: a uprobe on `pcre2_compile_8` in the libpcre2-8 the workers have mapped.
   PHP calls it only when a pattern is not in its per-process compiled-regex cache (4096
   entries), so each hit is one pattern compiled; a pattern kept by the cache costs none.
-  The probe is defined under the group `lockdown_<pid>` for the capture and deleted after it
+  The probe is defined as `lockdown_<pid>:pcre2_compile_<pid>` for the capture and deleted after it
   (a stale group of a killed lockdown is deleted by the next capture); a defined probe that no
   perf session enables does not hook the library.
 - failed lookups: the exits of access/faccessat(2), stat/lstat/newfstatat/statx and
@@ -97,14 +97,16 @@ class EventRecorder(PerfRecorder):
         if lib is None:
             self.notes.append("PCRE compilations not counted: the workers map no libpcre2-8")
             return
+        # perf probe refuses an event name another group already has (a concurrent capture's)
+        event = f"{PCRE_EVENT}_{os.getpid()}"
         r = self.procs.run("perf-probe", [tool("perf"), "probe", "-q", "-x", lib, "-a",
-                                          f"{self.group}:{PCRE_EVENT}={PCRE_SYMBOL}"], timeout=60)
+                                          f"{self.group}:{event}={PCRE_SYMBOL}"], timeout=60)
         if r.returncode != 0:
             self.notes.append(f"PCRE compilations not counted: perf probe on {lib} failed (exit {r.returncode}; "
-                              f"{' '.join(tail(self.procs.run_dir / 'logs' / 'perf-probe.out', 1))})")
+                              f"{tail(self.procs.run_dir / 'logs' / 'perf-probe.out', 1).strip() or 'no message'})")
             return
         self.events.append(PCRE_EVENT)
-        self._perf_events += ["-e", f"{self.group}:{PCRE_EVENT}"]
+        self._perf_events += ["-e", f"{self.group}:{event}"]
         self.library = lib
 
     def _remove_stale(self, root: Path) -> None:
@@ -151,8 +153,10 @@ def script(procs: ProcessGroup, data: Path, dest: Path, timeout: float = 600) ->
 
 def event_key(perf_name: str) -> str:
     """perf's name -> the bundle's: `syscalls:sys_exit_access` -> `access`,
-    `lockdown_123:pcre2_compile` -> `pcre2_compile`."""
+    `lockdown_123:pcre2_compile_123` -> `pcre2_compile`."""
     name = perf_name.partition(":")[2]
+    if name.startswith(PCRE_EVENT):
+        return PCRE_EVENT
     return name[len("sys_exit_"):] if name.startswith("sys_exit_") else name
 
 
