@@ -41,7 +41,7 @@ _TOKEN = re.compile(r"""
     (?P<ws>\s+)
   | (?P<comment>/\*.*?(?:\*/|\Z)|(?:--(?=[\s]|\Z)|\#)[^\r\n]*)
   | (?P<str>'(?:[^'\\]|\\.|'')*(?:'|\Z)|"(?:[^"\\]|\\.|"")*(?:"|\Z))
-  | (?P<ident>`(?:[^`]|``)*(?:`|\Z)|[A-Za-z_$][\w$]*)
+  | (?P<ident>`(?:[^`]|``)*(?:`|\Z)|@{0,2}[A-Za-z_$][\w$]*)
   | (?P<num>0[xX][0-9A-Fa-f]+|(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\w$])
   | (?P<word>\d[\w$]*)
   | (?P<punct>.)
@@ -51,7 +51,8 @@ _TOKEN = re.compile(r"""
 @lru_cache(maxsize=65536)
 def tokens(sql: str) -> tuple[tuple[str, str], ...]:
     """(kind, text) tokens of a statement without whitespace and comments; kinds: str, ident,
-    num, punct (an identifier that starts with a digit is an ident)."""
+    num, punct (an identifier that starts with a digit is an ident; a user or system variable,
+    `@name`, `@@GLOBAL`, is one ident with its @s)."""
     out = []
     for m in _TOKEN.finditer(sql):
         kind = m.lastgroup

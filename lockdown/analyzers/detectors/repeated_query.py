@@ -19,8 +19,9 @@ Ignored, and why
       TRANSACTION, COMMIT, ROLLBACK, SAVEPOINT, SET NAMES, SET ..., SHOW ..., USE, LOCK TABLES)
       and SELECTs without FROM (`SELECT @@SESSION.sql_mode`, `SELECT 1` pings,
       `SELECT FOUND_ROWS()`, `SELECT LAST_INSERT_ID()`, `SELECT GET_LOCK(...)`) are driver or
-      framework housekeeping whose answer is session state, not table data: a memo is wrong or
-      pointless for them. Writes repeat for other reasons (write-on-read covers the costly kind).
+      framework housekeeping whose answer is session state, not table data: a memo of table data
+      is wrong for them (session-probe reports the costly repeats of SELECTs without FROM).
+      Writes repeat for other reasons (write-on-read covers the costly kind).
     - SELECTs whose answer may change between two identical executions: locking reads
       (`FOR UPDATE`, `LOCK IN SHARE MODE`, `FOR SHARE`) and calls of non-deterministic or
       session functions (NOW, RAND, UUID, SYSDATE, CURRENT_TIMESTAMP, UNIX_TIMESTAMP, FOUND_ROWS,

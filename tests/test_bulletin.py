@@ -1,0 +1,157 @@
+"""bulletin (its planted problems on) and bulletin-clean (its control) on the real stack.
+
+bulletin is a procedural PHP app (mysqli functions, an include library, no classes; see
+fixtures/apps/bulletin/README.md). Every response says what the request did
+(X-Bulletin-Truth, and the same JSON in a trailing HTML comment).
+
+(a) every page answers 200 and its ground truth follows the switches;
+(b) one `lockdown run bulletin`: the session probe before every query, with the app's counts and
+    its sender;
+(c) one `lockdown run bulletin-clean`: no defect finding.
+"""
+import json
+import re
+import sys
+from collections import defaultdict
+
+import pytest
+
+from conftest import REPO, lockdown_runner
+
+APPS = REPO / "fixtures" / "apps"
+PAGES = {"front": "/", "post3": "/?q=post/3", "post11": "/?q=post/11", "archive": "/?q=archive"}
+SWITCHES = {"readonly_check": (True, False), "check_module_files": (False, True)}
+TRAILER = re.compile(r"<!-- bulletin-truth (.*?) -->\n\Z")
+RUN_ARGS = ("--runs", "1", "--duration", "2", "--warmup-duration", "1", "--requests", "60")
+PROBE = "SELECT @@GLOBAL.read_only"
+
+FETCH = """\
+import json, os, sys, urllib.error, urllib.request
+pages = json.loads(sys.argv[2])
+out = {}
+for name, path in pages.items():
+    try:
+        with urllib.request.urlopen(os.environ["LOCKDOWN_BASE_URL"] + path) as r:
+            status, headers, body = r.status, r.headers, r.read().decode()
+    except urllib.error.HTTPError as e:
+        status, headers, body = e.code, e.headers, e.read().decode()
+    out[name] = {"status": status, "header": headers.get("X-Bulletin-Truth"), "body": body}
+open(sys.argv[1], "w").write(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def pages(home, tmp_path_factory):
+    """{target: {page: {status, header, body}}}, each page fetched once after a short warmup."""
+    tmp = tmp_path_factory.mktemp("bulletin-pages")
+    (tmp / "fetch.py").write_text(FETCH)
+    run = lockdown_runner(home, 600)
+    out = {}
+    for target in ("bulletin", "bulletin-clean"):
+        dest = tmp / f"{target}.json"
+        hook = f"{sys.executable} {tmp / 'fetch.py'} {dest} '{json.dumps(PAGES)}'"
+        r = run("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
+                "--warmup-requests", "3", "--exec-after-warmup", hook)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        out[target] = json.loads(dest.read_text())
+    return out
+
+
+@pytest.fixture(scope="module")
+def truth(pages):
+    return {target: {name: json.loads(p[name]["header"]) for name in PAGES} for target, p in pages.items()}
+
+
+def run_target(home, tmp_path_factory, target):
+    out = tmp_path_factory.mktemp(target) / "out"
+    r = lockdown_runner(home, 900)("run", target, "-o", out, *RUN_ARGS)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out, json.loads((out / "findings.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def bulletin_run(home, tmp_path_factory):
+    return run_target(home, tmp_path_factory, "bulletin")
+
+
+@pytest.fixture(scope="module")
+def clean_run(home, tmp_path_factory):
+    return run_target(home, tmp_path_factory, "bulletin-clean")
+
+
+def by_id(data) -> dict:
+    out = defaultdict(list)
+    for f in data["findings"]:
+        out[f["id"]].append(f)
+    return out
+
+
+def test_clean_shares_bulletins_files_except_its_settings():
+    dirty, clean = APPS / "bulletin", APPS / "bulletin-clean"
+    own = {"target.toml", "app/settings.php"}
+    shared = sorted(str(p.relative_to(dirty)) for p in dirty.rglob("*") if p.is_file())
+    for rel in shared:
+        if rel not in own:
+            link = clean / rel
+            assert link.is_symlink() and link.resolve() == (dirty / rel).resolve(), rel
+    assert {str(p.relative_to(clean)) for p in clean.rglob("*") if p.is_file()} == set(shared)
+    a = (dirty / "app" / "settings.php").read_text().splitlines()
+    b = (clean / "app" / "settings.php").read_text().splitlines()
+    php = {True: "true", False: "false"}
+    assert [(x.strip(), y.strip()) for x, y in zip(a, b) if x != y] == \
+        [(f"'{k}' => {php[d]},", f"'{k}' => {php[c]},") for k, (d, c) in SWITCHES.items()]
+
+
+# -- (a) the app and its ground truth ------------------------------------------------------------
+
+def test_pages_answer_and_report_what_they_did(pages, truth):
+    for target, dirty in (("bulletin", True), ("bulletin-clean", False)):
+        for name, page in pages[target].items():
+            t = truth[target][name]
+            assert page["status"] == 200 and "bulletin ok" in page["body"], (target, name)
+            assert json.loads(TRAILER.search(page["body"])[1]) == t
+            assert t["config"] == {k: v[0 if dirty else 1] for k, v in SWITCHES.items()}
+            q = t["queries"]
+            assert q["total"] == sum(q["by_kind"].values())
+            if dirty:   # one probe before each query, the log row for the missing module included
+                assert t["probes"] == q["total"] and q["by_kind"]["log"] == t["log_writes"] == 1
+                assert t["modules"] == {"loaded": ["news", "polls"], "missing": ["legacy_poll"], "skipped": []}
+                assert t["failed_includes"] == 1
+            else:
+                assert t["probes"] == t["log_writes"] == t["failed_includes"] == 0 and "log" not in q["by_kind"]
+                assert t["modules"] == {"loaded": ["news", "polls"], "missing": [], "skipped": ["legacy_poll"]}
+    assert {n: t["probes"] for n, t in truth["bulletin"].items()} == \
+        {"front": 7, "post3": 7, "post11": 7, "archive": 5}
+
+
+def test_switches_change_no_page(pages):
+    for name in PAGES:
+        a, b = (TRAILER.sub("", pages[t][name]["body"]) for t in ("bulletin", "bulletin-clean"))
+        assert a == b, name
+
+
+# -- (b) what `lockdown run bulletin` finds ---------------------------------------------------------
+
+def test_the_read_only_probe_is_found_with_the_apps_counts_and_its_sender(bulletin_run, truth):
+    _, data = bulletin_run
+    [f] = by_id(data)["session-probe"]
+    d = f["details"]
+    assert d["statement"] == PROBE and d["fingerprint"] == "select @@global.read_only"
+    assert d["sender"] == "db_server_read_only" and d["sender_source"] == "xhprof"
+    t = {url: truth["bulletin"][name] for name, url in PAGES.items()}
+    assert sorted(d["per_url"]) == sorted(PAGES.values()) == sorted(f["urls"])
+    for url, row in d["per_url"].items():
+        n = t[url]["probes"]
+        assert row["executions_per_request"] == {"min": n, "median": n, "max": n}, url
+        assert row["with_probes"] == row["requests"]
+    assert d["saved_per_request"]["max"] == max(x["probes"] for x in t.values()) - 1
+    assert f["severity"] != "info" and f["share_pct"] >= 1.0
+    # the probe is no repeated-query (one finding per cause)
+    assert not [g for g in by_id(data)["repeated-query"] if "@@" in g["details"]["statement"]]
+
+
+# -- (c) the control ----------------------------------------------------------------------------
+
+def test_bulletin_clean_reports_no_defect(clean_run):
+    _, data = clean_run
+    assert [f["id"] for f in data["findings"] if f["severity"] != "info"] == []
