@@ -36,9 +36,10 @@ CONFIRMED, NOT_CONFIRMED = 0, 3
                    "with one --finding only.")
 @click.option("--patch", "patch_files", multiple=True, metavar="FILE",
               type=click.Path(dir_okay=False, path_type=Path),
-              help="Verify the finding with your own unified diff of the app's files instead of the proposed "
-                   "change (repeatable, in order; with --finding): for a finding with no patch, or a better one. "
-                   "Checked against the files as the run served them before anything starts.")
+              help="Verify the finding with your own change instead of the proposed one (repeatable, in "
+                   "order; with --finding): a unified diff of the app's files, or SQL statements run on the after "
+                   "arm's database copy; a diff and SQL together are two --patch files. Checked before anything "
+                   "starts: a diff against the files as the run served them, SQL on a copy of the database.")
 @ab_options("arm")
 @max_runs_option("the change the finding predicts")
 @click.option("--requests", type=click.IntRange(10), default=None,

@@ -54,7 +54,7 @@ class VerifyOptions:
     everything: bool = False            # every defect finding with a concrete remediation (--all)
     each: bool = False                  # with several: also each fix left out once (--each)
     numbers: tuple[int, ...] = ()       # which of one finding's remediations, 1-based (--remediation)
-    patches: list[Path] = field(default_factory=list)   # the user's own diffs instead (--patch)
+    patches: list[Path] = field(default_factory=list)   # the user's own diffs or SQL instead (--patch)
     bench: BenchOptions = field(default_factory=BenchOptions)   # the runs of each arm
     max_runs: int = DEFAULT_MAX_RUNS    # pairs at most, when the pilot is too noisy
     requests: int | None = None         # in the re-capture; None: as many as the run's capture
@@ -72,8 +72,8 @@ class Opened:
 class VerifyPlan:
     run: RunRecord
     findings: list[Finding]
-    remediations: list[Remediation]     # the diffs given (checked in `measure_verify`), or the proposed ones
-    patches: bool                       # the remediations are the user's diffs
+    remediations: list[Remediation]     # the patches given (checked in `measure_verify`), or the proposed ones
+    patches: bool                       # the remediations are the user's patches (diffs, SQL)
     key: str                            # the verify/ directory name: a key, `all`, or keys joined with +
     options: VerifyOptions
 
@@ -102,8 +102,9 @@ class VerifyOutcome:
 
 
 def open_verify(directory: Path, options: VerifyOptions) -> Opened:
-    """The diffs given read, and the run in `directory` (a finished `lockdown run`)."""
-    patches = [load_patch(p) for p in options.patches]
+    """The patches given read (unified diffs, or SQL for the database copy: one file each),
+    and the run in `directory` (a finished `lockdown run`)."""
+    patches = [load_patch(p, sql=True) for p in options.patches]
     run = load_run(Path(directory).resolve())
     check_config_path(run.directory, "copy the run directory to a path without them and verify it there")
     return Opened(run, patches)
@@ -124,8 +125,9 @@ def plan_verify(opened: Opened, options: VerifyOptions, say: Progress = print) -
 
 
 def measure_verify(plan: VerifyPlan, say: Progress = print) -> dict:
-    """The diffs given checked against the files the run served (its base's diffs first), then
-    measured; verify.json is written to RUN/verify/KEY, and returned."""
+    """The patches given checked against what the run served (diffs on its files, SQL on a copy
+    of its database, its base's first), then measured; verify.json is written to RUN/verify/KEY,
+    and returned."""
     run, o, rems = plan.run, plan.options, plan.remediations
     if plan.patches:
         rems = checked(run.target, rems, say, run.base.remediations if run.base else [])

@@ -15,8 +15,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from .. import paths
 from ..analyzers.findings import Finding, Remediation
@@ -97,12 +98,177 @@ def _run_probes(db, database: str, sqls: list[str]) -> list[list[str]]:
     return out
 
 
-def propose(finding: Finding, statements: list[Statement], target: Target, run_dir: Path,
+@contextmanager
+def database_copy(prepared_datadir: Path, work: Path):
+    """A private MariaDB serving a copy of a prepared datadir, its files under `work` (a run's
+    or a check's own directory): yields the server; stopped, and the copy removed, on every way
+    out. Nothing it does reaches the prepared database or the user's."""
+    with ProcessGroup(work) as procs:
+        _, datadir = paths.run_copies(work)
+        server = PrivateMariaDB(procs, work / "mysql", datadir)
+        try:
+            copy_datadir(prepared_datadir, datadir)
+            yield server.start()
+        finally:
+            procs.stop_all()
+            ports.remove_short_socket_dir(server.socket)
+            shutil.rmtree(datadir, ignore_errors=True)
+
+
+def zombies_of(db, database: str, found: list[Statement], index: set[str]) -> list[Probe]:
+    """The lookups among `found` that return a value naming a file missing from the app tree."""
+    texts = [" ".join(s.sql.split()) for s in found]
+    out = []
+    for sql, values in zip(texts, _run_probes(db, database, texts)):
+        missing = [v for v in values if is_missing(v, index)]
+        if missing:
+            m = LOOKUP.match(sql)
+            out.append(Probe(sql, m.group("table"), m.group("where"), values, missing))
+    return out
+
+
+# --- the rest of the fix: cache entries that still name the missing item -------------------
+# A live site's caches were filled while the registry still named the item: Drupal 7's
+# cache_bootstrap 'system_list' holds the module list, names and files, and module_list()
+# reads it before the registry. Repairing the row alone leaves the cached list naming the
+# module, every request still misses its file, the lookup now returns nothing, and the scan
+# goes on until the cache is cleared (issue 30, the warm Drupal 7.103).
+
+STRING_KEY = re.compile(r"`?\w+`?\s*=\s*'((?:[^'\\]|\\.)*)'")
+NAME = re.compile(r"^[\w.\-/]{3,255}$")
+TEXT_TYPES = ("char", "varchar", "tinytext", "text", "mediumtext", "longtext", "binary", "varbinary", "tinyblob",
+              "blob", "mediumblob", "longblob")
+CACHE_TABLE = re.compile(r"cache", re.I)
+MAX_KEYS = 10
+
+
+@dataclass
+class Mention:
+    """A table other than the registry whose text or blob columns name a missing item."""
+    table: str
+    columns: list[str]
+    rows: int
+    names: list[str]        # which of the items' names its rows hold
+    keys: list[str]         # primary-key values of the first rows, to say which entries
+    cache: bool             # a cache table (its name says so): its entries are removed
+
+
+def item_names(z: Probe) -> list[str]:
+    """What names the missing item elsewhere in the database: its missing paths, and the
+    lookup's string keys that are the file's stem or its directory in one of them
+    ('devel_generate' for sites/all/modules/devel/devel_generate/devel_generate.module; not
+    'module', the lookup's type, which names every module)."""
+    own = set()
+    for path in z.missing:
+        parts = PurePosixPath(path).parts
+        own.update(p.split(".")[0] for p in parts[-2:])
+    keys = [k for k in STRING_KEY.findall(z.where) if k in own]
+    return sorted({n for n in [*z.missing, *keys] if NAME.match(n)})
+
+
+def name_pattern(names: list[str]) -> str:
+    """A MariaDB REGEXP (inside a quoted SQL string) for any of `names` standing alone: not
+    inside a longer identifier ('devel' does not match 'devel_generate'). Names hold only
+    word characters, '.', '-' and '/' (`NAME`), each outside \\w put in brackets."""
+    alts = "|".join("".join(c if c.isalnum() or c == "_" else f"[{c}]" for c in n) for n in names)
+    return f"(^|[^[:alnum:]_])({alts})([^[:alnum:]_]|$)"
+
+
+def _quote(ident: str) -> str:
+    return "`" + ident.replace("`", "``") + "`"
+
+
+def _where(columns: list[str], pattern: str) -> str:
+    return " OR ".join(f"{_quote(c)} REGEXP '{pattern}'" for c in columns)
+
+
+def mentions(db, database: str, names: list[str], registry: set[str]) -> list[Mention]:
+    """Every table but the registry's (`registry`: its names as the lookups wrote them) whose
+    text or blob columns name one of `names`, searched on the copy: any table, any column,
+    no name of any application's tables assumed."""
+    listed = db.sql("SELECT c.TABLE_NAME, c.COLUMN_NAME FROM information_schema.COLUMNS c JOIN "
+                    "information_schema.TABLES t ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME "
+                    "WHERE c.TABLE_SCHEMA = DATABASE() AND t.TABLE_TYPE = 'BASE TABLE' AND c.DATA_TYPE IN ("
+                    + ", ".join(f"'{t}'" for t in TEXT_TYPES) + ") ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION;",
+                    database=database)
+    skip = {r.strip("`").split(".")[-1].strip("`").lower() for r in registry}
+    columns: dict[str, list[str]] = {}
+    for line in listed.splitlines():
+        table, column = line.split("\t")
+        if table.lower() not in skip:
+            columns.setdefault(table, []).append(column)
+    if not columns or not names:
+        return []
+    pattern = name_pattern(names)
+    tables = list(columns)
+    counts = _run_probes(db, database, [f"SELECT COUNT(*) FROM {_quote(t)} WHERE {_where(columns[t], pattern)}"
+                                        for t in tables])
+    out = []
+    for table, count in zip(tables, counts):
+        if count and int(count[0]) > 0:
+            out.append(_mention(db, database, table, columns[table], names, int(count[0])))
+    return out
+
+
+def _mention(db, database: str, table: str, columns: list[str], names: list[str], rows: int) -> Mention:
+    """What `table`'s matching rows hold: which names, in which columns, and their keys."""
+    has = _run_probes(db, database, [f"SELECT COUNT(*) FROM {_quote(table)} WHERE {_where(columns, name_pattern([n]))}"
+                                     for n in names])
+    named = [n for n, c in zip(names, has) if c and int(c[0]) > 0]
+    pattern = name_pattern(named)
+    hit = _run_probes(db, database, [f"SELECT COUNT(*) FROM {_quote(table)} WHERE {_where([c], pattern)}"
+                                     for c in columns])
+    cols = [c for c, n in zip(columns, hit) if n and int(n[0]) > 0]
+    pk = db.sql("SELECT COLUMN_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND "
+                f"TABLE_NAME = '{table}' AND INDEX_NAME = 'PRIMARY' ORDER BY SEQ_IN_INDEX;", database=database)
+    keys: list[str] = []
+    if pk.split():
+        got = db.sql(f"SELECT CONCAT_WS(', ', {', '.join(_quote(k) for k in pk.split())}) FROM {_quote(table)} "
+                     f"WHERE {_where(cols, pattern)} LIMIT {MAX_KEYS};", database=database)
+        keys = [k for k in got.splitlines() if k]
+    return Mention(table, cols, rows, named, keys, bool(CACHE_TABLE.search(table)))
+
+
+def statements(zombies: list[Probe], found: list[Mention]) -> list[tuple[str, str]]:
+    """(SQL, what it does) for each statement of the fix: the registry rows first, then the
+    cache entries that name the items."""
+    out = []
+    for z in zombies:
+        out.append((f"DELETE FROM {z.table} WHERE {z.where};",
+                    f"removes the registry row the lookup `{z.sql}` returns: it names "
+                    f"{', '.join(z.missing)}, missing from the app tree"))
+    for m in found:
+        if not m.cache:
+            continue
+        which = f" ({', '.join(m.keys)}{', ...' if m.rows > len(m.keys) else ''})" if m.keys else ""
+        out.append((f"DELETE FROM {_quote(m.table)} WHERE {_where(m.columns, name_pattern(m.names))};",
+                    f"removes the {m.rows} entr{'y' if m.rows == 1 else 'ies'} of cache table {m.table}{which} "
+                    f"that still name{'s' if m.rows == 1 else ''} {', '.join(m.names)}: a warm cache keeps the app "
+                    f"looking the items up after the registry repair; the app fills "
+                    f"{'it' if m.rows == 1 else 'them'} again from the repaired registry"))
+    return out
+
+
+def _content(steps: list[tuple[str, str]]) -> str:
+    return "".join(f"-- {i}. {why}\n{sql}\n" for i, (sql, why) in enumerate(steps, 1))
+
+
+def _describe(steps: list[tuple[str, str]], left: list[Mention]) -> str:
+    said = "; ".join(f"({i}) {why}" for i, (_, why) in enumerate(steps, 1))
+    kept = "".join(f"; left as is, not a cache table: {m.table} ({m.rows} row(s) naming {', '.join(m.names)})"
+                   for m in left)
+    return (f"remove the registry rows whose files are gone (the lookups that miss and fall back to scanning) "
+            f"and the cache entries that still name them: {said}{kept}")
+
+
+def propose(finding: Finding, statements_seen: list[Statement], target: Target, run_dir: Path,
             say=print) -> list[Remediation]:
-    """SQL removing exactly the registry rows whose files are missing, checked on a copy."""
+    """SQL removing exactly the registry rows whose files are missing, and the cache entries
+    that still name those items, checked on a copy of the prepared database (whose caches are
+    as warm as the target's install left them)."""
     if not target.database:
         return []
-    found = candidates(finding, statements)
+    found = candidates(finding, statements_seen)
     if not found:
         return []
     prepared = prepare(target, say=say)
@@ -110,35 +276,25 @@ def propose(finding: Finding, statements: list[Statement], target: Target, run_d
         return []
     index = file_index(prepared.app)
     say(f"[remedy] fs-scan: re-running {len(found)} lookup(s) on a copy of {target.name}'s database")
-    with ProcessGroup(run_dir) as procs:
-        _, datadir = paths.run_copies(run_dir)
-        db = None
-        try:
-            copy_datadir(prepared.datadir, datadir)
-            db = PrivateMariaDB(procs, run_dir / "mysql", datadir).start()
-            texts = [" ".join(s.sql.split()) for s in found]
-            results = _run_probes(db, target.database, texts)
-            zombies = []
-            for sql, values in zip(texts, results):
-                missing = [v for v in values if is_missing(v, index)]
-                if missing:
-                    m = LOOKUP.match(sql)
-                    zombies.append(Probe(sql, m.group("table"), m.group("where"), values, missing))
-            if not zombies:
-                return []
-            deletes = [f"DELETE FROM {z.table} WHERE {z.where};" for z in zombies]
-            db.sql("\n".join(deletes), database=target.database)
-            after = _run_probes(db, target.database, [z.sql for z in zombies])
-        finally:
-            procs.stop_all()
-            ports.remove_short_socket_dir(db.socket if db is not None else None)
-            shutil.rmtree(datadir, ignore_errors=True)
-    if any(after):
+    with database_copy(prepared.datadir, run_dir) as db:
+        zombies = zombies_of(db, target.database, found, index)
+        if not zombies:
+            return []
+        names = sorted({n for z in zombies for n in item_names(z)})
+        named = mentions(db, target.database, names, {z.table for z in zombies})
+        steps = statements(zombies, named)
+        db.sql(_content(steps), database=target.database)
+        after = _run_probes(db, target.database, [z.sql for z in zombies])
+        still = [m for m in mentions(db, target.database, names, {z.table for z in zombies}) if m.cache]
+    if any(after) or still:
         return []
-    names = "; ".join(f"{z.sql} -> {', '.join(z.missing)}" for z in zombies)
+    caches = [m for m in named if m.cache]
+    lookups = "; ".join(f"{z.sql} -> {', '.join(z.missing)}" for z in zombies)
     return [Remediation(
-        kind="sql", content="\n".join(deletes) + "\n",
-        checked=(f"on a copy of the prepared database: {len(zombies)} lookup(s) return files missing "
-                 f"from the app tree ({names}); after the DELETE they return no row"),
-        description="remove the registry rows whose files are gone (the lookups that miss and fall "
-                    "back to scanning)")]
+        kind="sql", content=_content(steps),
+        checked=(f"on a copy of the prepared database: {len(zombies)} lookup(s) return files missing from the "
+                 f"app tree ({lookups}); every text and blob column of its other tables searched for "
+                 f"{', '.join(names)}: {len(caches)} cache table(s) name them"
+                 + (f" ({', '.join(m.table for m in caches)})" if caches else "")
+                 + "; after the statements the lookups return no row and no cache entry names them"),
+        description=_describe(steps, [m for m in named if not m.cache]))]

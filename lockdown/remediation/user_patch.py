@@ -9,33 +9,66 @@ apply, in the order given, to a link copy of the prepared tree (`base.patched_tr
 patch that does not fit is one line, not a stack torn down halfway. It reaches only the
 run's copies. Its Remediation carries `--patch FILE` as its description (base.own_patch_path),
 which names it in every output.
+
+`verify --patch` also takes SQL: a file that is not a diff and whose first statement (after
+comments) starts with an SQL verb is statements for the target's database, a remediation of
+kind sql applied as lockdown's own SQL fixes are (remediation/apply.py, to the after arm's
+database copy only). It is checked before anything starts by running it on a private copy of
+the prepared database (after the run's base SQL), with registry_probe's `database_copy`; a
+statement that fails there is one line, with MariaDB's error. A diff and SQL together are two
+`--patch` options, one file each, applied in the order given.
 """
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from ..analyzers.findings import Remediation
-from ..errors import LockdownError
+from ..errors import LockdownError, PhaseFailed
 from ..harness.app_tree import diff_files
-from ..harness.prepare import prepare
+from ..harness.prepare import Prepared, prepare
 from ..targets.config import Target
 from .base import PATCH_MARK, base_refused, patched_tree
+from .registry_probe import database_copy
+
+# comments MariaDB's client skips: `-- ` to the end of the line, `#` to the end of the line, /* ... */
+SQL_COMMENT = re.compile(r"(?:--(?:[ \t][^\n]*)?$|#[^\n]*$|/\*.*?\*/|\s+)", re.M | re.S)
+SQL_VERB = re.compile(r"(?:DELETE|UPDATE|INSERT|REPLACE|TRUNCATE|CREATE|ALTER|DROP|RENAME|SET|SELECT|WITH|DO|CALL|"
+                      r"START|BEGIN|COMMIT|LOCK|UNLOCK|ANALYZE|OPTIMIZE|FLUSH)\b", re.I)
 
 
-def load_patch(path: Path) -> Remediation:
-    """The diff in `path` as a remediation (kind diff; `file`: the files it changes), or one
-    line saying why it cannot be one."""
+def is_sql(text: str) -> bool:
+    """`text` reads as SQL statements: after the comments, it starts with a statement's verb."""
+    pos = 0
+    while m := SQL_COMMENT.match(text, pos):
+        if m.end() == pos:
+            break
+        pos = m.end()
+    return bool(SQL_VERB.match(text, pos))
+
+
+def load_patch(path: Path, sql: bool = False) -> Remediation:
+    """The diff in `path` as a remediation (kind diff; `file`: the files it changes), or, with
+    `sql` (verify --patch), the SQL statements in it (kind sql); or one line saying why it
+    cannot be one (empty, unreadable, neither)."""
     try:
         text = path.read_text()
     except (OSError, UnicodeDecodeError) as e:
         raise LockdownError(f"cannot read --patch {path}: {getattr(e, 'strerror', None) or e}")
+    what = "a unified diff of the app's files" + (" or SQL statements for the database" if sql else "")
+    if not text.strip():
+        raise LockdownError(f"--patch {path} is empty: give {what}")
     files = diff_files(text)
+    if not files and sql and is_sql(text):
+        return Remediation(kind="sql", content=text, description=f"{PATCH_MARK}{path.resolve()}", checked="")
     if not files:
-        raise LockdownError(f"--patch {path} is not a unified diff (no ---/+++ file lines): make it with "
-                            f"`diff -u` or `git diff` against the app tree")
+        raise LockdownError(f"--patch {path} is not a unified diff (no ---/+++ file lines)"
+                            + (" nor SQL (no statement verb after the comments)" if sql else "")
+                            + ": make it with `diff -u` or `git diff` against the app tree"
+                            + (", or write the statements for the target's database copy" if sql else ""))
     for rel in files:
         parts = PurePosixPath(rel).parts
         if PurePosixPath(rel).is_absolute() or ".." in parts:
@@ -47,8 +80,51 @@ def load_patch(path: Path) -> Remediation:
 
 def checked(target: Target, patches: list[Remediation], say=print,
             before: list[Remediation] = ()) -> list[Remediation]:
-    """`check_patches` against `target`'s prepared app tree (prepared first if need be)."""
-    return check_patches(prepare(target, say=say).app, patches, target.name, before)
+    """`patches` checked against `target` as prepared (prepared first if need be): the diffs
+    with `check_patches` on its app tree, the SQL with `check_sql` on a copy of its database;
+    in the order given, each with `checked` saying how."""
+    prepared = prepare(target, say=say)
+    diffs = [p for p in patches if p.kind != "sql"]
+    sqls = [p for p in patches if p.kind == "sql"]
+    done_diffs = iter(check_patches(prepared.app, diffs, target.name, before) if diffs else [])
+    done_sqls = iter(check_sql(prepared, sqls, before, say) if sqls else [])
+    return [next(done_sqls) if p.kind == "sql" else next(done_diffs) for p in patches]
+
+
+def check_sql(prepared: Prepared, patches: list[Remediation], before: list[Remediation] = (),
+              say=print) -> list[Remediation]:
+    """The user's SQL run, in order, on a private copy of the prepared database (after the
+    base's SQL, `before`), in a directory beside the prepared copies, removed afterwards:
+    LockdownError with MariaDB's own error for the first statement that fails. The copy is
+    thrown away; the statements run again on each arm's copy that gets them."""
+    target = prepared.target
+    first = patches[0].description
+    if not target.database or prepared.datadir is None:
+        raise LockdownError(f"{first} is SQL, and {target.name} has no database to run it on: give a "
+                            f"unified diff of the app's files")
+    on_top = " with the verified fixes applied" if any(r.kind == "sql" for r in before) else ""
+    say(f"[patch] running {len(patches)} SQL patch(es) on a copy of {target.name}'s database{on_top}")
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}-sql-check-", dir=prepared.root.parent))
+    try:
+        work.chmod(0o711)       # the servers' account passes through to its database directory
+        with database_copy(prepared.datadir, work) as db:
+            for r in [*before, *patches]:
+                if r.kind != "sql":
+                    continue
+                try:
+                    db.sql(r.content, database=target.database)
+                except PhaseFailed as e:
+                    why = str(e).split("refused a statement: ", 1)[-1]
+                    if r not in patches:
+                        raise LockdownError(f"--on-top-of: the base's SQL fails on a copy of {target.name}'s "
+                                            f"database ({why}): verify again") from None
+                    raise LockdownError(f"{r.description} fails on a copy of {target.name}'s database{on_top} "
+                                        f"({why}); nothing was run on any other copy: correct the statements "
+                                        f"and run again") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return [replace(r, checked=f"runs without error on a copy of the prepared database{on_top}")
+            for r in patches]
 
 
 def check_patches(app: Path, patches: list[Remediation], target: str,
