@@ -21,8 +21,11 @@ system call (LOOKUPS), each credited with the failures of its kind in proportion
 finding for "(unknown)".
 
 Share: the credited caller's time in those builtins (xhprof edge time) x its failures over its
-calls, over the profiled requests' wall time (xhprof; builtins are inflated less than user code
-by the instrumentation). Severity by share (high >= 10, medium >= 3, else low).
+calls, over the request's wall time: the median of the URL's profiled requests (one request the
+shared host held up does not set it), weighted by the URL's part of the timed requests' wall
+time (xhprof; builtins are inflated less than user code by the instrumentation; native samples
+are too few to split a lookup's hits from its misses). Severity by share (high >= 10,
+medium >= 3, else low).
 
 The paths tried are not in the capture (a tracepoint's filename is a user-space pointer); the
 summary says where to look. Not flagged: failures of directory walks (fs-scan's), lookups that
@@ -62,7 +65,7 @@ def family_spread(ctx: Context, url: str) -> dict[str, float]:
 
 
 def lookup_callers(ctx: Context, rids: list[str]) -> dict[str, dict[str, dict]]:
-    """family -> caller -> {calls, wall_us, builtins}, per profiled request."""
+    """family -> caller -> {calls (per profiled request), builtins, time: {request: us in them}}."""
     got: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
     names: dict[str, dict[str, set]] = defaultdict(lambda: defaultdict(set))
     of = {b: fam for fam, (_, builtins) in FAMILIES.items() for b in builtins}
@@ -72,10 +75,11 @@ def lookup_callers(ctx: Context, rids: list[str]) -> dict[str, dict[str, dict]]:
             if p == c or fam is None or p.startswith("Lockdown\\"):
                 continue
             got[fam][p]["calls"] += e["ct"]
-            got[fam][p]["wall_us"] += e["wt"]
+            got[fam][p][rid] += e["wt"]
             names[fam][p].add(c)
     n = max(1, len(rids))
-    return {fam: {p: {"calls": v["calls"] / n, "wall_us": v["wall_us"] / n, "builtins": sorted(names[fam][p])}
+    return {fam: {p: {"calls": v["calls"] / n, "builtins": sorted(names[fam][p]),
+                      "time": {rid: v[rid] for rid in rids}}
                   for p, v in callers.items()} for fam, callers in got.items()}
 
 
@@ -89,15 +93,21 @@ class Credit:
     builtins: list[str]
     families: list[str]
     estimated: bool                 # shared with other callers of the same family
-    wall_us: float                  # its time in those builtins x failed/calls, per profiled request
+    time_us: dict[str, float]       # per profiled request: its time in those builtins x failed/calls
     profiles: list[str]
+
+    def share(self, ctx: Context) -> float | None:
+        """The median over the profiled requests of the credited time over the request's wall
+        time (a median: one request the shared host held up does not set it)."""
+        parts = [100.0 * us / ctx.wall_us(r) for r, us in self.time_us.items() if ctx.wall_us(r)]
+        return statistics.median(parts) if parts else None
 
 
 def credits(ctx: Context, url: str, medians: dict[str, float]) -> list[Credit]:
     rids = ctx.profiled_by_url.get(url, [])
     if not rids:
         total = sum(medians.values())
-        return [Credit(url, "(unknown)", total, 0, [], [f for f, n in medians.items() if n], False, 0, [])]
+        return [Credit(url, "(unknown)", total, 0, [], [f for f, n in medians.items() if n], False, {}, [])]
     out: dict[str, Credit] = {}
     for fam, callers in lookup_callers(ctx, rids).items():
         failed = medians.get(fam, 0)
@@ -106,13 +116,14 @@ def credits(ctx: Context, url: str, medians: dict[str, float]) -> list[Credit]:
             continue
         for p, v in callers.items():
             mine = min(v["calls"], failed * v["calls"] / all_calls)
-            c = out.setdefault(p, Credit(url, p, 0, 0, [], [], False, 0, rids))
+            c = out.setdefault(p, Credit(url, p, 0, 0, [], [], False, dict.fromkeys(rids, 0.0), rids))
             c.failed += mine
             c.calls += v["calls"]
             c.builtins = sorted({*c.builtins, *v["builtins"]})
             c.families.append(fam)
             c.estimated = c.estimated or len(callers) > 1 or failed > all_calls
-            c.wall_us += v["wall_us"] * mine / v["calls"] if v["calls"] else 0
+            for rid, us in v["time"].items():
+                c.time_us[rid] += us * mine / v["calls"]
     return list(out.values())
 
 
@@ -144,15 +155,14 @@ def decide(ctx: Context) -> list[Case]:
 
 
 def share_of(ctx: Context, cs: list[Credit]) -> float | None:
-    """The credited time over the profiled requests' wall time, weighted by the URLs' part of
-    the timed requests' wall time."""
+    """Each URL's credited share (`Credit.share`), weighted by the URL's part of the timed
+    requests' wall time."""
     if not ctx.wall_us_total or not all(c.profiles for c in cs):
         return None
     total = 0.0
     for c in cs:
-        wall = sum(ctx.wall_us(r) for r in c.profiles) / len(c.profiles)
         weight = sum(r.wall_us for r in ctx.timed if ctx.url_of[r.id] == c.url) / ctx.wall_us_total
-        total += (100.0 * c.wall_us / wall if wall else 0.0) * weight
+        total += (c.share(ctx) or 0.0) * weight
     return round(min(100.0, total), 2)
 
 
@@ -179,8 +189,9 @@ def describe_evidence(c: Case) -> list[Evidence]:
                                                                       if cr.estimated else ""),
                                      f"{number(cr.calls):g}; {number(cr.failed):g}", sources(cr.profiles)))
     evidence.append(Evidence("share of request time, %", c.share,
-                             "xhprof: its time in the lookup builtins x failed/calls, over the profiled requests' "
-                             "wall time, weighted by the URLs' part of the timed requests' wall time"))
+                             "xhprof: its time in the lookup builtins x failed/calls over the request's wall time, "
+                             "median of each URL's profiled requests, weighted by the URLs' part of the timed "
+                             "requests' wall time"))
     return evidence
 
 

@@ -19,8 +19,10 @@ requests (xhprof; compilation is what makes those calls slow), or, without a pro
 
 Share: the on-CPU native samples with PCRE's compiler on the stack (`pcre2_compile_8`,
 `pcre2_jit_compile_8`, PHP's bundled `php_pcre2_*compile*`) x the timed requests' CPU/wall ratio,
-on the finding's URLs; without samples, the caller's preg_* time in the profiled requests x
-compilations per call, over their wall time. Severity by share (high >= 10, medium >= 3).
+on the finding's URLs, weighted by their part of the timed requests' wall time; with fewer
+than MIN_SAMPLES samples there, the caller's preg_* time x compilations per call over the
+request's wall time, the median of each URL's profiled requests (xhprof), weighted likewise.
+Severity by share (high >= 10, medium >= 3).
 
 Not flagged: patterns that compile once per worker (the first request of each); a capture
 without the compile count (no uprobe: PHP's bundled PCRE, perf without root) -- the issue is
@@ -44,6 +46,7 @@ SUBJECT = "function"
 EVENT = "pcre2_compile"
 PREG = ("preg_match", "preg_match_all", "preg_replace", "preg_replace_callback", "preg_replace_callback_array",
         "preg_split", "preg_grep", "preg_filter")
+MIN_SAMPLES = 50                    # native samples on the URLs below which the share is xhprof's
 _COMPILE_FRAME = re.compile(r"^(pcre2_compile_8|pcre2_jit_compile_8|php_pcre2_\w*compile\w*)$")
 
 
@@ -134,24 +137,35 @@ def case_of(ctx: Context, function: str, urls: list[UrlCase]) -> Case:
     mine = {u.url for u in urls}
     samples = [s for s in ctx.native if ctx.url_of.get(s.request) in mine]
     hits = [s for s in samples if is_compile_sample(s.frames)]
-    cpu = share = None
-    if samples:
-        cpu = round(100.0 * len(hits) / len(samples), 2)
-        weight = sum(r.wall_us for r in ctx.timed if ctx.url_of[r.id] in mine)
-        share = round(cpu * cpu_fraction(ctx) * weight / ctx.wall_us_total, 2) if ctx.wall_us_total else None
+    cpu = round(100.0 * len(hits) / len(samples), 2) if samples else None
+    weights = {u.url: sum(r.wall_us for r in ctx.timed if ctx.url_of[r.id] == u.url) / ctx.wall_us_total
+               if ctx.wall_us_total else 0.0 for u in urls}
+    if len(samples) >= MIN_SAMPLES:
+        share = round(cpu * cpu_fraction(ctx) * sum(weights.values()), 2)
         source = (f"perf samples with pcre2_compile_8/pcre2_jit_compile_8 on the stack: {len(hits)} of the "
                   f"{len(samples)} on the finding's URLs, x CPU/wall of the timed requests, x their part of all "
                   "timed requests' wall time")
     else:
-        parts = [(u.callers.get(function, {}).get("wall_us", 0) * min(1.0, u.ratio or 1.0),
-                  sum(ctx.wall_us(r) for r in u.profiles) / max(1, len(u.profiles))) for u in urls if u.profiles]
-        share = round(100.0 * sum(p for p, _ in parts) / sum(w for _, w in parts), 2) if parts else None
-        source = f"xhprof: {function}'s preg_* time x compilations per call, over the profiled requests' wall time"
+        share = round(sum(xhprof_share(ctx, function, u) * weights[u.url] for u in urls), 2)
+        source = (f"xhprof: {function}'s preg_* time x compilations per call over the request's wall time, median "
+                  f"of each URL's profiled requests, weighted by the URLs' part of the timed requests' wall time "
+                  f"(fewer than {MIN_SAMPLES} native samples: {len(samples)})")
     examples = Counter()
     for s in hits:
         examples[s.request] += 1
     rids = [r for r, _ in examples.most_common(5)] or [rid for u in urls for rid in u.profiles][:5]
     return Case(function, urls, cpu, share, source, len(samples), rids)
+
+
+def xhprof_share(ctx: Context, function: str, u: UrlCase) -> float:
+    """The median over the URL's profiled requests of the function's preg_* time x compilations
+    per call, % of the request's wall time (0 without a profile)."""
+    parts = []
+    for rid in u.profiles:
+        us = sum(e["wt"] for (p, c), e in ctx.xhprof_edges.get(rid, {}).items() if p == function and c in PREG)
+        if ctx.wall_us(rid):
+            parts.append(100.0 * us * min(1.0, u.ratio or 1.0) / ctx.wall_us(rid))
+    return statistics.median(parts) if parts else 0.0
 
 
 def detect(ctx: Context) -> list[Finding]:
