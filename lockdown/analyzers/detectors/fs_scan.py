@@ -132,18 +132,25 @@ class Walk:
         return {k: v for k, v in self.__dict__.items() if k != "kind"}
 
 
-def _reaches_client(ctx: Context, rid: str, start: str, avoid: str) -> tuple[str, int] | None:
+def callees(ctx: Context, rid: str) -> dict[str, list[tuple[str, int]]]:
+    """Caller -> [(callee, calls)] of one request's xhprof edges, callees sorted."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for (caller, callee), v in sorted(ctx.xhprof_edges[rid].items()):
+        out.setdefault(caller, []).append((callee, v["ct"]))
+    return out
+
+
+def _reaches_client(ctx: Context, graph: dict, start: str, avoid: str) -> tuple[str, int] | None:
     """(the statement-sending builtin `start` reaches within REGISTRY_DEPTH calls, not through
     `avoid` -- the next function toward the walk --, the calls `start` made on that path), or None."""
-    edges = ctx.xhprof_edges[rid]
     frontier, seen = [(start, 0)], {start, avoid}
     for _ in range(REGISTRY_DEPTH):
         nxt = []
         for p, first in frontier:
-            for (caller, callee), v in sorted(edges.items()):
-                if caller != p or callee in seen:
+            for callee, ct in graph.get(p, []):
+                if callee in seen:
                     continue
-                calls = first or v["ct"]
+                calls = first or ct
                 if is_client_call(callee):
                     return callee, calls
                 seen.add(callee)
@@ -162,17 +169,13 @@ def _key_lookups(ctx: Context, rid: str, calls: int) -> list[str]:
     return exact or sorted(n, key=lambda fp: (abs(n[fp] - calls), fp))[:3]
 
 
-def _file_reads(ctx: Context, rid: str, walker: str) -> dict[str, int]:
+def _file_reads(ctx: Context, graph: dict, walker: str) -> dict[str, int]:
     """File-reading builtins called by the walker and the user functions under it."""
-    edges = ctx.xhprof_edges[rid]
     under, frontier, reads = {walker}, [walker], Counter()
     while frontier:
-        p = frontier.pop()
-        for (caller, callee), v in sorted(edges.items()):
-            if caller != p:
-                continue
+        for callee, ct in graph.get(frontier.pop(), []):
             if callee.lower() in FILE_READS:
-                reads[callee] += v["ct"]
+                reads[callee] += ct
             elif callee not in under and not ctx.is_internal(callee):
                 under.add(callee)
                 frontier.append(callee)
@@ -185,7 +188,8 @@ def classify(ctx: Context, rid: str, walker: str | None, chain: list[str]) -> Wa
         return Walk("discovery", 0)
     edges, totals = ctx.xhprof_edges[rid], ctx.xhprof[rid]
     entries = sum(v["ct"] for (p, c), v in edges.items() if c == walker and p != walker)
-    file_reads = _file_reads(ctx, rid, walker)
+    graph = callees(ctx, rid)
+    file_reads = _file_reads(ctx, graph, walker)
     i = chain.index(walker)
     above = [j for j in range(i - 1, 0, -1)
              if not ctx.is_internal(chain[j]) and "{closure}" not in chain[j]][:LOOKUP_SPAN]
@@ -194,7 +198,7 @@ def classify(ctx: Context, rid: str, walker: str | None, chain: list[str]) -> Wa
         calls, walks = totals.get(f, {}).get("calls", 0), edges.get((f, chain[j + 1]), {}).get("ct", 0)
         if not walks or calls <= walks:
             continue
-        sent = next((hit for k in range(j, i) if (hit := _reaches_client(ctx, rid, chain[k], chain[k + 1]))), None)
+        sent = next((hit for k in range(j, i) if (hit := _reaches_client(ctx, graph, chain[k], chain[k + 1]))), None)
         if sent:
             return Walk("miss-fallback", entries, f, calls, walks, sent[0], _key_lookups(ctx, rid, sent[1]),
                         file_reads)
