@@ -114,7 +114,7 @@ PROFILE = {
     "mysqli_query==>mysqli_query@1": {"ct": 3, "wt": 590},    # tideways' doubled internal call
     "main()==>f": {"ct": 1, "wt": 400},
     "f==>PDOStatement::execute": {"ct": 2, "wt": 300},
-    "main()==>PDO::prepare": {"ct": 2, "wt": 50},               # not a statement
+    "main()==>PDO::prepare": {"ct": 2, "wt": 50},               # a trip of those statements: time, not calls
     "main()==>mysqli_fetch_assoc": {"ct": 9, "wt": 20},         # reads a buffered result
 }
 
@@ -123,7 +123,7 @@ def test_client_calls_are_the_builtins_that_send_a_statement():
     from lockdown.analyzers.round_trip import client_calls, is_client_call
     assert is_client_call("MYSQLI::QUERY") and is_client_call("PDO::exec") and is_client_call("mysqli_stmt_execute")
     assert not is_client_call("PDO::prepare") and not is_client_call("mysqli_fetch_assoc")
-    assert client_calls(PROFILE) == (5, 900)
+    assert client_calls(PROFILE) == (5, 950)
     assert client_calls({"main()": {"ct": 1, "wt": 10}}) == (0, 0)
 
 
@@ -137,7 +137,8 @@ def test_round_trip_measured_on_the_instrumented_requests():
     # r2 sent nothing through a client call: not counted, whatever its statements
     got = measure({"r1": PROFILE, "r2": {"main()": {"ct": 1, "wt": 9}}},
                   {"r1": mine + [marker], "r2": [statement("r2", "SELECT 3", duration_us=7000)]})
-    assert got == RoundTrip(requests=1, calls=5, client_us=900, server_us=400, per_call_us=100.0)
+    assert got == RoundTrip(requests=1, calls=5, client_us=950, server_us=400, per_call_us=110.0, prepares=2,
+                            prepare_us=50)
     slow_server = [statement("r1", "SELECT 1", duration_us=1000)]
     assert measure({"r1": PROFILE}, {"r1": slow_server}).per_call_us == 0.0       # never below 0
     assert measure({"r1": {"main()": {"ct": 1, "wt": 9}}}, {"r1": mine}) is None

@@ -5,6 +5,7 @@ import pytest
 
 from contexts import context, request, statement
 from lockdown.analyzers.detectors import repeated_query, session_probe
+from lockdown.analyzers.detectors.call_sender import sender_of
 from lockdown.analyzers.sql_text import normalize
 
 PHP = {"ini": {}, "extensions": {}, "zend_extensions": ["Zend OPcache"],
@@ -119,13 +120,57 @@ def test_the_sender_is_found_in_the_call_graph_and_its_samples_count(client):
     xhprof = {"r000100": profile(7, 7, 300, 1000, client), "r000101": profile(5, 5, 300, 1000, client)}
     stacks = {"main;page;db_query;db_server_read_only": 30, "main;page;db_query": 50, "main;page": 20}
     ctx = context(reqs + inst, stmts, xhprof=xhprof, excimer={r.id: dict(stacks) for r in reqs}, php=PHP)
-    assert session_probe.sender_of(ctx, "r000100", 7, 7 * 300) == "db_server_read_only"
-    assert session_probe.sender_of(ctx, "r000100", 7, 7 * 1300) == "db_query"     # the closer in time
-    assert session_probe.sender_of(ctx, "r000100", 3, 0) is None
+    assert sender_of(ctx, "r000100", 7, 7 * 300) == "db_server_read_only"
+    assert sender_of(ctx, "r000100", 7, 7 * 1300) == "db_query"     # the closer in time
+    assert sender_of(ctx, "r000100", 3, 0) is None and sender_of(ctx, "r000100", 1, 0) is None
     [f] = session_probe.detect(ctx)
     assert (f.details["sender"], f.details["sender_source"]) == ("db_server_read_only", "xhprof")
     assert "sent by `db_server_read_only`" in f.summary
     # 30% of the timed samples, times the saved part of its calls (40 of 48)
-    assert ev(f, "time in the saved executions, % of timed requests' wall time, as PHP spends it in "
-                 "db_server_read_only") == 25.0
+    assert ev(f, "time in the saved executions, % of timed requests' wall time, as PHP spends it in their "
+                 "sender db_server_read_only (preferred") == 25.0
+    assert ev(f, "time in the saved executions, % of timed requests' wall time (server time") < 25.0
     assert f.share_pct == 25.0
+
+
+# -- round trips of native prepared statements (round_trip.py) ----------------------------------
+
+def prepared_profile(prepare, execute, n=10, prepare_us=1500, execute_us=2000):
+    """n statements, each prepared then executed on the server (native prepares), as tideways
+    records the builtins: under their caller, and again as a self-edge."""
+    return {"main()": {"ct": 1, "wt": 90_000},
+            f"main()==>{prepare}": {"ct": n, "wt": prepare_us},
+            f"{prepare}==>{prepare}@1": {"ct": n, "wt": prepare_us - 10},
+            f"main()==>{execute}": {"ct": n, "wt": execute_us},
+            f"{execute}==>{execute}@1": {"ct": n, "wt": execute_us - 10},
+            "main()==>PDOStatement::closeCursor": {"ct": n, "wt": 30}}
+
+
+@pytest.mark.parametrize("prepare,execute", [("PDO::prepare", "PDOStatement::execute"),
+                                             ("mysqli::prepare", "mysqli_stmt::execute"),
+                                             ("mysqli_prepare", "mysqli_stmt_execute")])
+def test_a_native_prepare_counts_as_a_round_trip_of_its_statement(prepare, execute):
+    from lockdown.analyzers.round_trip import measure
+    stmts = {"r1": [statement("r1", f"SELECT v FROM t WHERE id = {i}", duration_us=50) for i in range(10)]}
+    rt = measure({"r1": prepared_profile(prepare, execute)}, stmts)
+    # (2000 us executing + 1500 us preparing - 10 x 50 us in the server) / 10 statements
+    assert (rt.calls, rt.prepares, rt.prepare_us, rt.client_us, rt.server_us) == (10, 10, 1500, 3500, 500)
+    assert rt.per_call_us == 300.0 and rt.trips_per_statement == 2.0
+    # without the prepares (emulated prepares, or plain queries): one trip each
+    only = {k: v for k, v in prepared_profile(prepare, execute).items() if prepare not in k}
+    rt = measure({"r1": only}, stmts)
+    assert (rt.prepares, rt.per_call_us, rt.trips_per_statement) == (0, 150.0, 1.0)
+
+
+def test_statement_shares_count_the_prepares():
+    reqs, stmts = probing(n_probe=(0, 0))
+    for r in reqs:
+        stmts += [statement(r.id, "SELECT value FROM settings WHERE name = 'currency'", duration_us=100)
+                  for _ in range(10)]
+    inst = request("r000100", "/", instrumented=True)
+    stmts += [statement(inst.id, f"SELECT v FROM t WHERE id = {i}", duration_us=50) for i in range(10)]
+    xhprof = {inst.id: prepared_profile("PDO::prepare", "PDOStatement::execute")}
+    [f] = repeated_query.detect(context(reqs + [inst], stmts, xhprof=xhprof, php=PHP))
+    # 8 requests x 9 saved x (100 us + 300 us: execute and prepare) over 8 x 100 ms
+    assert f.share_pct == 3.6
+    assert ev(f, "round trip per statement beyond its server time") == "300 us"

@@ -21,16 +21,14 @@ Signature
 Sender
     The PHP function that sends the probe: named in the statement's comment
     (`sql_caller.caller_of`, MediaWiki), else found in the xhprof call graph of the instrumented
-    requests: walking up from the client calls (`round_trip.CLIENT_CALLS`), the nearest user
-    function called exactly as many times as the probe ran in that request, and of several, the
-    one whose inclusive time is closest to what the probes cost (`sender_of`).
+    requests (`call_sender`: the nearest user function above the client calls called exactly as
+    many times as the probe ran in that request; of several, the one closest in time).
 
 Share of request time
     `share_pct`: what the executions after the first of each request cost the timed requests
-    (what remembering the answer for the request saves), the larger of `statement_time`'s
-    estimates (server time plus the round trip, or the Excimer samples under a sender the
-    statements name) and, with a sender from the call graph, Excimer's share of the timed
-    requests' samples with it on the stack times the part of its calls that are saved.
+    (what remembering the answer for the request saves), as `statement_time` reckons it: server
+    time plus the round trip, or the Excimer samples under the sender (the part of its calls that
+    are saved), preferred when the call graph found it.
 
 Details
     `statement` (normal form), `fingerprint`, `query_id`, `sender`, `sender_source`,
@@ -44,8 +42,8 @@ from functools import lru_cache
 
 from ..findings import Evidence, Finding, severity_for
 from ..query_digest import query_id
-from ..round_trip import is_client_call
 from ..sql_text import fp_of, is_marker, is_select, is_table_select, normalize, tokens
+from .call_sender import xhprof_sender
 from .context import Context
 from .figures import busiest_url, spread, spread_by_url
 from .statement_time import StatementTime, describe_statement_time, statement_time
@@ -60,7 +58,6 @@ _NOT_A_PROBE = {"rand", "uuid", "uuid_short", "now", "sysdate", "curdate", "curt
                 "localtimestamp", "unix_timestamp", "found_rows", "last_insert_id", "row_count",
                 "get_lock", "release_lock", "release_all_locks", "is_free_lock", "is_used_lock", "sleep",
                 "nextval", "lastval", "setval", "benchmark", "master_pos_wait", "master_gtid_wait"}
-MAX_DEPTH = 6   # call-graph steps from the client call up to the sender
 
 
 @lru_cache(maxsize=65536)
@@ -92,31 +89,6 @@ def per_request(ctx: Context) -> list[Probes]:
     return out
 
 
-def sender_of(ctx: Context, rid: str, executions: int, cost_us: float) -> str | None:
-    """The nearest user function above a client call in request `rid`'s xhprof call graph that
-    was called exactly `executions` times; of several at the same distance, the one whose
-    inclusive time is closest to `cost_us`, what the probes cost there (server time and round
-    trips): a database layer that sends the probe before each of its own queries is called as
-    often as the function that sends the probe, but spends the queries' time as well. None when
-    there is none within MAX_DEPTH steps."""
-    edges = ctx.xhprof_edges.get(rid)
-    totals = ctx.xhprof.get(rid, {})
-    if not edges:
-        return None
-    callers: dict[str, set[str]] = defaultdict(set)
-    for parent, child in edges:
-        callers[child].add(parent)
-    frontier = sorted({p for c in callers if is_client_call(c) for p in callers[c]})
-    seen = set(frontier)
-    for _ in range(MAX_DEPTH):
-        hits = [f for f in frontier if not ctx.is_internal(f) and totals.get(f, {}).get("calls") == executions]
-        if hits:
-            return min(hits, key=lambda f: (abs(totals[f].get("inclusive_us", 0) - cost_us), f))
-        frontier = sorted({p for f in frontier for p in callers.get(f, ()) if p not in seen})
-        seen.update(frontier)
-    return None
-
-
 @dataclass
 class Case:
     text: str
@@ -128,11 +100,12 @@ class Case:
     saved: dict
     time: StatementTime
     sender: str | None
-    sender_source: str | None       # "comment" or "xhprof"
-    sender_pct: float | None        # Excimer: % of timed samples with the sender on the stack
-    sender_share: float | None      # that times the saved part of its calls
-    share: float
+    sender_source: str | None       # "comment" or "xhprof" (call_sender)
     per_url: dict
+
+    @property
+    def share(self) -> float:
+        return self.time.share
 
 
 def _flagged(ctx: Context) -> dict[str, list[Probes]]:
@@ -149,17 +122,6 @@ def _flagged(ctx: Context) -> dict[str, list[Probes]]:
     return by_text
 
 
-def _xhprof_sender(ctx: Context, probes: list[Probes]) -> str | None:
-    """The sender most instrumented requests of `probes` agree on (`sender_of`)."""
-    rt = ctx.round_trip.per_call_us if ctx.round_trip else 0.0
-    found = Counter(sender_of(ctx, p.request, p.executions,
-                              sum(s.duration_us + rt for s in ctx.statements_of[p.request]
-                                  if is_probe(s.sql) and normalize(s.sql) == p.text))
-                    for p in probes if p.request in ctx.xhprof_profiles)
-    found.pop(None, None)
-    return found.most_common(1)[0][0] if found else None
-
-
 def _case(ctx: Context, text: str, probes: list[Probes]) -> Case:
     probes.sort(key=lambda p: p.request)
     rids = {p.request for p in probes}
@@ -170,21 +132,13 @@ def _case(ctx: Context, text: str, probes: list[Probes]) -> Case:
         if s.request in first:
             saved.append(s)
         first.add(s.request)
-    time = statement_time(ctx, saved)
-    sender, source, pct, part_share = time.function, "comment" if time.function else None, None, None
-    if sender is None:
-        sender = _xhprof_sender(ctx, probes)
-        if sender is not None and sender in ctx.excimer_frames:
-            source = "xhprof"
-            pct = ctx.php_share_pct(lambda frame: frame == sender)
-            part_share = pct * len(saved) / len(mine)
-        elif sender is not None:
-            source = "xhprof"
+    time = statement_time(ctx, saved, of=mine)
+    sender = time.sender.function if time.sender else xhprof_sender(ctx, mine)
+    source = time.sender.source if time.sender else "xhprof" if sender else None
     urls = sorted({p.url for p in probes})
     return Case(text=text, fingerprint=fp_of(mine[0].sql), urls=urls, requests=[p.request for p in probes],
                 on_urls=sum(len(ctx.by_url[u]) for u in urls), executions=spread([p.executions for p in probes]),
                 saved=spread([p.executions - 1 for p in probes]), time=time, sender=sender, sender_source=source,
-                sender_pct=pct, sender_share=part_share, share=max(time.share, part_share or 0.0),
                 per_url=spread_by_url(ctx, probes, urls, "with_probes", "executions_per_request"))
 
 
@@ -218,16 +172,10 @@ def describe(c: Case) -> Finding:
         Evidence("requests with the repeats", f"{len(c.requests)} of {c.on_urls}", "requests.jsonl, statements.jsonl"),
         *describe_statement_time(c.time, "time in the saved executions"),
     ]
-    if c.sender_source == "xhprof":
+    if c.sender_source == "xhprof" and c.time.sender is None:
         evidence.append(Evidence(
-            "sender: the nearest user function above the client call, called as many times as the probe ran",
-            c.sender, "xhprof call graph of the instrumented requests"))
-    if c.sender_share is not None:
-        evidence.append(Evidence(
-            f"time in the saved executions, % of timed requests' wall time, as PHP spends it in {c.sender}",
-            round(c.sender_share, 2),
-            f"Excimer: {c.sender_pct:.1f}% of timed requests' samples have it on the stack, times the saved "
-            "part of its calls"))
+            "sender: the nearest user function above the client call, called as many times as the probe ran "
+            "(no Excimer samples under it)", c.sender, "xhprof call graph of the instrumented requests"))
     return Finding(
         id=ID, title=f"Session probe {how_often}: {c.text}", severity=severity_for(c.share),
         share_pct=round(c.share, 2), summary=summary, evidence=evidence, urls=c.urls, requests=c.requests[:5],
