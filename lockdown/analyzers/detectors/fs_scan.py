@@ -27,8 +27,9 @@ directories and the count is the largest of them, not their sum. RecursiveDirect
 opens the root with `__construct` and every other directory with `getChildren`, which
 constructs the child (xhprof counts that `__construct` too): its count is the larger of
 `__construct` and `getChildren + 1`. A walk whose directories are split between two mechanisms
-is counted as its larger part (an estimate that errs low, never double), and a mechanism
-called twice per directory (two glob patterns) counts each directory twice.
+is counted as its larger part (an estimate that errs low, never double), a mechanism called
+twice per directory (two glob patterns) counts each directory twice, and one glob() whose
+pattern spans directories (`*/*.json`) counts once for all of them.
 
 Which kind (`details["walk"]`, what showed it in `details["walk_evidence"]`), from the capture
 alone: **miss-fallback** when, among the three user functions nearest above the walker on its
