@@ -32,6 +32,8 @@ class Remediation:
     steps: list = field(default_factory=list)   # commands to run after applying (e.g. a rebuild)
     description: str = ""
     writes: list | None = None       # app-tree paths (files, directories) the steps write; None: any
+    origin: str = ""                 # "recipe" (the catalogue), "generated" (derived by lockdown from
+                                     # the evidence), "engine" (settings a detector names); "": older runs
 
 
 def remediation_names(rems) -> str:

@@ -168,6 +168,9 @@ class RequestRecord(_Record):
     sched: dict[str, int] | None = None     # the scheduler's view: run-queue wait, context switches
     uncached_scripts: list[str] | None = None   # included files OPcache did not hold, when it missed
     uncached_young: list[str] | None = None     # of those, modified within file_update_protection
+    php_errors: list[dict] | None = None    # warnings, notices, deprecations PHP raised: type, message, file, line, function, count
+    released_early: bool | None = None      # the app released the response itself (fastcgi_finish_request)
+    after_release_statements: int | None = None  # then: statements its shutdown functions sent (mysqlnd's counts)
 
     def problem(self) -> str | None:
         if not 0 <= self.start_unix < LAST_UNIX:          # exports format it as a date

@@ -188,8 +188,20 @@ def _detect(plan: RunPlan, bundle: Bundle, out: Path, base: Base | None, patch,
     if plan.options.probe:
         findings, dismissed = check_repeated_calls(plan.target, findings, plan.limits, out / "probe-run",
                                                    php_ini=plan.php_ini, remedy=patch, say=say)
-    findings = propose_all(findings, bundle.statements(), plan.target, out / "remedy-run", say=say, base=base)
+    findings = propose_all(findings, bundle.statements(), plan.target, out / "remedy-run", say=say, base=base,
+                           called=calls_per_request(bundle))
     return ctx, findings, dismissed
+
+
+def calls_per_request(bundle: Bundle) -> dict[str, float]:
+    """Function -> mean calls per xhprof-instrumented request: which functions the capture saw run."""
+    ids = bundle.xhprof_ids()
+    totals: dict[str, float] = {}
+    for rid in ids:
+        for edge, data in bundle.xhprof(rid).items():
+            callee = edge.rpartition("==>")[2]
+            totals[callee] = totals.get(callee, 0) + (data.get("ct", 0) if isinstance(data, dict) else 0)
+    return {fn: n / len(ids) for fn, n in totals.items()} if ids else {}
 
 
 def _account(ctx: Context, findings: list[Finding], probed: bool, out: Path, say: Progress) -> TimeAccounting:

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from ..analyzers.findings import Finding, Remediation
+from ..targets.config import is_patchable
 from ..harness.toolchain import tool
 from .recipes import PREPARED_TREE, check_applies, unified_diff
 
@@ -31,25 +32,30 @@ def memo_site(finding: Finding) -> tuple[str, str, int] | None:
     return (where, rel, int(line)) if rel and line.isdigit() else None
 
 
-def memoized(path: Path, function: str, line: int) -> tuple[str | None, str]:
-    """(the file's text with `function` memoized, "") or (None, why it cannot be)."""
+def memoized(path: Path, function: str, line: int, scope: str = "request", cache: dict | None = None,
+             script: Path = SCRIPT) -> tuple[str | None, str]:
+    """(the file's text with `function` memoized, "") or (None, why it cannot be). `scope`:
+    request, object (an instance method, one memo per object) or persistent (a generated PHP
+    array file; `cache` gives its name, TTL and version expression); php/memoize.php says each.
+    `script` may name another writer with the same protocol (php/defer.php)."""
     name = function.rpartition("::")[2].rpartition("\\")[2]
     with tempfile.TemporaryDirectory(prefix="lockdown-memo-") as tmp:
         out = Path(tmp) / path.name
-        request = {"file": str(path), "line": line, "name": name, "method": "::" in function, "out": str(out)}
+        request = {"file": str(path), "line": line, "name": name, "method": "::" in function, "out": str(out),
+                   "scope": scope, "cache": cache or {}}
         try:
             run = subprocess.run([tool("php"), "-n", "-d", "extension=tokenizer", "-d", "memory_limit=512M",
-                                  str(SCRIPT)], input=json.dumps(request), capture_output=True, text=True,
+                                  str(script)], input=json.dumps(request), capture_output=True, text=True,
                                  timeout=60)
         except subprocess.TimeoutExpired:
-            return None, "the memo writer took over 60 s"
+            return None, f"the writer ({script.name}) took over 60 s"
         try:
             answer = json.loads(run.stdout)
         except ValueError:
             answer = None
         if not isinstance(answer, dict):
             first = next((ln.strip() for ln in (run.stderr + run.stdout).splitlines() if ln.strip()), "no output")
-            return None, f"the memo writer failed (php exit {run.returncode}): {first[:200]}"
+            return None, f"the writer ({script.name}) failed (php exit {run.returncode}): {first[:200]}"
         if answer.get("written"):
             return out.read_bytes().decode("utf-8", "replace"), ""
         return None, str(answer.get("refused"))
@@ -62,7 +68,7 @@ def propose(finding: Finding, patchable: list[str], app_dir: Path, tree: str = P
     if site is None:
         return []
     function, rel, line = site
-    if rel not in patchable:
+    if not is_patchable(rel, patchable):
         finding.details["no_patch"] = (f"{rel} is not one of the target's patchable files; declare it "
                                        f"in target.toml to get a per-request memo of {function} to verify")
         return []
@@ -72,4 +78,4 @@ def propose(finding: Finding, patchable: list[str], app_dir: Path, tree: str = P
         return []
     diff = unified_diff(rel, (app_dir / rel).read_text(errors="replace"), text)
     return [Remediation(kind="diff", content=diff, checked=check_applies(app_dir, rel, diff, tree), file=rel,
-                        description=DESCRIPTION.format(function=function))]
+                        description=DESCRIPTION.format(function=function), origin="generated")]

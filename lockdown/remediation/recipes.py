@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..analyzers.findings import Finding, Remediation
+from ..targets.config import is_patchable
 
 CATALOGUE = Path(__file__).with_name("recipes.toml")
 
@@ -67,7 +68,7 @@ def propose(finding: Finding, patchable: list[str], app_dir: Path, recipes: list
             tree: str = PREPARED_TREE) -> list[Remediation]:
     out = []
     for r in recipes:
-        if r.finding != finding.id or r.file not in patchable:
+        if r.finding != finding.id or not is_patchable(r.file, patchable):
             continue
         if any(finding.details.get(k) != v for k, v in r.when.items()):
             continue
@@ -82,5 +83,5 @@ def propose(finding: Finding, patchable: list[str], app_dir: Path, recipes: list
         out.append(Remediation(kind="diff", content=diff, checked=check_applies(app_dir, r.file, diff, tree),
                                file=r.file, steps=[list(s) for s in r.steps],
                                writes=list(r.writes) if r.writes is not None else None,
-                               description=f"{r.source}"))
+                               description=f"{r.source}", origin="recipe"))
     return out

@@ -91,7 +91,7 @@ def check_record(data, spec: dict[str, str | None], required: tuple[str, ...], w
 
 
 REMEDIATION = {"kind": "str", "content": "str", "checked": "str", "file": "str | None", "steps": "list",
-               "description": "str", "writes": "list | None"}
+               "description": "str", "writes": "list | None", "origin": "str"}
 EVIDENCE = {"what": "str", "value": None, "source": "str"}
 FINDING = {"id": "str", "title": "str", "severity": "str", "share_pct": "float | None", "summary": "str",
            "evidence": "list", "remediations": "list", "urls": "list[str]", "requests": "list[str]",

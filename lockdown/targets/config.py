@@ -12,6 +12,7 @@ one token or one line, so that none can add a directive (docs/targets.md, "What 
 """
 from __future__ import annotations
 
+import fnmatch
 import math
 import posixpath
 import re
@@ -387,8 +388,19 @@ def _app_tree_paths(path: Path, data: dict, app_root: Path, sibling_of: Path | N
     return docroot, front_controller
 
 
+# Without a `patchable` key every PHP file of the app tree may be patched: patches are only
+# ever applied to copies, and `verify` measures each one; a target narrows it by declaring it.
+DEFAULT_PATCHABLE = ("*.php",)
+
+
+def is_patchable(rel: str, patterns) -> bool:
+    """Whether `rel` (relative to the app tree) is one of `patterns`: file names or fnmatch
+    patterns, where `*` also crosses directories ("src/*.php" holds src/a/b.php)."""
+    return any(rel == p or fnmatch.fnmatchcase(rel, p) for p in patterns)
+
+
 def _patchable(path: Path, data: dict) -> list[str]:
-    patchable = _expect(path, data, "patchable", list, default=[])
+    patchable = _expect(path, data, "patchable", list, default=list(DEFAULT_PATCHABLE))
     for i, p in enumerate(patchable):
         if not isinstance(p, str):
             raise _fail(path, f"patchable[{i}] must be a string (a file of the app tree), not "

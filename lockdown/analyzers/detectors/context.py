@@ -69,6 +69,18 @@ class Context:
         return {r.id: got.get(r.id, []) for r in self.requests}
 
     @cached_property
+    def after_release(self) -> frozenset[int]:
+        """Seqs of the statements sent after the app released its response
+        (fastcgi_finish_request, then shutdown functions): the last `after_release_statements`
+        of each such request, which the client did not wait for."""
+        late: set[int] = set()
+        for r in self.requests:
+            n = r.after_release_statements if r.released_early else 0
+            if n and n > 0:
+                late.update(s.seq for s in sorted(self.statements_of.get(r.id, []), key=lambda s: s.seq)[-n:])
+        return frozenset(late)
+
+    @cached_property
     def round_trip(self) -> RoundTrip | None:
         """The mean client-side time a statement costs beyond its server time, measured on
         the instrumented requests (`round_trip.measure`); None without client calls in xhprof."""

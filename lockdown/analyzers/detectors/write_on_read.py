@@ -1,19 +1,42 @@
 """write-on-read: a read-only request (GET) that writes to the database, the same statement
 shape on most views of a page -- MediaWiki's old `UPDATE page SET page_counter = page_counter
 + 1` on every view (docs/pathologies.md section 3). Each such write takes row locks and
-forces a log flush on the hottest pages, and turns reads into contention under load."""
+forces a log flush on the hottest pages, and turns reads into contention under load. Writes
+sent after the app released its response (fastcgi_finish_request, then shutdown functions:
+`Context.after_release`) are left out: the page did not wait for them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import re
+
 from ..findings import Evidence, Finding
 from ..query_digest import fingerprint, query_id
 from ..sql_text import ROW_WRITES, write_verb
+from .call_sender import xhprof_sender
 from .context import Context
 from .statement_time import StatementTime, describe_statement_time, statement_time
 
 ID = "write-on-read"
 SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
+
+# Words of a function name that make it a logger (`bb_log`, `watchdog`, `dblog_watchdog`,
+# `Psr\Log\LoggerInterface::warning`, `Monolog\Logger::addRecord`); whole words, so that
+# `Catalog\...`, `blog_*` and `login` are not.
+LOG_WORDS = frozenset({"log", "logs", "logger", "logging", "watchdog", "syslog", "dblog", "monolog", "errorlog"})
+_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def is_logger(function: str) -> bool:
+    """A function whose name (its words: snake_case, CamelCase, namespaces) says it logs."""
+    return any(w.lower() in LOG_WORDS for w in _WORDS.findall(function))
+
+
+def log_sender(ctx: Context, sent: list) -> str | None:
+    """The logging function that sends these writes, one per call, in the xhprof call graph
+    (`call_sender`, restricted to `is_logger` names; once a request is enough here, the name
+    tells it from the page), or None."""
+    return xhprof_sender(ctx, sent, accept=is_logger, min_calls=1)
 
 
 def is_write(sql: str) -> bool:
@@ -34,6 +57,7 @@ class Case:
     time: StatementTime
     example: str
     verb: str
+    cause: str | None = None    # the logging function that sends it (`log_sender`): a log write
 
 
 def decide(ctx: Context) -> list[Case]:
@@ -41,13 +65,19 @@ def decide(ctx: Context) -> list[Case]:
     min_share = ctx.threshold(ID, "min_request_share")
     is_read = lambda r: r.method.upper() in methods
     cases = []
-    for fp, urls, per_url in ctx.shapes_on_urls(lambda s: is_write(s.sql), min_share, among=is_read):
+    # a write sent after the response was released (deferred with fastcgi_finish_request) is off
+    # the response path: the page does not wait for it
+    on_path = lambda s: is_write(s.sql) and s.seq not in ctx.after_release
+    for fp, urls, per_url in ctx.shapes_on_urls(on_path, min_share, among=is_read):
         example = next(s.sql for r in ctx.requests if is_read(r) for s in ctx.statements_of[r.id]
                        if is_write(s.sql) and fingerprint(s.sql) == fp)
         rids = sorted(set().union(*(per_url[u] for u in urls)))
-        sent = [s for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp]
+        sent = [s for rid in rids for s in ctx.statements_of[rid] if fingerprint(s.sql) == fp and on_path(s)]
         cases.append(Case(fp, urls, rids, sum(1 for u in urls for r in ctx.by_url[u] if is_read(r)), len(sent),
                           statement_time(ctx, sent), example, write_verb(example)))
+    for c in cases:
+        c.cause = log_sender(ctx, [s for rid in c.requests for s in ctx.statements_of[rid]
+                                   if fingerprint(s.sql) == c.fingerprint])
     return cases
 
 
@@ -61,13 +91,19 @@ def describe(c: Case) -> Finding:
         id=ID, title=f"Every page view writes: {c.verb} on {len(c.urls)} read-only URL(s)",
         severity="medium", share_pct=round(c.time.share, 2),
         summary=(f"{len(c.requests)} of {c.reads} GET requests to {', '.join(c.urls[:3])} ran `{fp}`. "
-                 "A write on every view takes row locks and flushes the log on the hottest "
-                 "pages; disable it, batch it, or move it to a cache."),
+                 + (f"It is a log entry: the logging function `{c.cause}` sends it, once per write. The "
+                    "cause is what is logged on every view (a PHP warning, a missing module: see the "
+                    "php-warning finding when there is one); fix that, and the write goes with it."
+                    if c.cause else
+                    "A write on every view takes row locks and flushes the log on the hottest "
+                    "pages; disable it, batch it, or move it to a cache.")),
         evidence=[Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
                   Evidence("GET requests that sent it", f"{len(c.requests)} of {c.reads}", "statements.jsonl"),
                   Evidence("executions", c.executions, "statements.jsonl"),
                   *describe_statement_time(c.time, "time in these writes"),
-                  Evidence("example", c.example, "statements.jsonl")],
+                  Evidence("example", c.example, "statements.jsonl"),
+                  *([Evidence("sent by a logging function, once per write", c.cause,
+                              "xhprof call graph of the instrumented requests (call_sender)")] if c.cause else [])],
         urls=c.urls, requests=c.requests[:5],
         details={"sender": c.time.function, "fingerprint": fp, "query_id": query_id(fp), "verb": c.verb,
-                 "example": c.example})
+                 "example": c.example, "cause": {"kind": "log write", "function": c.cause} if c.cause else None})

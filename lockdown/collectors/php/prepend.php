@@ -20,9 +20,12 @@ final class Capture
     private static $excimerStartNs;
     private static $xhprof = false;
     private static $marker;
+    private static $statementsAtShutdown = null;
     private static $engineStart;
     private static $schedStart;
     private const UNCACHED_MAX = 50;
+    private static $errors = [];
+    private const ERRORS_MAX = 50;
 
     public static function begin(): void
     {
@@ -45,6 +48,7 @@ final class Capture
             $id = \getmypid() . '-' . $startNs;
         }
         self::$id = $id;
+        \set_error_handler([self::class, 'onError']);
         if (!\headers_sent()) {
             \header('X-Lockdown-Request: ' . $id);
         }
@@ -68,9 +72,20 @@ final class Capture
         }
     }
 
+    /** Statements this process's mysqlnd connections sent so far (mysqli and PDO alike), or null. */
+    private static function clientStatements(): ?int
+    {
+        if (!\function_exists('mysqli_get_client_stats')) {
+            return null;
+        }
+        $s = \mysqli_get_client_stats();
+        return (int) ($s['com_query'] ?? 0) + (int) ($s['com_stmt_execute'] ?? 0);
+    }
+
     /** Runs as the first shutdown function; registers `finish` so it runs after the app's. */
     public static function shutdown(): void
     {
+        self::$statementsAtShutdown = self::clientStatements();
         \register_shutdown_function([self::class, 'finish']);
     }
 
@@ -83,6 +98,7 @@ final class Capture
     public static function finish(): void
     {
         $endNs = \hrtime(true);
+        $statementsAtEnd = self::clientStatements();
         $sched = self::threadCounters();
         $ru = \getrusage();
         try {
@@ -124,9 +140,17 @@ final class Capture
             if (($e['opcache_misses'] ?? 0) > ($e['opcache_misses_at_start'] ?? \PHP_INT_MAX)) {
                 [$record['uncached_scripts'], $record['uncached_young']] = self::uncachedScripts();
             }
+            if (self::$errors) {
+                $record['php_errors'] = \array_values(self::$errors);
+            }
             $record['capture_blocking_us'] = \intdiv(\hrtime(true) - $endNs, 1000);
-            if (\function_exists('fastcgi_finish_request')) {
-                @\fastcgi_finish_request();
+            if (\function_exists('fastcgi_finish_request') && @\fastcgi_finish_request() === false) {
+                // already released by the app, before its shutdown functions ran: what they sent
+                // was off the response path (a write deferred with fastcgi_finish_request)
+                $record['released_early'] = true;
+                if ($statementsAtEnd !== null && self::$statementsAtShutdown !== null) {
+                    $record['after_release_statements'] = $statementsAtEnd - self::$statementsAtShutdown;
+                }
             }
             $stacks = self::$excimer ? self::stacks() : null;
             $out = __DIR__ . '/out';
@@ -154,6 +178,52 @@ final class Capture
         } catch (\Throwable $e) {
             @\error_log('lockdown capture: ' . $e->getMessage());
         }
+    }
+
+    /**
+     * The request's PHP warnings, notices and deprecations, counted by (type, file, line,
+     * message), with the function that raised them (the first user function on the stack: an
+     * include or a builtin is where, not who). Installed first in the request, so it sees what
+     * PHP itself would log until the application installs a handler of its own (which then
+     * takes them: such an app logs them itself). Errors silenced with @ or left out of
+     * error_reporting are not counted: they are not logged. Returns false, so that PHP's own
+     * handling, its log included, goes on unchanged. At most ERRORS_MAX distinct ones.
+     */
+    public static function onError(int $type, string $message, string $file = '', int $line = 0): bool
+    {
+        if (!(\error_reporting() & $type)) {
+            return false;
+        }
+        $key = "$type:$file:$line:$message";
+        if (isset(self::$errors[$key])) {
+            self::$errors[$key]['count']++;
+        } elseif (\count(self::$errors) < self::ERRORS_MAX) {
+            self::$errors[$key] = ['type' => $type, 'message' => \substr($message, 0, 2000), 'file' => $file,
+                'line' => $line, 'function' => self::raisedIn(\debug_backtrace(\DEBUG_BACKTRACE_IGNORE_ARGS, 8)),
+                'count' => 1];
+        }
+        return false;
+    }
+
+    /** The first user function in a backtrace taken in the error handler, or main(). */
+    private static function raisedIn(array $trace): string
+    {
+        foreach (\array_slice($trace, 1) as $f) {
+            $fn = $f['function'] ?? '';
+            if (\in_array($fn, ['include', 'include_once', 'require', 'require_once'], true)) {
+                continue;
+            }
+            try {
+                $internal = isset($f['class']) ? (new \ReflectionMethod($f['class'], $fn))->isInternal()
+                    : (new \ReflectionFunction($fn))->isInternal();
+            } catch (\Throwable $e) {
+                $internal = false;
+            }
+            if (!$internal) {
+                return isset($f['class']) ? $f['class'] . '::' . $fn : $fn;
+            }
+        }
+        return 'main()';
     }
 
     /**

@@ -1,217 +1,73 @@
 <?php
 /*
- * A per-request memo for one function (remediation/memoize.py): the generic fix for a
- * repeated-call finding the argument probe confirmed, when no known recipe applies.
+ * A memo for one function (remediation/memoize.py): the generic fix for a repeated call or a
+ * repeated query whose sender lockdown located, and the generated static cache of a getter.
  *
- * stdin: {"file": path, "line": n, "name": "function name", "method": bool, "out": path}
+ * stdin: {"file": path, "line": n, "name": "function name", "method": bool, "out": path,
+ *         "scope": "request" | "object" | "persistent",
+ *         "cache": {"name": file name, "ttl": seconds, "version": PHP expression or ""}}
  * stdout: {"written": "out"} (the file's new text, byte for byte, is in `out`), or
  *         {"refused": "why this function cannot be memoized"}
  *
- * The function is found by its `function` keyword's line and its name, with PHP's tokenizer.
- * At the top of its body a memo lookup is inserted, keyed on the serialized arguments (and
- * static::class for a static method); each `return EXPR;` of its own (not of closures or
- * classes nested in it) becomes `return $lockdown_memo[$lockdown_key ?? ''] = (EXPR);`.
- * Calls with an object, closure or resource among their arguments are not remembered (their
- * result goes to the '' slot, which is never read: a serialized key is never empty).
- * Refused: instance methods (the result may depend on the object), by-reference returns or
- * parameters, generators, void/never functions, and bodies that print output.
+ * Scopes:
+ * - request: remembered for the request in a static array, keyed on the serialized arguments
+ *   (and static::class for a static method); instance methods are refused.
+ * - object: as request, but an instance method is allowed, with one memo per object (a
+ *   WeakMap keyed on $this): for a method whose repeats the capture saw on one object.
+ * - persistent: remembered across requests in a generated PHP array file next to the patched
+ *   file (`.lockdown-cache/NAME`), which OPcache keeps in memory; an instance method's key also
+ *   holds the object's scalar properties (a locale, a root path). The file is dropped and
+ *   rebuilt when `version` (e.g. a file's mtime) or the TTL period changes. Only results made
+ *   of scalars and arrays are stored.
+ * At the top of the body a lookup is inserted; each own `return EXPR;` becomes
+ * `return $lockdown_memo[$lockdown_key ?? ''] = (EXPR);`. Calls with an object, closure or
+ * resource among their arguments are not remembered (the '' slot, never read).
+ * Refused: by-reference returns or parameters, generators, void/never functions, and bodies
+ * that print output.
  */
+require __DIR__ . '/function_site.php';
+
 $in = json_decode(stream_get_contents(STDIN), true);
 $code = @file_get_contents($in['file']);
 if ($code === false) {
     refuse("cannot read {$in['file']}");
 }
-try {
-    $tokens = token_get_all($code, TOKEN_PARSE);
-} catch (\Throwable $e) {
-    refuse('the file does not parse: ' . $e->getMessage());
-}
-$n = count($tokens);
-$offsets = [];
-$pos = 0;
-foreach ($tokens as $i => $t) {
-    $offsets[$i] = $pos;
-    $pos += strlen(is_array($t) ? $t[1] : $t);
-}
-
-function refuse(string $why): void
-{
-    echo json_encode(['refused' => $why], JSON_UNESCAPED_SLASHES), "\n";
-    exit(0);
-}
-
-function id($t)
-{
-    return is_array($t) ? $t[0] : $t;
-}
-
-function next_significant(array $tokens, int $i, int $n): int
-{
-    for ($i++; $i < $n && is_array($tokens[$i]) && in_array($tokens[$i][0], [T_WHITESPACE, T_COMMENT, T_DOC_COMMENT], true); $i++);
-    return $i;
-}
-
-// the declaration: `function` on the given line, followed by the name
-$fn = null;
-for ($i = 0; $i < $n; $i++) {
-    if (id($tokens[$i]) !== T_FUNCTION || $tokens[$i][2] !== (int) $in['line']) {
-        continue;
-    }
-    $j = next_significant($tokens, $i, $n);
-    $byRef = false;
-    if (in_array(id($tokens[$j]), ['&', T_AMPERSAND_NOT_FOLLOWED_BY_VAR_OR_VARARG, T_AMPERSAND_FOLLOWED_BY_VAR_OR_VARARG], true)) {
-        $byRef = true;
-        $j = next_significant($tokens, $j, $n);
-    }
-    if (id($tokens[$j]) === T_STRING && strcasecmp($tokens[$j][1], $in['name']) === 0) {
-        $fn = $i;
-        break;
-    }
-}
-if ($fn === null) {
-    refuse("no definition of {$in['name']} on line {$in['line']}");
-}
-if ($byRef) {
+$scope = $in['scope'] ?? 'request';
+$site = function_site($code, (int) $in['line'], $in['name']);
+if ($site['by_ref']) {
     refuse('it returns by reference');
 }
-// modifiers before `function`
-$static = false;
-for ($k = $fn - 1; $k >= 0; $k--) {
-    $id = id($tokens[$k]);
-    if ($id === T_STATIC) {
-        $static = true;
-    } elseif (!in_array($id, [T_WHITESPACE, T_COMMENT, T_DOC_COMMENT, T_PUBLIC, T_PROTECTED, T_PRIVATE, T_FINAL], true)) {
-        break;
-    }
-}
-if ($in['method'] && !$static) {
+$instance = $in['method'] && !$site['static'];
+if ($instance && $scope === 'request') {
     refuse('an instance method: its result may depend on the object, which a memo keyed on the arguments cannot see');
 }
-if (id($tokens[$k]) === T_ABSTRACT) {
+if ($site['abstract']) {
     refuse('an abstract method has no body');
 }
-// the parameter list, the return type, then the body's "{"
-$depth = 0;
-for ($k = $j + 1; $k < $n; $k++) {
-    $id = id($tokens[$k]);
-    if ($id === '(') {
-        $depth++;
-    } elseif ($id === ')') {
-        $depth--;
-        if ($depth === 0) {
-            break;
-        }
-    } elseif ($id === T_AMPERSAND_FOLLOWED_BY_VAR_OR_VARARG && $depth === 1) {
-        refuse('it takes a parameter by reference');
-    }
+if ($site['by_ref_param']) {
+    refuse('it takes a parameter by reference');
 }
-$type = '';
-for ($k++; $k < $n && $tokens[$k] !== '{' && $tokens[$k] !== ';'; $k++) {
-    $type .= is_array($tokens[$k]) ? $tokens[$k][1] : $tokens[$k];
-}
-if ($k >= $n || $tokens[$k] === ';') {
+if ($site['open'] === null) {
     refuse('it has no body');
 }
-if (preg_match('/\b(void|never)\b/i', $type)) {
-    refuse('it returns nothing (' . trim($type, " \t\n:") . ')');
+if (preg_match('/\b(void|never)\b/i', $site['type'])) {
+    refuse('it returns nothing (' . trim($site['type'], " \t\n:") . ')');
 }
-$open = $k;
-
-// the body: its own returns; nested closures, functions and classes are foreign
-$edits = [];                      // [offset, text to insert]
-$returns = 0;                     // own returns with a value
-$depth = 0;                       // braces inside the body
-$foreign = [];                    // depths at which a nested closure/function/class body opened
-$pendingForeign = false;
-$prev = null;                     // the previous significant token (Foo::class is no class)
-$ownOutput = [T_ECHO, T_PRINT, T_INLINE_HTML, T_OPEN_TAG_WITH_ECHO, T_CLOSE_TAG];
-for ($k = $open; $k < $n; $k++) {
-    $t = $tokens[$k];
-    $id = id($t);
-    if ($id === '{' || $id === T_CURLY_OPEN || $id === T_DOLLAR_OPEN_CURLY_BRACES) {
-        $depth++;
-        if ($id === '{' && $pendingForeign) {
-            $foreign[] = $depth;
-            $pendingForeign = false;
-        }
-        continue;
-    }
-    if ($id === '}') {
-        if ($foreign && end($foreign) === $depth) {
-            array_pop($foreign);
-        }
-        $depth--;
-        if ($depth === 0) {
-            $close = $k;
-            break;
-        }
-        continue;
-    }
-    if ($k === $open) {
-        continue;
-    }
-    $afterColons = $prev === T_DOUBLE_COLON;
-    if (!in_array($id, [T_WHITESPACE, T_COMMENT, T_DOC_COMMENT], true)) {
-        $prev = $id;
-    }
-    if (!$afterColons && (in_array($id, [T_FUNCTION, T_CLASS, T_TRAIT, T_INTERFACE], true)
-                          || (defined('T_ENUM') && $id === T_ENUM))) {
-        $pendingForeign = true;   // its body is the next "{" (T_FN has no braces of its own)
-        continue;
-    }
-    if ($foreign) {
-        continue;
-    }
-    if ($id === T_YIELD || $id === T_YIELD_FROM) {
-        refuse('a generator (yield)');
-    }
-    if (in_array($id, $ownOutput, true)) {
-        refuse('it prints output (' . token_name($id) . ' on line ' . $t[2] . '), which a memo would print once');
-    }
-    if ($id === T_RETURN) {
-        $start = next_significant($tokens, $k, $n);
-        if ($tokens[$start] === ';') {
-            continue;             // `return;`: nothing to remember
-        }
-        // the expression ends at the ";" (or closing tag) outside any bracket of its own
-        $level = 0;
-        for ($e = $start; $e < $n; $e++) {
-            $u = id($tokens[$e]);
-            if (in_array($u, ['(', '[', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES], true)) {
-                $level++;
-            } elseif (in_array($u, [')', ']', '}'], true)) {
-                $level--;
-            } elseif (($u === ';' || $u === T_CLOSE_TAG) && $level === 0) {
-                break;
-            }
-        }
-        if ($e >= $n) {
-            refuse("the return on line {$t[2]} does not end");
-        }
-        $edits[] = [$offsets[$start], '$lockdown_memo[ $lockdown_key ?? \'\' ] = ( '];
-        $edits[] = [$offsets[$e], ' )'];
-        $returns++;
-        $k = $e;
-    }
+if ($site['yields']) {
+    refuse('a generator (yield)');
 }
-if (!isset($close)) {
-    refuse('the body does not end');
+if ($site['output'] !== null) {
+    refuse("it prints output ({$site['output'][0]} on line {$site['output'][1]}), which a memo would print once");
 }
-if ($returns === 0) {
+if (!$site['returns']) {
     refuse('it has no return with a value');
 }
-
-// the lookup, on new lines after "{", indented as the body's first line
-$after = $offsets[$open] + 1;
-$lineStart = strrpos(substr($code, 0, $offsets[$fn]), "\n");
-$outer = preg_match('/^[ \t]*/', substr($code, $lineStart === false ? 0 : $lineStart + 1), $m) ? $m[0] : '';
-$indent = preg_match('/\A[^\n]*\n(?:[ \t]*\n)*([ \t]+)\S/', substr($code, $after), $m) && strlen($m[1]) > strlen($outer)
-    ? $m[1] : $outer . "\t";
-$key = $static ? 'serialize( array( static::class, $lockdown_args ) )' : 'serialize( $lockdown_args )';
-$lookup = [
-    '// lockdown: remembered for the request, keyed on the arguments (the argument probe saw',
-    '// most calls repeat an earlier argument list). Calls with an object, closure or resource',
-    '// among their arguments are not remembered.',
+$edits = [];
+foreach ($site['returns'] as [$start, $end]) {
+    $edits[] = [$start, '$lockdown_memo[ $lockdown_key ?? \'\' ] = ( '];
+    $edits[] = [$end, ' )'];
+}
+$args = [
     'static $lockdown_memo = array();',
     '$lockdown_args = func_get_args();',
     '$lockdown_key  = \'\';',
@@ -223,29 +79,101 @@ $lookup = [
     "\t\t}",
     "\t}",
     ');',
-    'if ( null !== $lockdown_key ) {',
-    "\t\$lockdown_key = $key;",
-    "\tif ( array_key_exists( \$lockdown_key, \$lockdown_memo ) ) {",
-    "\t\treturn \$lockdown_memo[ \$lockdown_key ];",
-    "\t}",
-    '}',
 ];
-$unit = strlen($indent) > strlen($outer) && strncmp($indent, $outer, strlen($outer)) === 0
-    ? substr($indent, strlen($outer)) : "\t";  // one level of the file's own indentation
-$block = implode('', array_map(
-    fn($l) => $indent . preg_replace_callback('/^\t+/', fn($m) => str_repeat($unit, strlen($m[0])), $l) . "\n",
-    $lookup));
-$eol = strpos($code, "\n", $after);
-if ($eol !== false && trim(substr($code, $after, $eol - $after)) === '') {
-    $edits[] = [$eol + 1, $block];            // on the lines after the "{" line
+if ($scope === 'persistent') {
+    $lookup = persistent_lookup($in, $instance, $site['static']);
+} elseif ($instance) {
+    $lookup = array_merge([
+        '// lockdown: remembered for the request, one memo per object, keyed on the arguments',
+        '// (the capture saw most calls repeat an earlier argument list). Calls with an object,',
+        '// closure or resource among their arguments are not remembered.',
+        'static $lockdown_memos = null;',
+        '$lockdown_memos ??= new \WeakMap();',
+        '$lockdown_memo  = $lockdown_memos[ $this ] ??= new \ArrayObject();',
+    ], array_slice($args, 1), [
+        'if ( null !== $lockdown_key ) {',
+        "\t\$lockdown_key = serialize( \$lockdown_args );",
+        "\tif ( \$lockdown_memo->offsetExists( \$lockdown_key ) ) {",
+        "\t\treturn \$lockdown_memo[ \$lockdown_key ];",
+        "\t}",
+        '}',
+    ]);
 } else {
-    $edits[] = [$after, "\n" . $block];       // code follows "{" on its line: it moves below
+    $key = $site['static'] ? 'serialize( array( static::class, $lockdown_args ) )' : 'serialize( $lockdown_args )';
+    $lookup = array_merge([
+        '// lockdown: remembered for the request, keyed on the arguments (the argument probe saw',
+        '// most calls repeat an earlier argument list). Calls with an object, closure or resource',
+        '// among their arguments are not remembered.',
+    ], $args, [
+        'if ( null !== $lockdown_key ) {',
+        "\t\$lockdown_key = $key;",
+        "\tif ( array_key_exists( \$lockdown_key, \$lockdown_memo ) ) {",
+        "\t\treturn \$lockdown_memo[ \$lockdown_key ];",
+        "\t}",
+        '}',
+    ]);
 }
-usort($edits, fn($a, $b) => $b[0] <=> $a[0]);
-foreach ($edits as [$at, $text]) {
-    $code = substr($code, 0, $at) . $text . substr($code, $at);
+written(insert_at_top($code, $site, $lookup, $edits), $in['out']);
+
+/** The lookup of the persistent scope: the array file loaded once per request, checked, kept. */
+function persistent_lookup(array $in, bool $instance, bool $static): array
+{
+    $cache = $in['cache'] ?? [];
+    $name = preg_replace('/[^A-Za-z0-9_.-]/', '_', (string) ($cache['name'] ?? 'memo')) . '.php';
+    $ttl = max(1, (int) ($cache['ttl'] ?? 60));
+    $version = trim((string) ($cache['version'] ?? ''));
+    $versionExpr = $version === '' ? "(int) ( time() / $ttl )" : "array( (int) ( time() / $ttl ), $version )";
+    $state = $instance ? 'array( static::class, array_filter( get_object_vars( $this ), function ( $v ) { return null === $v || is_scalar( $v ); } ), $lockdown_args )'
+        : ($static ? 'array( static::class, $lockdown_args )' : '$lockdown_args');
+    return [
+        '// lockdown: remembered across requests in a generated PHP array file, which OPcache keeps',
+        "// in memory. It is rebuilt every $ttl s" . ($version === '' ? '' : ' and when its version changes')
+            . '; delete it to drop it at once.',
+        '// Only results made of scalars and arrays are stored.',
+        'static $lockdown_memo = null;',
+        'static $lockdown_loaded = 0;',
+        'if ( null === $lockdown_memo ) {',
+        "\t\$lockdown_file    = __DIR__ . '/.lockdown-cache/$name';",
+        "\t\$lockdown_version = $versionExpr;",
+        "\t\$lockdown_memo    = is_file( \$lockdown_file ) ? ( include \$lockdown_file ) : null;",
+        "\tif ( ! is_array( \$lockdown_memo ) || ( \$lockdown_memo[\"\\0version\"] ?? null ) !== \$lockdown_version ) {",
+        "\t\t\$lockdown_memo = array( \"\\0version\" => \$lockdown_version );",
+        "\t}",
+        "\t\$lockdown_loaded = count( \$lockdown_memo );",
+        "\tregister_shutdown_function(",
+        "\t\tfunction () use ( &\$lockdown_memo, &\$lockdown_loaded, \$lockdown_file ) {",
+        "\t\t\tunset( \$lockdown_memo[''] );",
+        "\t\t\t\$keep = array_filter( \$lockdown_memo, function ( \$v ) {",
+        "\t\t\t\t\$plain = true;",
+        "\t\t\t\tis_array( \$v ) ? array_walk_recursive( \$v, function ( \$x ) use ( &\$plain ) { \$plain = \$plain && ( null === \$x || is_scalar( \$x ) ); } ) : ( \$plain = null === \$v || is_scalar( \$v ) );",
+        "\t\t\t\treturn \$plain;",
+        "\t\t\t} );",
+        "\t\t\tif ( count( \$keep ) === \$lockdown_loaded ) {",
+        "\t\t\t\treturn;",
+        "\t\t\t}",
+        "\t\t\t@mkdir( dirname( \$lockdown_file ), 0700 );",
+        "\t\t\t\$tmp = \$lockdown_file . '.' . getmypid() . '.tmp';",
+        "\t\t\tif ( false !== @file_put_contents( \$tmp, '<?php return ' . var_export( \$keep, true ) . \";\\n\" ) ) {",
+        "\t\t\t\t@rename( \$tmp, \$lockdown_file );",
+        "\t\t\t}",
+        "\t\t}",
+        "\t);",
+        '}',
+        '$lockdown_args = func_get_args();',
+        '$lockdown_key  = \'\';',
+        'array_walk_recursive(',
+        "\t\$lockdown_args,",
+        "\tfunction ( \$value ) use ( &\$lockdown_key ) {",
+        "\t\tif ( null !== \$value && ! is_scalar( \$value ) ) {",
+        "\t\t\t\$lockdown_key = null;",
+        "\t\t}",
+        "\t}",
+        ');',
+        'if ( null !== $lockdown_key ) {',
+        "\t\$lockdown_key = serialize( $state );",
+        "\tif ( array_key_exists( \$lockdown_key, \$lockdown_memo ) ) {",
+        "\t\treturn \$lockdown_memo[ \$lockdown_key ];",
+        "\t}",
+        '}',
+    ];
 }
-if (@file_put_contents($in['out'], $code) !== strlen($code)) {
-    refuse("cannot write {$in['out']}");
-}
-echo json_encode(['written' => $in['out']], JSON_UNESCAPED_SLASHES), "\n";

@@ -1,0 +1,195 @@
+"""Generated remediations (remediation/sender.py, generate.py, php/memoize.php's object and
+persistent scopes, php/defer.php): the sender of a statement found in code written in several
+idioms, and each generated change run by real PHP, returning what the original did while doing
+less work."""
+import json
+import subprocess
+
+from lockdown.analyzers.findings import Finding
+from lockdown.harness.toolchain import tool
+from lockdown.remediation import generate, memoize, sender
+
+# Three database layers in three idioms: a PDO repository class, procedural mysqli with an
+# interpolated table prefix and printf placeholders, and a heredoc query in a static method.
+APP = {
+    "src/Repo/Settings.php": r"""<?php
+namespace Acme\Repo;
+
+final class Settings
+{
+    public function __construct(private \PDO $db) {}
+
+    public function value(string $name): ?string
+    {
+        $st = $this->db->prepare('SELECT value FROM settings WHERE name = :name');
+        $st->execute(['name' => $name]);
+        return $st->fetchColumn() ?: null;
+    }
+
+    public function all(): array
+    {
+        $f = function () { return 'SELECT value FROM settings WHERE name = :name'; };
+        return [$f];
+    }
+}
+""",
+    "lib/options.php": r"""<?php
+function get_option_value($name)
+{
+    global $db, $prefix;
+    $sql = sprintf("SELECT option_value FROM {$prefix}options WHERE option_name = '%s' LIMIT 1",
+                   mysqli_real_escape_string($db, $name));
+    return mysqli_query($db, $sql)->fetch_row()[0] ?? null;
+}
+""",
+    "lib/Views.php": r"""<?php
+class Views
+{
+    public static function bump(int $id): void
+    {
+        $sql = <<<SQL
+            UPDATE page_views SET n = n + 1 WHERE page_id = ?
+            SQL;
+        Db::run($sql, [$id]);
+    }
+}
+""",
+    "lib/unrelated.php": "<?php\nfunction nothing() { return 'SELECT 1'; }\n",
+}
+
+
+def make_app(root):
+    for rel, text in APP.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return root
+
+
+def test_sender_is_found_by_the_statements_shape_in_each_idiom(tmp_path):
+    app = make_app(tmp_path / "app")
+    got, why = sender.locate("select value from settings where name = ?", app)
+    assert why == "" and (got.function, got.file, got.line, got.method, got.static) == \
+        ("Acme\\Repo\\Settings::value", "src/Repo/Settings.php", 8, True, False)
+    # the same text inside a closure is not a function to patch: only `value` holds it
+    got, _ = sender.locate("select option_value from wp_options where option_name = ? limit ?", app)
+    assert (got.function, got.file) == ("get_option_value", "lib/options.php")
+    got, _ = sender.locate("update page_views set n = n ? ? where page_id = ?", app)
+    assert (got.function, got.static) == ("Views::bump", True)
+    none, why = sender.locate("select a from elsewhere where b = ?", app)
+    assert none is None and "no PHP function of the app tree holds" in why
+
+
+def test_the_call_graph_picks_among_several_senders(tmp_path):
+    app = make_app(tmp_path / "app")
+    (app / "lib/copy.php").write_text("<?php\nfunction other_value($n) {\n"
+                                      "  return q('SELECT value FROM settings WHERE name = ?', $n);\n}\n")
+    fp = "select value from settings where name = ?"
+    none, why = sender.locate(fp, app)
+    assert none is None and why.startswith("several functions hold its text")
+    got, _ = sender.locate(fp, app, called={"other_value": 31.0})
+    assert got.function == "other_value" and "called 31 times per request" in got.how
+
+
+def php(where, code: str) -> dict:
+    (where / "run.php").write_text(code)
+    r = subprocess.run([tool("php"), "-n", str(where / "run.php")], capture_output=True, text=True, cwd=where)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+LIB = r"""<?php
+class Catalogue
+{
+    public static $runs = 0;
+    public function __construct(private string $locale, private $db = null) {}
+
+    public function lookup(string $id): ?string
+    {
+        self::$runs++;
+        return $id === 'none' ? null : "{$this->locale}:{$id}";
+    }
+}
+"""
+
+
+def test_object_scope_memo_keeps_one_memo_per_object(tmp_path):
+    src = tmp_path / "lib.php"
+    src.write_text(LIB)
+    text, why = memoize.memoized(src, "Catalogue::lookup", 7, scope="object")
+    assert why == "", why
+    src.write_text(text)
+    out = php(tmp_path, "<?php require 'lib.php';\n$de = new Catalogue('de'); $fr = new Catalogue('fr');\n"
+                        "$o = [];\nforeach (['a', 'a', 'b', 'none', 'none'] as $k) { $o[] = $de->lookup($k); $o[] = $fr->lookup($k); }\n"
+                        "echo json_encode(['out' => $o, 'runs' => Catalogue::$runs]), \"\\n\";")
+    assert out["out"] == ["de:a", "fr:a", "de:a", "fr:a", "de:b", "fr:b", None, None, None, None]
+    assert out["runs"] == 6           # a, b, none on each of two objects
+
+
+def test_persistent_memo_serves_later_processes_and_rebuilds_on_a_new_version(tmp_path):
+    src = tmp_path / "lib.php"
+    src.write_text(LIB)
+    version = "@file_get_contents( __DIR__ . '/version.txt' )"
+    text, why = memoize.memoized(src, "Catalogue::lookup", 7, scope="persistent",
+                                 cache={"name": "t-lookup", "ttl": 3600, "version": version})
+    assert why == "", why
+    src.write_text(text)
+    (tmp_path / "version.txt").write_text("1")
+    run = ("<?php require 'lib.php';\n$o = [];\nforeach (['de', 'fr'] as $l) { $c = new Catalogue($l);\n"
+           "  foreach (['a', 'b', 'a', 'none'] as $k) { $o[] = $c->lookup($k); } }\n"
+           "echo json_encode(['out' => $o, 'runs' => Catalogue::$runs]), \"\\n\";")
+    first = php(tmp_path, run)
+    assert first["out"] == ["de:a", "de:b", "de:a", None, "fr:a", "fr:b", "fr:a", None]
+    assert first["runs"] == 6         # the object's locale is in the key: de and fr apart
+    cache = tmp_path / ".lockdown-cache" / "t-lookup.php"
+    assert cache.is_file()
+    second = php(tmp_path, run)       # a new process: everything from the array file
+    assert second == {**first, "runs": 0}
+    (tmp_path / "version.txt").write_text("2")
+    assert php(tmp_path, run)["runs"] == 6
+
+
+def test_deferred_write_runs_after_the_rest_of_the_request(tmp_path):
+    src = tmp_path / "lib.php"
+    src.write_text(APP["lib/Views.php"].replace("Db::run($sql, [$id]);", "$GLOBALS['log'][] = \"bump $id\";"))
+    text, why = memoize.memoized(src, "Views::bump", 4, script=generate.DEFER)
+    assert why == "", why
+    src.write_text(text)
+    out = php(tmp_path, "<?php require 'lib.php';\n$GLOBALS['log'] = [];\nViews::bump(7); Views::bump(8);\n"
+                        "$GLOBALS['log'][] = 'page';\nregister_shutdown_function(function () {\n"
+                        "  echo json_encode(['log' => $GLOBALS['log']]), \"\\n\"; });")
+    assert out["log"] == ["page", "bump 7", "bump 8"]
+    # a function whose callers may use its result is refused
+    refused = memoize.memoized(tmp_path / "lib.php", "Views::bump", 4, script=generate.DEFER)
+    assert refused[0] is not None     # already deferred: still a void function, accepted
+    (tmp_path / "r.php").write_text("<?php\nfunction hit($id) { return q('UPDATE t SET n = n + 1'); }\n")
+    assert memoize.memoized(tmp_path / "r.php", "hit", 2, script=generate.DEFER)[1].startswith("it returns a value")
+
+
+def _finding(kind, fp, **details):
+    return Finding(kind, "t", "medium", 5.0, "s", details={"fingerprint": fp, **details})
+
+
+def test_generated_remediations_are_checked_diffs_that_say_they_were_generated(tmp_path):
+    app = make_app(tmp_path / "app")
+    f = _finding("repeated-query", "select value from settings where name = ?")
+    (r,) = generate.propose(f, ["src/*.php"], app)
+    assert (r.kind, r.file, r.origin) == ("diff", "src/Repo/Settings.php", "generated")
+    assert "applies cleanly" in r.checked and "passes php -l" in r.checked
+    assert r.description.startswith(generate.GENERATED) and "one memo per object" in r.description
+    assert f.details["sender"] == "Acme\\Repo\\Settings::value"
+    g = _finding("db-static-cache", "select option_value from wp_options where option_name = ? limit ?",
+                 table="wp_options")
+    (r,) = generate.propose(g, ["*.php"], app)
+    assert r.file == "lib/options.php" and "every 60 s" in r.description and ".lockdown-cache" in r.content
+    w = _finding("write-on-read", "update page_views set n = n ? ? where page_id = ?")
+    (r,) = generate.propose(w, ["lib/*.php"], app)
+    assert "fastcgi_finish_request" in r.content and "cannot show its result" in r.description
+    # not patchable: no diff, and why
+    h = _finding("repeated-query", "select value from settings where name = ?")
+    assert generate.propose(h, ["config.php"], app) == []
+    assert h.details["no_patch"].startswith("src/Repo/Settings.php is not one of the target's patchable files")
+    # n-plus-one: no diff; where the per-row query is sent
+    n = _finding("n-plus-one", "select value from settings where name = ?")
+    assert generate.propose(n, ["*.php"], app) == []
+    assert "sent by Acme\\Repo\\Settings::value (src/Repo/Settings.php:8)" in n.details["no_patch"]
+    assert sorted(p.relative_to(app).as_posix() for p in app.rglob("*.php")) == sorted(APP)   # nothing applied
