@@ -217,4 +217,6 @@ def describe(c: Case) -> Finding:
                  "credited_per_request": {cr.url: number(cr.failed) for cr in c.credits},
                  "calls_per_request": {cr.url: number(cr.calls) for cr in c.credits},
                  "builtins": builtins,
-                 "estimated": any(cr.estimated for cr in c.credits)})
+                 "estimated": any(cr.estimated for cr in c.credits),
+                 "no_patch": ("the candidates are built in the application's code: a map of what exists, built once, "
+                              "is its change (verify it with `lockdown verify --patch`)")})

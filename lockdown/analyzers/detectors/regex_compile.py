@@ -20,7 +20,8 @@ requests (xhprof; compilation is what makes those calls slow), or, without a pro
 Share: the on-CPU native samples with PCRE's compiler on the stack (`pcre2_compile_8`,
 `pcre2_jit_compile_8`, PHP's bundled `php_pcre2_*compile*`) x the timed requests' CPU/wall ratio,
 on the finding's URLs, weighted by their part of the timed requests' wall time; with fewer
-than MIN_SAMPLES samples there, the caller's preg_* time x compilations per call over the
+than MIN_SAMPLES samples there, the caller's preg_* time x the part of its calls that compile
+(the URL's compilations over its calls, at most 1) over the
 request's wall time, the median of each URL's profiled requests (xhprof), weighted likewise.
 Severity by share (high >= 10, medium >= 3).
 
@@ -104,9 +105,9 @@ def url_case(ctx: Context, url: str, counts: list[int]) -> UrlCase | None:
     rids = ctx.profiled_by_url.get(url, [])
     callers = preg_callers(ctx, rids)
     calls = number(sum(v["calls"] for v in callers.values())) if rids else None
-    ratio = round(median / calls, 2) if calls else None
-    if ratio is not None and ratio < ctx.threshold(ID, "min_compile_ratio"):
+    if calls and median / calls < ctx.threshold(ID, "min_compile_ratio"):
         return None
+    ratio = round(median / calls, 2) if calls else None
     function = max(callers, key=lambda p: (callers[p]["wall_us"], p)) if callers else "(unknown)"
     return UrlCase(url, spread(counts), len(counts), showing, rids, calls, ratio, callers, function)
 
@@ -147,7 +148,8 @@ def case_of(ctx: Context, function: str, urls: list[UrlCase]) -> Case:
                   "timed requests' wall time")
     else:
         share = round(sum(xhprof_share(ctx, function, u) * weights[u.url] for u in urls), 2)
-        source = (f"xhprof: {function}'s preg_* time x compilations per call over the request's wall time, median "
+        source = (f"xhprof: {function}'s preg_* time x the part of its calls that compile, over the request's wall "
+                  "time, median "
                   f"of each URL's profiled requests, weighted by the URLs' part of the timed requests' wall time "
                   f"(fewer than {MIN_SAMPLES} native samples: {len(samples)})")
     examples = Counter()
@@ -158,13 +160,16 @@ def case_of(ctx: Context, function: str, urls: list[UrlCase]) -> Case:
 
 
 def xhprof_share(ctx: Context, function: str, u: UrlCase) -> float:
-    """The median over the URL's profiled requests of the function's preg_* time x compilations
-    per call, % of the request's wall time (0 without a profile)."""
+    """The median over the URL's profiled requests of the function's preg_* time x the part of
+    its calls that compile (the URL's compilations over its calls, at most 1), % of the request's
+    wall time (0 without a profile)."""
+    calls = (u.callers.get(function) or {}).get("calls") or 0
+    compiling = min(1.0, u.compiles["median"] / calls) if calls else 0.0
     parts = []
     for rid in u.profiles:
         us = sum(e["wt"] for (p, c), e in ctx.xhprof_edges.get(rid, {}).items() if p == function and c in PREG)
         if ctx.wall_us(rid):
-            parts.append(100.0 * us * min(1.0, u.ratio or 1.0) / ctx.wall_us(rid))
+            parts.append(100.0 * us * compiling / ctx.wall_us(rid))
     return statistics.median(parts) if parts else 0.0
 
 
@@ -215,4 +220,6 @@ def describe(c: Case) -> Finding:
                  "preg_calls_per_request": {u.url: u.preg_calls for u in c.urls},
                  "compiled_per_call": {u.url: u.ratio for u in c.urls},
                  "callers": {u.url: u.callers for u in c.urls},
-                 "compile_on_cpu_pct": c.cpu})
+                 "compile_on_cpu_pct": c.cpu,
+                 "no_patch": ("the pattern's text is built in the application's code: keep it fixed and pass the "
+                              "variable part in the subject (verify a change with `lockdown verify --patch`)")})
