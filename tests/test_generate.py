@@ -175,7 +175,7 @@ def test_generated_remediations_are_checked_diffs_that_say_they_were_generated(t
     (r,) = generate.propose(f, ["src/*.php"], app)
     assert (r.kind, r.file, r.origin) == ("diff", "src/Repo/Settings.php", "generated")
     assert "applies cleanly" in r.checked and "passes php -l" in r.checked
-    assert r.description.startswith(generate.GENERATED) and "one memo per object" in r.description
+    assert r.description.startswith("A per-request memo of Acme") and "one memo per object" in r.description
     assert f.details["sender"] == "Acme\\Repo\\Settings::value"
     g = _finding("db-static-cache", "select option_value from wp_options where option_name = ? limit ?",
                  table="wp_options")

@@ -1,7 +1,7 @@
 """Findings for the terminal: one block each, the patch in full."""
 from __future__ import annotations
 
-from ..analyzers.findings import Finding, split_steps
+from ..analyzers.findings import Finding, origin_text, split_steps
 from . import numbers
 
 
@@ -15,7 +15,8 @@ def format_findings(findings: list[Finding]) -> str:
         for e in f.evidence[:6]:
             lines.append(f"   - {e.what}: {numbers.value(e.value)}  ({e.source})")
         for r in f.remediations:
-            lines.append(f"   fix ({r.kind}{', ' + r.file if r.file else ''}; checked: {r.checked or 'no'}):")
+            made = f"; {origin_text(r.origin)}" if r.origin else ""
+            lines.append(f"   fix ({r.kind}{', ' + r.file if r.file else ''}{made}; checked: {r.checked or 'no'}):")
             if r.description:
                 lines.append(f"     ({r.description})")
             lines += [f"     {l}" for l in r.content.rstrip().splitlines()]

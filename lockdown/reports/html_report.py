@@ -28,7 +28,7 @@ import jinja2
 from markupsafe import Markup
 
 from ..analyzers.budget import QUEUE_NOTE_PCT
-from ..analyzers.findings import SEVERITIES, split_steps
+from ..analyzers.findings import SEVERITIES, origin_text, split_steps
 from ..analyzers.query_digest import by_request, plan_text
 from ..analyzers.tail import MIN_REQUESTS as TAIL_MIN_REQUESTS, NOTE_RATIO as TAIL_NOTE_RATIO
 from ..analyzers.stacks import stacks
@@ -649,7 +649,7 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
         for j, r in enumerate(f.get("remediations") or [], 1):
             tree, operator = split_steps(r.get("steps"))
             rems.append({"kind": r.get("kind", "?"), "file": r.get("file"), "description": r.get("description") or "",
-                         "checked": r.get("checked") or "", "steps": tree, "operator_steps": operator,
+                         "checked": r.get("checked") or "", "origin": origin_text(r.get("origin")), "steps": tree, "operator_steps": operator,
                          "lines": _patch_lines(r.get("kind"), _text(r.get("content"))),
                          "pre_id": f"patch-{i}-{j}"})
         share = f.get("share_pct")
