@@ -253,12 +253,13 @@ def _content(steps: list[tuple[str, str]]) -> str:
     return "".join(f"-- {i}. {why}\n{sql}\n" for i, (sql, why) in enumerate(steps, 1))
 
 
-def _describe(steps: list[tuple[str, str]], left: list[Mention]) -> str:
+def _describe(steps: list[tuple[str, str]], caches: list[Mention], left: list[Mention]) -> str:
     said = "; ".join(f"({i}) {why}" for i, (_, why) in enumerate(steps, 1))
     kept = "".join(f"; left as is, not a cache table: {m.table} ({m.rows} row(s) naming {', '.join(m.names)})"
                    for m in left)
-    return (f"remove the registry rows whose files are gone (the lookups that miss and fall back to scanning) "
-            f"and the cache entries that still name them: {said}{kept}")
+    what = " and the cache entries that still name them" if caches else " (no cache entry names them)"
+    return (f"remove the registry rows whose files are gone (the lookups that miss and fall back to "
+            f"scanning){what}: {said}{kept}")
 
 
 def propose(finding: Finding, statements_seen: list[Statement], target: Target, run_dir: Path,
@@ -297,4 +298,4 @@ def propose(finding: Finding, statements_seen: list[Statement], target: Target, 
                  f"{', '.join(names)}: {len(caches)} cache table(s) name them"
                  + (f" ({', '.join(m.table for m in caches)})" if caches else "")
                  + "; after the statements the lookups return no row and no cache entry names them"),
-        description=_describe(steps, [m for m in named if not m.cache]))]
+        description=_describe(steps, caches, [m for m in named if not m.cache]))]
