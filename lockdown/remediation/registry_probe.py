@@ -8,8 +8,16 @@ that names a file is looked for in the app tree. Registries store paths relative
 of their own (a plugin table's `seo/seo.php` lives under `plugins/`), so a value is there when
 any file of the tree ends with it; only a value no file ends with is missing (a row wrongly
 kept costs a scan, a row wrongly deleted breaks the site). A row whose file is missing gets a DELETE
-built from its lookup's own FROM and WHERE (any table or column names), checked on the same
-copy: after it, the lookup returns no row. Nothing touches the run's or the user's database."""
+built from its lookup's own FROM and WHERE (any table or column names).
+
+On a live site the row is not the whole fix: caches filled while it was there still name the
+item, and the app looks it up again (Drupal 7's cache_bootstrap 'system_list'). So every text
+and blob column of every other table of the copy is searched for the item's path and name
+(`mentions`; no application's table names assumed); a cache table's entries that name it get
+a DELETE too (the app refills them from the repaired registry), any other table's rows are
+named in the description and left alone. Every statement is checked on the same copy, as warm
+as the target's install left it: after them the lookups return no row and no cache entry names
+the item. Nothing touches the run's or the user's database."""
 from __future__ import annotations
 
 import os
