@@ -17,8 +17,10 @@ named is the caller of preg_* with the most time in preg_* calls in the URL's pr
 requests (xhprof; compilation is what makes those calls slow), or, without a profile,
 "(unknown)". URLs with the same function are one finding (subject: the function).
 
-Share: the on-CPU native samples with PCRE's compiler on the stack (`pcre2_compile_8`,
-`pcre2_jit_compile_8`, PHP's bundled `php_pcre2_*compile*`) x the timed requests' CPU/wall ratio,
+Share: the on-CPU native samples getting a compiled pattern (PHP's
+`pcre_get_compiled_regex_cache(_ex)`: the cache lookup, the compilation and the cache's clean-up
+when it is full; `pcre2_compile_8`, `pcre2_jit_compile_8`, PHP's bundled `php_pcre2_*compile*`)
+x the timed requests' CPU/wall ratio,
 on the finding's URLs, weighted by their part of the timed requests' wall time; with fewer
 than MIN_SAMPLES samples there, the caller's preg_* time x the part of its calls that compile
 (the URL's compilations over its calls, at most 1) over the
@@ -48,7 +50,8 @@ EVENT = "pcre2_compile"
 PREG = ("preg_match", "preg_match_all", "preg_replace", "preg_replace_callback", "preg_replace_callback_array",
         "preg_split", "preg_grep", "preg_filter")
 MIN_SAMPLES = 50                    # native samples on the URLs below which the share is xhprof's
-_COMPILE_FRAME = re.compile(r"^(pcre2_compile_8|pcre2_jit_compile_8|php_pcre2_\w*compile\w*)$")
+_COMPILE_FRAME = re.compile(r"^(pcre2_compile_8|pcre2_jit_compile_8|php_pcre2_\w*compile\w*|"
+                            r"pcre_get_compiled_regex_cache(_ex)?)$")
 
 
 def is_compile_sample(frames: list) -> bool:
@@ -143,7 +146,8 @@ def case_of(ctx: Context, function: str, urls: list[UrlCase]) -> Case:
                if ctx.wall_us_total else 0.0 for u in urls}
     if len(samples) >= MIN_SAMPLES:
         share = round(cpu * cpu_fraction(ctx) * sum(weights.values()), 2)
-        source = (f"perf samples with pcre2_compile_8/pcre2_jit_compile_8 on the stack: {len(hits)} of the "
+        source = (f"perf samples getting compiled patterns (pcre_get_compiled_regex_cache, pcre2_compile_8, "
+                  f"pcre2_jit_compile_8 on the stack): {len(hits)} of the "
                   f"{len(samples)} on the finding's URLs, x CPU/wall of the timed requests, x their part of all "
                   "timed requests' wall time")
     else:
@@ -193,7 +197,7 @@ def describe_evidence(c: Case) -> list[Evidence]:
             evidence.append(Evidence(f"{u.url}: preg_* calls from {p} per request, and their us",
                                      f"{v['calls']:g}, {v['wall_us']:g}", sources(u.profiles)))
     if c.cpu is not None:
-        evidence.append(Evidence("on-CPU samples compiling patterns (PCRE's compiler and JIT compiler), %",
+        evidence.append(Evidence("on-CPU samples getting compiled patterns (PHP's regex cache, PCRE's compiler and JIT), %",
                                  c.cpu, f"perf samples of the timed requests on these URLs ({c.samples})"))
     evidence.append(Evidence("share of request time, %", c.share, c.share_source))
     return evidence
