@@ -6,7 +6,8 @@ fixtures/apps/bulletin/README.md). Every response says what the request did
 
 (a) every page answers 200 and its ground truth follows the switches;
 (b) one `lockdown run bulletin`: the session probe before every query, with the app's counts and
-    its sender;
+    its sender; the missing module's warning with the registry entry that names it, and the log
+    row written for it, which write-on-read names as a log write;
 (c) one `lockdown run bulletin-clean`: no defect finding.
 """
 import json
@@ -17,6 +18,7 @@ from collections import defaultdict
 import pytest
 
 from conftest import REPO, lockdown_runner
+from lockdown.bundle.store import open_bundle
 
 APPS = REPO / "fixtures" / "apps"
 PAGES = {"front": "/", "post3": "/?q=post/3", "post11": "/?q=post/11", "archive": "/?q=archive"}
@@ -150,8 +152,40 @@ def test_the_read_only_probe_is_found_with_the_apps_counts_and_its_sender(bullet
     assert not [g for g in by_id(data)["repeated-query"] if "@@" in g["details"]["statement"]]
 
 
+def test_the_missing_modules_warning_is_found_with_the_registry_and_its_log_write(bulletin_run, truth):
+    out, data = bulletin_run
+    t = truth["bulletin"]
+    [f] = by_id(data)["php-warning"]
+    d = f["details"]
+    missing = {m for x in t.values() for m in x["modules"]["missing"]}
+    assert missing == {"legacy_poll"}
+    assert d["missing"] == {"file": "modules/legacy_poll/legacy_poll.module.php", "module": "legacy_poll"}
+    assert d["file"] == "includes/module.inc.php" and d["function"] == "module_load_all"
+    # PHP raises two warnings per failed include: "Failed to open stream", then "Failed opening"
+    per = {2 * x["failed_includes"] for x in t.values()}
+    assert per == {2} and d["per_request"] == {"min": 2, "median": 2, "max": 2}
+    assert len(d["messages"]) == 2 and sorted(f["urls"]) == sorted(PAGES.values())
+    assert d["registry"]["table"] == "modules" and d["registry"]["column"] == "filename"
+    assert d["registry"]["repair"] == "DELETE FROM modules WHERE filename = 'modules/legacy_poll/legacy_poll.module.php'"
+    # its cost is the log row written for it, which write-on-read names as a log write
+    [w] = by_id(data)["write-on-read"]
+    assert {x["log_writes"] for x in t.values()} == {1}
+    assert w["details"]["cause"] == {"kind": "log write", "function": "bb_log"}
+    assert w["details"]["fingerprint"].startswith("insert into event_log ")
+    sent = next(e["value"] for e in w["evidence"] if e["what"] == "GET requests that sent it")
+    assert sent.split(" of ")[0] == sent.split(" of ")[1]
+    assert d["log_write"] == {"fingerprint": w["details"]["fingerprint"], "sender": "bb_log"}
+    assert f["share_pct"] == w["share_pct"] > 0
+    # the capture holds what the app did: each request's warnings, counted by the handler
+    bundle = open_bundle(out / "bundle")
+    for r in bundle.requests():
+        assert r.status == 200
+        assert sum(e["count"] for e in r.php_errors or []) == 2, r.id
+
+
 # -- (c) the control ----------------------------------------------------------------------------
 
 def test_bulletin_clean_reports_no_defect(clean_run):
-    _, data = clean_run
+    out, data = clean_run
     assert [f["id"] for f in data["findings"] if f["severity"] != "info"] == []
+    assert all(r.php_errors is None for r in open_bundle(out / "bundle").requests())

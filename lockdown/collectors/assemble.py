@@ -37,7 +37,8 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
             client_status=s.status, db_threads=d.get("db_threads"), capture_us=d.get("capture_us"),
             capture_blocking_us=d.get("capture_blocking_us"), engine=_int_map(d.get("engine")),
             sched=_int_map(d.get("sched")),
-            uncached_scripts=_strings(d.get("uncached_scripts")), uncached_young=_strings(d.get("uncached_young"))))
+            uncached_scripts=_strings(d.get("uncached_scripts")), uncached_young=_strings(d.get("uncached_young")),
+            php_errors=_php_errors(d.get("php_errors"))))
     records.sort(key=lambda r: r.seq)
     writer.write_jsonl("requests.jsonl", records)
     lost = [s.id for s in sent if s.id not in seen]
@@ -51,6 +52,18 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
 def _strings(raw) -> list | None:
     """A list of strings as the prepend writes it, else None."""
     return raw if isinstance(raw, list) and all(type(v) is str for v in raw) else None
+
+
+_ERROR_FIELDS = {"type": int, "message": str, "file": str, "line": int, "function": str, "count": int}
+
+
+def _php_errors(raw) -> list | None:
+    """The prepend's PHP errors of a request (onError), the well-formed entries only, else None."""
+    if not isinstance(raw, list):
+        return None
+    good = [{k: e[k] for k in _ERROR_FIELDS} for e in raw if isinstance(e, dict)
+            and all(type(e.get(k)) is t for k, t in _ERROR_FIELDS.items())]
+    return good or None
 
 
 def _int_map(raw) -> dict | None:
