@@ -184,3 +184,15 @@ def test_perf_events_text_and_per_request_counts():
     records, outside = engine_events.per_request(events, [a, b, c], {7, 8})
     assert [(r.request, r.counts) for r in records] == [("r1", {"newfstatat": 1, "pcre2_compile": 1}), ("r2", {})]
     assert outside == 2
+
+
+def test_regex_caller_is_the_slowest_in_the_least_of_the_profiles():
+    """Calls that compile are slow in every profile; a cached pattern's caller is slow only in a
+    request the host preempted: the least of the profiled requests decides."""
+    timed = {f"r{i}": ("/", {"pcre2_compile": 40}) for i in range(1, 4)}
+    fresh, cached = "restore_placeholders==>preg_replace_callback", "protect_code==>preg_replace_callback"
+    profiles = {"r10": ("/", {fresh: edge(40, 900), cached: edge(40, 5000)}),     # preempted in protect_code
+                "r11": ("/", {fresh: edge(40, 1000), cached: edge(40, 80)})}
+    [f] = regex_compile.detect(ctx_with(timed, profiles))
+    assert f.details["function"] == "restore_placeholders"
+    assert f.details["callers"]["/"]["protect_code"] == {"calls": 40, "wall_us": 2540, "min_us": 80}

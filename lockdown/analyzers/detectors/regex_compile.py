@@ -13,8 +13,10 @@ counted by a uprobe alongside perf: collectors/engine_events.py) at least
 `min_compiles_per_request`, on at least `min_request_share` of them, AND compilations per
 preg_* call (the URL's xhprof-profiled requests; when it has none, not checked) at least
 `min_compile_ratio`: a cached pattern compiles once per worker, not per call. The function
-named is the caller of preg_* with the most time in preg_* calls in the URL's profiled
-requests (xhprof; compilation is what makes those calls slow), or, without a profile,
+named is the caller of preg_* whose calls on the URL cost the most at its least time per call
+in any profiled request (xhprof: its preg_* calls per request x that time; compilation is what
+makes those calls slow, and a request the shared host preempted only inflates), or, without a
+profile,
 "(unknown)". URLs with the same function are one finding (subject: the function).
 
 Share: the on-CPU native samples getting a compiled pattern (PHP's
@@ -75,15 +77,32 @@ def _is_own(caller: str) -> bool:
 
 
 def preg_callers(ctx: Context, rids: list[str]) -> dict[str, dict]:
-    """Caller -> {calls, wall_us} of its preg_* calls, per profiled request (averaged)."""
+    """Caller -> its preg_* calls and their time per profiled request (`calls`, `wall_us`:
+    averaged; `min_us`: the least of the requests, which a preempted call does not inflate)."""
     got: dict[str, Counter] = defaultdict(Counter)
     for rid in rids:
         for (p, c), e in ctx.xhprof_edges.get(rid, {}).items():
             if p != c and c in PREG and not _is_own(p):
                 got[p]["calls"] += e["ct"]
-                got[p]["wall_us"] += e["wt"]
+                got[p][rid] += e["wt"]
     n = max(1, len(rids))
-    return {p: {"calls": number(v["calls"] / n), "wall_us": number(v["wall_us"] / n)} for p, v in got.items()}
+    return {p: {"calls": number(v["calls"] / n), "wall_us": number(sum(v[r] for r in rids) / n),
+                "min_us": number(min(v[r] for r in rids))} for p, v in got.items()}
+
+
+def least_per_call(ctx: Context) -> dict[str, float]:
+    """Caller -> the least time per preg_* call it took in any profiled request (us)."""
+    out: dict[str, float] = {}
+    for rid in ctx.xhprof_profiles:
+        got: dict[str, Counter] = defaultdict(Counter)
+        for (p, c), e in ctx.xhprof_edges.get(rid, {}).items():
+            if p != c and c in PREG and not _is_own(p):
+                got[p]["ct"] += e["ct"]
+                got[p]["wt"] += e["wt"]
+        for p, v in got.items():
+            if v["ct"]:
+                out[p] = min(out.get(p, float("inf")), v["wt"] / v["ct"])
+    return out
 
 
 @dataclass
@@ -111,7 +130,11 @@ def url_case(ctx: Context, url: str, counts: list[int]) -> UrlCase | None:
     if calls and median / calls < ctx.threshold(ID, "min_compile_ratio"):
         return None
     ratio = round(median / calls, 2) if calls else None
-    function = max(callers, key=lambda p: (callers[p]["wall_us"], p)) if callers else "(unknown)"
+    # compiling is what makes a call slow: the caller whose preg_* calls here cost the most at
+    # its least time per call in any profiled request (the host preempting one does not decide it)
+    per_call = least_per_call(ctx)
+    function = (max(callers, key=lambda p: (callers[p]["calls"] * per_call.get(p, 0), callers[p]["min_us"], p))
+                if callers else "(unknown)")
     return UrlCase(url, spread(counts), len(counts), showing, rids, calls, ratio, callers, function)
 
 
@@ -193,9 +216,9 @@ def describe_evidence(c: Case) -> list[Evidence]:
         if u.preg_calls is not None:
             evidence.append(Evidence(f"{u.url}: preg_* calls per request; compiled per call",
                                      f"{u.preg_calls:g}; {u.ratio:g}", sources(u.profiles)))
-        for p, v in sorted(u.callers.items(), key=lambda kv: -kv[1]["wall_us"])[:3]:
-            evidence.append(Evidence(f"{u.url}: preg_* calls from {p} per request, and their us",
-                                     f"{v['calls']:g}, {v['wall_us']:g}", sources(u.profiles)))
+        for p, v in sorted(u.callers.items(), key=lambda kv: -kv[1]["min_us"])[:3]:
+            evidence.append(Evidence(f"{u.url}: preg_* calls from {p} per request, and their us (mean, least)",
+                                     f"{v['calls']:g}, {v['wall_us']:g}, {v['min_us']:g}", sources(u.profiles)))
     if c.cpu is not None:
         evidence.append(Evidence("on-CPU samples getting compiled patterns (PHP's regex cache, PCRE's compiler and JIT), %",
                                  c.cpu, f"perf samples of the timed requests on these URLs ({c.samples})"))
