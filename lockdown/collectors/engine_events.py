@@ -75,6 +75,8 @@ class EventRecorder(PerfRecorder):
         self.events: list[str] = []         # the names counted (the bundle's keys)
         self.notes: list[str] = []          # what could not be counted, and why
         self._perf_events: list[str] = []   # perf's names, with their filters
+        self._probe = False                 # the uprobe is defined (deleted on stop)
+        self.library = ""
 
     def start(self, pids: list[int], timeout: float = 20, controlled: bool = False) -> None:
         root = tracefs()
@@ -88,7 +90,15 @@ class EventRecorder(PerfRecorder):
         self._add_probe(pids, root)
         if not self.events:
             return
-        super().start(pids, timeout, controlled)
+        try:
+            super().start(pids, timeout, controlled)
+        except PhaseFailed as e:
+            # perf may sample the workers but not trace them (perf_event_paranoid without root):
+            # the capture goes on without the counts, and says so
+            self.notes.append(f"engine events not counted: {e.args[0] if e.args else e}")
+            self.events = []
+            self.child = None
+            self._delete_probe()
 
     def _add_probe(self, pids: list[int], root: Path | None) -> None:
         if root is not None:
@@ -108,6 +118,12 @@ class EventRecorder(PerfRecorder):
         self.events.append(PCRE_EVENT)
         self._perf_events += ["-e", f"{self.group}:{event}"]
         self.library = lib
+        self._probe = True
+
+    def _delete_probe(self) -> None:
+        if self._probe:
+            self._probe = False
+            self.procs.run("perf-probe", [tool("perf"), "probe", "-q", "-d", f"{self.group}:*"], timeout=60)
 
     def _remove_stale(self, root: Path) -> None:
         """Probe groups of lockdown processes that are gone (killed before they deleted theirs)."""
@@ -127,8 +143,7 @@ class EventRecorder(PerfRecorder):
         try:
             super().stop()
         finally:
-            if PCRE_EVENT in self.events:
-                self.procs.run("perf-probe", [tool("perf"), "probe", "-q", "-d", f"{self.group}:*"], timeout=60)
+            self._delete_probe()
 
     def pause(self) -> None:
         if self.events:
@@ -139,7 +154,7 @@ class EventRecorder(PerfRecorder):
             super().resume()
 
     def summary(self) -> dict:
-        return {"events": [e for e in self.events], "notes": list(self.notes),
+        return {"events": list(self.events), "notes": list(self.notes),
                 **({"pcre_library": self.library} if PCRE_EVENT in self.events else {})}
 
 
