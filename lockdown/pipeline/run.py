@@ -44,6 +44,7 @@ from ..rundir.model import Analysis, BenchResult, RunDocument, RunSettings, Time
 from ..rundir.store import ACCOUNTING, ANALYSIS, BENCH, FINDINGS, write_document
 from ..targets.config import Target
 from ..targets.registry import resolve
+from .hotspots import hotspot_step
 
 Progress = Callable[[str], None]
 
@@ -188,6 +189,8 @@ def _detect(plan: RunPlan, bundle: Bundle, out: Path, base: Base | None, patch,
     if plan.options.probe:
         findings, dismissed = check_repeated_calls(plan.target, findings, plan.limits, out / "probe-run",
                                                    php_ini=plan.php_ini, remedy=patch, say=say)
+        findings = hotspot_step(plan.target, ctx, findings, dismissed, out / "hotspot-probe-run",
+                                php_ini=plan.php_ini, remedy=patch, say=say)
     findings = propose_all(findings, bundle.statements(), plan.target, out / "remedy-run", say=say, base=base,
                            called=calls_per_request(bundle))
     return ctx, findings, dismissed

@@ -233,6 +233,35 @@ def after_probe(ctx: Context, findings: list[Finding], dismissed: list[dict]) ->
     return rank(rest + [describe(c) for c in cases])
 
 
+def candidates(findings: list[Finding]) -> dict[str, list[str]]:
+    """function -> URLs, for the hotspot findings the argument probe has not run (a second
+    probe pass, `lockdown run`'s hotspot step)."""
+    return {f.details["function"]: sorted(f.urls) for f in findings
+            if f.id == ID and f.details.get("function") and not f.details.get("probe")}
+
+
+def attach_probe(findings: list[Finding], located: dict[str, str], rows: dict[str, list[dict]]) -> list[Finding]:
+    """The hotspot findings with the probe's counts of their function, where it ran them."""
+    from .repeated_call import _probe_summary
+    for f in findings:
+        fn = f.details.get("function") if f.id == ID else None
+        p = _probe_summary(fn, located, rows) if fn else None
+        if p is not None:
+            describe_probed(f, p)
+    return findings
+
+
+def describe_probed(f: Finding, p: dict) -> None:
+    """A hotspot finding with the probe's counts: evidence, what to look at, the summary."""
+    d = f.details
+    case = Case(d["function"], f.share_pct or 0.0, d.get("self_pct") or 0.0, 0.0, 0.0, d.get("calls_per_request"),
+                [], 0.0, [], 0, [], [], [], bool(d.get("uniform_callees")), None, [], probe=p)
+    d["probe"] = p
+    f.evidence.append(describe_probe(p))
+    d["look_at"] = look = describe_look(case)
+    f.summary = f.summary.rsplit(" No finding explains it.", 1)[0] + f" No finding explains it. {look}"
+
+
 # -- the finding ---------------------------------------------------------------------------------
 
 def describe(c: Case) -> Finding:
@@ -260,8 +289,8 @@ def describe(c: Case) -> Finding:
         id=ID, severity=severity_for(c.share, high=c.high, medium=c.medium), share_pct=round(c.share, 2),
         title=f"{c.function}: {c.share:.1f}% of the sampled request time that no finding explains",
         summary=(f"{c.function} holds {c.share:.1f}% of the sampled request time ({c.ms_per_request:.2f} ms a "
-                 f"request, {c.self_share:.1f}% in its own code), called {calls} times a profiled request, and no "
-                 f"finding explains it. {look}"),
+                 f"request, {c.self_share:.1f}% in its own code), called {calls} times a profiled request. "
+                 f"No finding explains it. {look}"),
         urls=c.urls, evidence=evidence,
         details={"function": c.function, "share_pct": round(c.share, 2), "self_pct": round(c.self_share, 2),
                  "calls_per_request": c.calls, "path": c.path, "requests": c.requests,
