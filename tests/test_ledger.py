@@ -1,0 +1,169 @@
+"""ledger (both planted problems on) and ledger-clean (its control) on the real stack (issue 35).
+
+ledger (fixtures/apps/ledger) is written in idioms unlike catalog's and minicms's: PEAR-style
+class names found along a 7-directory include path by a procedural autoloader, procedural
+helpers, no database. Its money formatter parses its currency table on each of its 40 calls a
+page with 32 distinct argument pairs: under repeated-call's call count (50) and under the
+argument probe's repeats (25%), so no known detector reports it, yet it is most of the request.
+
+(a) every page answers 200 and its ground truth (X-Ledger-Truth) follows the switches;
+(b) one `lockdown run ledger`: a hotspot finding reports the formatter, with the app's own
+    counts, the probe's verdict, and no share of it counted as explained; the time accounting
+    tiles the sampled time;
+(c) one `lockdown run ledger-clean`: no defect finding.
+"""
+import json
+import sys
+import tomllib
+
+import pytest
+
+from conftest import REPO, lockdown_runner
+
+APPS = REPO / "fixtures" / "apps"
+PAGES = {"home": "/", "invoice7": "/invoice?id=7", "invoice12": "/invoice?id=12", "report": "/report"}
+RUN_ARGS = ("--no-bench", "--requests", "60")
+THRESHOLDS = tomllib.loads((REPO / "lockdown" / "analyzers" / "detectors" / "thresholds.toml").read_text())
+
+FETCH = """\
+import json, os, sys, urllib.request
+pages = json.loads(sys.argv[2])
+out = {}
+for name, path in pages.items():
+    with urllib.request.urlopen(os.environ["LOCKDOWN_BASE_URL"] + path) as r:
+        out[name] = {"status": r.status, "header": r.headers.get("X-Ledger-Truth"), "body": r.read().decode()}
+open(sys.argv[1], "w").write(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def pages(home, tmp_path_factory):
+    """{target: {page: {status, header, body}}}, each page fetched once after a short warmup."""
+    tmp = tmp_path_factory.mktemp("ledger-pages")
+    (tmp / "fetch.py").write_text(FETCH)
+    run = lockdown_runner(home, 600)
+    out = {}
+    for target in ("ledger", "ledger-clean"):
+        dest = tmp / f"{target}.json"
+        hook = f"{sys.executable} {tmp / 'fetch.py'} {dest} '{json.dumps(PAGES)}'"
+        r = run("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
+                "--warmup-requests", "3", "--exec-after-warmup", hook)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        out[target] = json.loads(dest.read_text())
+    return out
+
+
+@pytest.fixture(scope="module")
+def truth(pages):
+    return {target: {name: json.loads(p[name]["header"]) for name in PAGES} for target, p in pages.items()}
+
+
+def run_target(home, tmp_path_factory, target):
+    out = tmp_path_factory.mktemp(target) / "out"
+    r = lockdown_runner(home, 900)("run", target, "-o", out, *RUN_ARGS)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r, out, json.loads((out / "findings.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def ledger_run(home, tmp_path_factory):
+    return run_target(home, tmp_path_factory, "ledger")
+
+
+@pytest.fixture(scope="module")
+def clean_run(home, tmp_path_factory):
+    return run_target(home, tmp_path_factory, "ledger-clean")
+
+
+def test_clean_shares_ledgers_files_but_its_config():
+    clean = APPS / "ledger-clean"
+    for link in ("install.php", "README.md", "app/index.php", "app/include/functions.php"):
+        assert (clean / link).is_symlink() and (clean / link).resolve() == (APPS / "ledger" / link).resolve(), link
+    assert not (clean / "app" / "config.php").is_symlink()
+
+
+def test_pages_answer_and_report_what_they_did(pages, truth):
+    for target in ("ledger", "ledger-clean"):
+        for name in PAGES:
+            assert pages[target][name]["status"] == 200
+            assert "ledger ok" in pages[target][name]["body"]
+    for name in PAGES:
+        on, off = truth["ledger"][name], truth["ledger-clean"][name]
+        assert on["config"] == {"money_table_static": False, "class_map": False}
+        assert off["config"] == {"money_table_static": True, "class_map": True}
+        assert on["money"]["calls"] == off["money"]["calls"] == 40
+        assert on["money"]["distinct"] == off["money"]["distinct"] == 32
+        assert on["money"]["setups"] == 40 and off["money"]["setups"] == 1
+        assert on["autoload"]["loaded"] == off["autoload"]["loaded"] == 41
+        assert on["autoload"]["calls"] == off["autoload"]["calls"] == 45      # 4 optional classes absent
+        assert on["autoload"]["include_path_dirs"] == 7
+        assert on["autoload"]["misses"] == on["autoload"]["probes"] - on["autoload"]["loaded"] > 200
+        assert off["autoload"]["probes"] == 0 and off["autoload"]["map_reads"] == 1
+    # the pages are the same with the switches off, but for the ground-truth trailer
+    strip = lambda body: body.rsplit("<!-- ledger-truth", 1)[0]       # noqa: E731
+    assert all(strip(pages["ledger"][n]["body"]) == strip(pages["ledger-clean"][n]["body"]) for n in PAGES)
+
+
+def by_id(data) -> dict:
+    out: dict = {}
+    for f in data["findings"]:
+        out.setdefault(f["id"], []).append(f)
+    return out
+
+
+def test_a_pattern_under_known_thresholds_is_a_hotspot_finding(ledger_run, truth):
+    _, out, data = ledger_run
+    calls = {t["money"]["calls"] for t in truth["ledger"].values()}
+    distinct = {t["money"]["distinct"] for t in truth["ledger"].values()}
+    assert calls == {40} and distinct == {32}
+    # under the known detector's thresholds: fewer calls than repeated-call wants, fewer repeats
+    assert 40 < THRESHOLDS["repeated-call"]["min_calls_per_request"]
+    assert 100.0 * (40 - 32) / 40 < THRESHOLDS["repeated-call"]["min_repeat_pct"]
+    found = by_id(data)
+    assert not any(f["details"].get("function") == "ledger_money" for f in found.get("repeated-call", []))
+    assert [d["function"] for d in data["dismissed"] if d["id"] == "repeated-call"] == ["ledger_money"]
+
+    hot = [f for f in found.get("hotspot", []) if f["details"]["function"] == "ledger_money"]
+    assert len(hot) == 1, [(f["key"], f["details"].get("function")) for f in data["findings"]]
+    f = hot[0]
+    d = f["details"]
+    assert f["severity"] in ("high", "medium", "low") and f["share_pct"] >= THRESHOLDS["hotspot"]["min_share_pct"]
+    # the app's own counts: calls per request (xhprof), repeats and distinct pairs (argument probe)
+    assert d["calls_per_request"] == 40
+    probe = d["probe"]
+    assert probe["function"] == "ledger_money" and probe["calls"] == 40 * probe["requests"]
+    assert probe["repeats"] == (40 - 32) * probe["requests"] and probe["repeat_pct"] == 20.0
+    assert all(row["distinct"] == 32 for row in probe["rows"])
+    # where it goes and who calls it
+    assert d["path"][-2:] == ["Ledger_View::invoice", "ledger_money"] and d["callers"] == ["Ledger_View::invoice"]
+    assert d["uniform_callees"] and "str_getcsv" in d["callees"]
+    assert set(f["urls"]) == set(PAGES.values())
+    assert "once per request" in d["look_at"] and "20% repeats" in d["look_at"]
+    assert f["remediations"] == [] and d["no_patch"]
+
+
+def test_the_accounting_tiles_the_time_and_the_hotspot_explains_none_of_it(ledger_run):
+    _, out, data = ledger_run
+    acc = json.loads((out / "accounting.json").read_text())
+    for part in [acc, *acc["urls"]]:
+        assert part["total_us"] > 0
+        assert abs(part["explained_us"] + part["unexplained_us"] - part["total_us"]) <= 0.2
+        assert abs(part["explained_pct"] + part["unexplained_pct"] - 100.0) <= 0.02
+    hot = [f for f in data["findings"] if f["id"] == "hotspot"]
+    assert hot
+    for f in hot:
+        assert f["key"] in acc["informational"]
+        assert f["key"] not in acc["by_finding_pct"]
+        assert f["key"] not in {t["key"] for t in acc["findings"]}
+        assert f["share_pct"] <= acc["unexplained_pct"] + 0.01
+    # the hotspot is the accounting's top unexplained function by self time, and the
+    # accounting's row of it names the finding
+    assert acc["hotspots"]["self"][0]["name"] == "ledger_money"
+    row = next(h for h in acc["hotspots"]["inclusive"] if h["name"] == "ledger_money")
+    assert [k for k in row["noted_by"] if k.startswith("hotspot")] == [hot[0]["key"]]
+
+
+def test_clean_control_has_no_defect(clean_run):
+    _, out, data = clean_run
+    assert [f["key"] for f in data["findings"] if f["severity"] != "info"] == []
+    assert data["dismissed"] == []
