@@ -1,5 +1,6 @@
 """session-probe: a statement without FROM -- a question about the server or the session, not a
-table -- asked again and again in every request (docs/pathologies.md section 4b).
+table -- asked again and again in every request (docs/pathologies.md section 4,
+"session-state probes").
 
 Mechanism
     A database layer asks the server about its own state before or around each query:

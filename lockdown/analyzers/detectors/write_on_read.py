@@ -3,7 +3,10 @@ shape on most views of a page -- MediaWiki's old `UPDATE page SET page_counter =
 + 1` on every view (docs/pathologies.md section 3). Each such write takes row locks and
 forces a log flush on the hottest pages, and turns reads into contention under load. Writes
 sent after the app released its response (fastcgi_finish_request, then shutdown functions:
-`Context.after_release`) are left out: the page did not wait for them."""
+`Context.after_release`) are left out: the page did not wait for them. A write that a logging
+function sends, once per call (`log_sender`: Drupal's `watchdog`, bulletin's `bb_log`), is a
+log entry: the finding names that cause (`details.cause`) and advises fixing what is logged,
+not the write (docs/pathologies.md section 1; php-warning reports a logged PHP warning)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
