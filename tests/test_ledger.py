@@ -167,3 +167,22 @@ def test_clean_control_has_no_defect(clean_run):
     _, out, data = clean_run
     assert [f["key"] for f in data["findings"] if f["severity"] != "info"] == []
     assert data["dismissed"] == []
+
+
+def test_the_include_path_walk_is_an_autoload_finding_with_the_apps_counts(ledger_run, truth):
+    _, out, data = ledger_run
+    found = by_id(data).get("autoload", [])
+    assert [f["details"]["function"] for f in found] == ["ledger_autoload"]
+    f = found[0]
+    d = f["details"]
+    auto = {json.dumps(t["autoload"], sort_keys=True) for t in truth["ledger"].values()}
+    assert len(auto) == 1                     # every page asks for the same classes
+    t = truth["ledger"]["home"]["autoload"]
+    assert d["calls_per_request"] == t["calls"] == 45
+    assert d["tests_per_request"] == {"file_exists": t["probes"]}
+    assert d["tests_per_class"] == round(t["probes"] / t["calls"], 2)
+    assert d["include_path_reads"] == t["calls"]          # the loader reads the include path on each call
+    assert all(x.startswith("lib/") for x in d["found_in"])
+    assert set(f["urls"]) == set(PAGES.values())
+    assert f["share_pct"] >= THRESHOLDS["autoload"]["min_share_pct"]
+    assert "composer dump-autoload -o" in f["summary"] and d["no_patch"]

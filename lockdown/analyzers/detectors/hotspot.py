@@ -1,7 +1,7 @@
 """hotspot: a PHP function under which a large part of the sampled request time goes that no
 finding explains -- a finding of its own, so that a pattern just under a known detector's
 threshold (a function called 40 times where repeated-call wants 50, a candidate the argument
-probe dismissed) is still reported when it is that large (docs/pathologies.md section 13).
+probe dismissed) is still reported when it is that large (docs/detectors.md, "Time nobody explains").
 
 A post-detection step, not an ordinary detector: what is unexplained depends on every other
 finding, so it cannot run beside them. `detect(ctx)` in detectors/__init__.py runs it last

@@ -1,0 +1,188 @@
+"""hotspot (lockdown/analyzers/detectors/hotspot.py, docs/detectors.md): unexplained time under a
+PHP function as a finding of its own, on synthetic contexts (tests/contexts.py) whose expected
+values are worked out by hand from the rule: the shares, the floors, entry points, the narrowest
+of nested candidates, database time left out, the other findings' time left out, the probe's
+verdict; and the accounting with hotspot findings in it (they own nothing). No server."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from contexts import context, request
+from lockdown.analyzers import accounting as A
+from lockdown.analyzers.detectors import detect, hotspot
+from lockdown.analyzers.findings import Finding
+from lockdown.bundle.model import ExcimerProfile
+
+MS = 1_000_000
+PERIOD = 1.0                   # ms: each synthetic sample is 1 ms
+
+
+def profile(rid, stacks_weights):
+    """One request's Excimer profile: [(folded stack, samples)], 1 ms apart."""
+    stacks = [s for s, _ in stacks_weights]
+    samples, t = [], 0
+    for i, (_, n) in enumerate(stacks_weights):
+        for _ in range(n):
+            t += 1
+            samples.append([t * MS, 1, i])
+    return ExcimerProfile(rid, 100, stacks, samples, start_ns=0)
+
+
+def xh(**calls):
+    """An xhprof profile: fn=(caller, calls, callees {name: calls per call}); wt 10 us a call."""
+    out = {"main()": {"ct": 1, "wt": 10_000}}
+    for fn, (caller, ct, callees) in calls.items():
+        out[f"{caller}==>{fn}"] = {"ct": ct, "wt": 100 * ct}
+        for c, per in callees.items():
+            out[f"{fn}==>{c}"] = {"ct": per * ct, "wt": 10 * per * ct}
+    return out
+
+
+ROWS = [("/app/index.php;page;render", 6),           # render: 6 ms a request, called 2 times
+        ("/app/index.php;page;money", 3),            # money: 3 ms, 40 calls
+        ("/app/index.php;page", 1)]                  # page: entry point, 1 ms self
+
+
+def ctx_of(rows=ROWS, n=4, xhprof=None, thresholds=None, wall=10_000):
+    reqs = [request(f"r{i}", "/", wall_us=wall) for i in range(n)]
+    reqs.append(request("r9", "/", wall_us=wall, instrumented=True))
+    c = context(reqs, xhprof={"r9": xhprof if xhprof is not None else xh(
+                    page=("main()", 1, {}), render=("page", 2, {"str_replace": 3}),
+                    money=("page", 40, {"str_getcsv": 25, "number_format": 1}))},
+                capture={"excimer_period_ms": PERIOD, "excimer_clock": "wall", "collect": ["excimer", "xhprof"]},
+                thresholds=thresholds)
+    c.excimer_profiles = [profile(f"r{i}", rows) for i in range(n)]
+    return c
+
+
+def names(cases):
+    return [c.function for c in cases]
+
+
+def test_candidates_by_share_and_the_entry_point_left_out():
+    cases = hotspot.decide(ctx_of(), [])
+    # 40 ms sampled over 4 requests: render 60%, money 30%, page 100% inclusive but called once
+    # with 10% self... which is >= 5%: page is a candidate by its self time, then replaced by
+    # render, which holds 60% of its time (narrow_share 0.5)
+    assert names(cases) == ["render", "money"]
+    render, money = cases
+    assert render.share == pytest.approx(60.0) and render.self_share == pytest.approx(60.0)
+    assert render.ms_per_request == pytest.approx(6.0) and render.samples == pytest.approx(24)
+    assert render.calls == 2 and money.calls == 40
+    assert money.callees[0][:2] == ("str_getcsv", 25.0) and money.uniform
+    assert money.callers == [("page", 40.0)]            # calls per profiled request
+    assert render.path[0].endswith("index.php") and render.path[1:] == ["page", "render"] and render.path_pct == 100.0
+    assert render.request_count == 4 and render.urls == ["/"]
+    f = hotspot.describe(render)
+    assert f.id == "hotspot" and f.severity == "high" and f.share_pct == 60.0
+    assert f.subject == "hotspot:render"
+    assert hotspot.describe(money).severity == "high"
+
+
+def test_severity_by_share_and_the_floors():
+    rows = [("/app/index.php;page;render", 90), ("/app/index.php;page;money", 6), ("/app/index.php;page;tax", 4)]
+    xhprof = xh(page=("main()", 1, {}), render=("page", 2, {}), money=("page", 40, {}), tax=("page", 3, {}))
+    cases = {c.function: c for c in hotspot.decide(ctx_of(rows, xhprof=xhprof), [])}
+    # money: 6% (medium from 8? no: low below 8), tax: 4% < min_share_pct 5
+    assert set(cases) == {"render", "money"}
+    assert hotspot.describe(cases["money"]).severity == "low"
+    assert hotspot.describe(cases["render"]).severity == "high"
+    # 6 samples of money per request x 4 = 24 >= min_samples 10; raise the floor past it
+    assert "money" not in names(hotspot.decide(ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": {"min_samples": 25}}), []))
+    # ms per request: money takes 6 ms a request; a floor of 7 leaves it out
+    assert "money" not in names(hotspot.decide(
+        ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": {"min_ms_per_request": 7}}), []))
+    # per call: 6 ms / 40 calls = 150 us; a floor of 200 us leaves it out
+    assert "money" not in names(hotspot.decide(
+        ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": {"min_us_per_call": 200}}), []))
+
+
+def test_an_entry_point_with_little_self_time_is_not_a_candidate():
+    rows = [("/app/index.php;kernel;a", 3), ("/app/index.php;kernel;b", 3), ("/app/index.php;kernel;c", 3),
+            ("/app/index.php;kernel;d", 3)]
+    xhprof = xh(kernel=("main()", 1, {}), a=("kernel", 1, {}), b=("kernel", 1, {}), c=("kernel", 1, {}),
+                d=("kernel", 1, {}))
+    # each of a..d: 25% self, called once: candidates by self; kernel: 100%, called once, 0% self
+    assert sorted(names(hotspot.decide(ctx_of(rows, xhprof=xhprof), []))) == ["a", "b", "c", "d"]
+    xhprof = xh(kernel=("main()", 1, {}), a=("kernel", 1, {}), b=("kernel", 1, {}), c=("kernel", 1, {}),
+                d=("kernel", 1, {}))
+    rows = [("/app/index.php;kernel;" + "abcdefghijklmnopqrstuvwxyz"[i], 1) for i in range(26)]
+    # 26 functions of 1/26 (3.8%) each: none is a hotspot, and kernel, an entry point, is not either
+    assert hotspot.decide(ctx_of(rows, xhprof=xhprof), []) == []
+
+
+def test_the_findings_time_is_not_unexplained():
+    found = [Finding(id="repeated-call", title="t", severity="high", share_pct=60.0, summary="",
+                     urls=["/"], details={"function": "render", "nested": []}, key="repeated-call")]
+    assert names(hotspot.decide(ctx_of(), found)) == ["money"]
+    # an informational finding on it explains nothing
+    info = [Finding(id="blocking-wait", title="t", severity="info", share_pct=None, summary="", urls=["/"],
+                    details={"function": "render"}, key="blocking-wait")]
+    assert names(hotspot.decide(ctx_of(), info)) == ["render", "money"]
+
+
+def test_database_time_is_left_out():
+    xhprof = xh(page=("main()", 1, {}), render=("page", 2, {"mysqli::query": 3}),
+                money=("page", 40, {"str_getcsv": 25}))
+    # render calls a database builtin: the samples ending in it are the statements' time
+    assert names(hotspot.decide(ctx_of(xhprof=xhprof), [])) == ["money"]
+
+
+def test_detect_runs_it_last_on_the_others_findings_and_ranks_it():
+    found = detect(ctx_of())
+    # money, 40 calls of 150 us with the same callees, is repeated-call's (min_calls_when_costly):
+    # its time is explained, and only render is left a hotspot
+    assert [(f.key, f.details.get("function")) for f in found if f.is_defect] == [
+        ("hotspot", "render"), ("repeated-call", "money")]
+
+
+def test_after_probe_makes_them_again_with_the_probes_verdict():
+    ctx = ctx_of()
+    dismissed = [{"id": "repeated-call", "function": "money", "probe": {
+        "function": "money", "located": "lib.php:3", "requests": 2, "calls": 80, "repeats": 16,
+        "repeat_pct": 20.0, "rows": []}}]
+    stale = Finding(id="hotspot", title="old", severity="low", share_pct=1.0, summary="", urls=["/"],
+                    details={"function": "gone"}, key="hotspot")
+    out = hotspot.after_probe(ctx, [stale], dismissed)
+    hot = {f.details["function"]: f for f in out if f.id == "hotspot"}
+    assert set(hot) == {"render", "money"}
+    money = hot["money"]
+    assert money.details["probe"]["repeat_pct"] == 20.0
+    assert "cache of results would not help" in money.details["look_at"]
+    assert any(e.what.startswith("calls that repeat") and e.value == "16 of 80 (20%)" for e in money.evidence)
+    assert hotspot.candidates(out) == {"render": ["/"]}
+    # a second probe pass on render: its arguments repeat
+    rows = {"render": [{"request": "p1", "uri": "/", "calls": 2, "distinct": 1, "defined_at": "r.php:1"}]}
+    hotspot.attach_probe(out, {"render": "r.php:1"}, rows)
+    assert hot["render"].details["probe"]["repeat_pct"] == 50.0
+    assert "per-request cache" in hot["render"].details["look_at"] and hot["render"].summary.endswith(
+        hot["render"].details["look_at"])
+    assert hotspot.candidates(out) == {}
+
+
+# -- the accounting with hotspot findings in it ---------------------------------------------------
+
+def test_hotspot_findings_own_nothing_and_are_noted_on_their_rows():
+    ctx = ctx_of()
+    plain = A.of_context(ctx, [])
+    found = hotspot.after_probe(ctx, [], [])
+    acc = A.of_context(ctx, found)
+    assert [f.key for f in found] == ["hotspot", "hotspot-2"]
+    assert acc.overall.explained_us == plain.overall.explained_us == 0.0
+    assert acc.overall.unexplained_pct == 100.0 and acc.findings == []
+    assert acc.informational == ["hotspot", "hotspot-2"]
+    render = next(h for h in acc.hotspots["inclusive"] if h.name == "render")
+    assert render.noted_by == ["hotspot"]
+    assert A.claim_of(found[0]) is None
+    # with a finding that explains render, the hotspot on money adds nothing to the explained time
+    rc = Finding(id="repeated-call", title="t", severity="high", share_pct=60.0, summary="", urls=["/"],
+                 details={"function": "render", "nested": []}, key="repeated-call")
+    both = A.of_context(ctx, hotspot.after_probe(ctx, [rc], []))
+    assert [f.id for f in hotspot.after_probe(ctx, [rc], [])] == ["repeated-call", "hotspot"]
+    alone = A.of_context(ctx, [rc])
+    assert both.overall.explained_us == alone.overall.explained_us == pytest.approx(24_000)
+    o = both.overall
+    assert math.isclose(o.explained_us + o.unexplained_us, o.total_us)
+    assert o.explained_pct + o.unexplained_pct == pytest.approx(100.0)
