@@ -115,6 +115,7 @@ def test_pages_answer_and_report_what_they_did(pages, truth):
             assert t["config"] == {k: v[0 if dirty else 1] for k, v in SWITCHES.items()}
             q = t["queries"]
             assert q["total"] == sum(q["by_kind"].values())
+            assert t["motd"] is False      # its read failed, silenced with @: no warning logged
             if dirty:   # one probe before each query, the log row for the missing module included
                 assert t["probes"] == q["total"] and q["by_kind"]["log"] == t["log_writes"] == 1
                 assert t["modules"] == {"loaded": ["news", "polls"], "missing": ["legacy_poll"], "skipped": []}
@@ -176,7 +177,8 @@ def test_the_missing_modules_warning_is_found_with_the_registry_and_its_log_writ
     assert sent.split(" of ")[0] == sent.split(" of ")[1]
     assert d["log_write"] == {"fingerprint": w["details"]["fingerprint"], "sender": "bb_log"}
     assert f["share_pct"] == w["share_pct"] > 0
-    # the capture holds what the app did: each request's warnings, counted by the handler
+    # the capture holds what the app did: each request's warnings, counted by the handler (the
+    # motd read that fails on every request is silenced with @, and not counted)
     bundle = open_bundle(out / "bundle")
     for r in bundle.requests():
         assert r.status == 200
