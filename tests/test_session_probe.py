@@ -121,7 +121,8 @@ def test_the_sender_is_found_in_the_call_graph_and_its_samples_count(client):
     stacks = {"main;page;db_query;db_server_read_only": 30, "main;page;db_query": 50, "main;page": 20}
     ctx = context(reqs + inst, stmts, xhprof=xhprof, excimer={r.id: dict(stacks) for r in reqs}, php=PHP)
     assert sender_of(ctx, "r000100", 7, 7 * 300) == "db_server_read_only"
-    assert sender_of(ctx, "r000100", 7, 7 * 1300) == "db_query"     # the closer in time
+    # db_query calls db_server_read_only: the callee, however close the caller is in time
+    assert sender_of(ctx, "r000100", 7, 7 * 1300) == "db_server_read_only"
     assert sender_of(ctx, "r000100", 3, 0) is None and sender_of(ctx, "r000100", 1, 0) is None
     [f] = session_probe.detect(ctx)
     assert (f.details["sender"], f.details["sender_source"]) == ("db_server_read_only", "xhprof")
@@ -174,3 +175,13 @@ def test_statement_shares_count_the_prepares():
     # 8 requests x 9 saved x (100 us + 300 us: execute and prepare) over 8 x 100 ms
     assert f.share_pct == 3.6
     assert ev(f, "round trip per statement beyond its server time") == "300 us"
+
+
+def test_of_two_sibling_senders_the_one_closer_in_time_is_taken():
+    reqs = [request("r000100", "/", instrumented=True)]
+    stmts = [statement("r000100", f"SELECT {k}") for k in range(4)]
+    profile = {"main()": {"ct": 1, "wt": 9_000},
+               "main()==>a": {"ct": 4, "wt": 400}, "a==>mysqli_query": {"ct": 4, "wt": 380},
+               "main()==>b": {"ct": 4, "wt": 4_000}, "b==>mysqli_query": {"ct": 4, "wt": 3_900}}
+    ctx = context(reqs, stmts, xhprof={"r000100": profile}, php=PHP)
+    assert sender_of(ctx, "r000100", 4, 500) == "a" and sender_of(ctx, "r000100", 4, 3_500) == "b"

@@ -7,9 +7,10 @@ the builtins that send statements (`round_trip.CLIENT_CALLS`), the nearest user 
 called exactly as many times as the statements ran in that request sends one of them per call
 (catalog's `DbCatalogue::lookup`, 99 calls for 99 translation lookups; bulletin's
 `db_server_read_only`). A database layer that every statement goes through can be called as
-often (bulletin's `db_query` runs one probe before each query, so both are called 7 times);
-of several at the same distance, the one whose inclusive time is closest to what the
-statements cost there (server time and round trips) is taken. Excimer's wall-clock samples
+often (bulletin's `db_query` runs one probe before each query, so both are called 7 times):
+of several at the same distance, one that calls another is left out (the callee sends these
+statements, the caller more), and of the rest the one whose inclusive time is closest to what
+the statements cost there (server time and round trips) is taken. Excimer's wall-clock samples
 under that function are then what the statements cost PHP, all their round trips included."""
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ def ancestors(ctx: Context, rid: str) -> list[list[str]]:
 def sender_of(ctx: Context, rid: str, executions: int, cost_us: float,
               accept: Callable[[str], bool] = lambda f: True, min_calls: int = MIN_CALLS) -> str | None:
     """The nearest user function above a client call in request `rid` that was called exactly
-    `executions` times (and that `accept`s); of several at the same distance, the one whose
-    inclusive time is closest to `cost_us`. None when there is none within MAX_DEPTH steps, or
+    `executions` times (and that `accept`s); of several at the same distance, not one that
+    calls another, then the one whose inclusive time is closest to `cost_us`. None when there is none within MAX_DEPTH steps, or
     when `executions` is below `min_calls`."""
     totals = ctx.xhprof.get(rid, {})
     if executions < min_calls:
@@ -55,8 +56,11 @@ def sender_of(ctx: Context, rid: str, executions: int, cost_us: float,
     for level in ancestors(ctx, rid):
         hits = [f for f in level if not ctx.is_internal(f) and accept(f)
                 and totals.get(f, {}).get("calls") == executions]
-        if hits:
-            return min(hits, key=lambda f: (abs(totals[f].get("inclusive_us", 0) - cost_us), f))
+        # a candidate that calls another sends more than these (bulletin's db_query calls
+        # db_server_read_only before each of its own queries): the callee is the sender
+        inner = [f for f in hits if not any((f, g) in ctx.xhprof_edges[rid] for g in hits if g != f)]
+        if inner:
+            return min(inner, key=lambda f: (abs(totals[f].get("inclusive_us", 0) - cost_us), f))
     return None
 
 

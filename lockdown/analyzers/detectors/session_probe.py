@@ -23,7 +23,8 @@ Sender
     The PHP function that sends the probe: named in the statement's comment
     (`sql_caller.caller_of`, MediaWiki), else found in the xhprof call graph of the instrumented
     requests (`call_sender`: the nearest user function above the client calls called exactly as
-    many times as the probe ran in that request; of several, the one closest in time).
+    many times as the probe ran in that request; of several, the innermost, then the closest in
+    time).
 
 Share of request time
     `share_pct`: what the executions after the first of each request cost the timed requests
