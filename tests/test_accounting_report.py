@@ -161,3 +161,25 @@ def test_target_strings_in_the_accounting_are_text(run):
     assert ('| /?q=&lt;script&gt;window.__pwned=2&lt;/script&gt; | 1 | 30.0 | 33.3% | 66.7% | '
             '&lt;img src=x onerror="window.__pwned=1"&gt; 33.3%, helper 33.3% |') in summary
     assert "\nNote: a note about &lt;script&gt;window.__pwned=3&lt;/script&gt;\n" in summary
+
+
+def test_hotspot_findings_are_named_apart_and_own_nothing(run):
+    from lockdown.reports.analysis_text import accounting_lines
+    data = json.loads((run / "findings.json").read_text())
+    data["findings"].append({**data["findings"][0], "id": "hotspot", "key": "hotspot", "severity": "high",
+                             "share_pct": 33.3, "title": "render: 33.3% that no finding explains",
+                             "details": {"function": "render", "no_patch": "no known fix"}, "remediations": []})
+    (run / "findings.json").write_text(json.dumps(data))
+    t = account(run)
+    assert (t["explained_pct"], t["unexplained_pct"]) == (50.0, 50.0)      # as without it
+    assert t["informational"] == ["hot-builtins", "hotspot"] and "hotspot" not in t["by_finding_pct"]
+    section = words(report_html(run))
+    assert "Informational, explaining nothing by rule (they describe time, with no fix): hot-builtins ." in section
+    assert ("Hotspot findings, owning none of the time by rule (they point at the unexplained time below): "
+            "hotspot .") in section
+    lines = accounting_lines(t)
+    assert "  informational, explaining nothing: hot-builtins" in lines
+    assert "  hotspot findings, owning none of it (they point at the unexplained time): hotspot" in lines
+    md = writeups(load_results(run))["hotspot.md"].splitlines()
+    assert "holds **33.3%** of the sampled request time, which no finding explains" in md[2]
+    assert md[4].startswith("**Time accounting:** a hotspot, it owns none of the sampled request time")

@@ -265,8 +265,12 @@ def accounting_lines(t: dict | None, top: int = 8) -> list[str]:
         for f in t["findings"]:
             lines.append(f"    {_share(f['owned_pct']):>6s}  {f['key']:22s} (its estimate {_share(f['share_pct'])}): "
                          f"{f['how']}")
-    if t["informational"]:
-        lines.append(f"  informational, explaining nothing: {', '.join(t['informational'])}")
+    hot = [k for k in t["informational"] if k == "hotspot" or k.startswith("hotspot-")]
+    info = [k for k in t["informational"] if k not in hot]
+    if info:
+        lines.append(f"  informational, explaining nothing: {', '.join(info)}")
+    if hot:
+        lines.append(f"  hotspot findings, owning none of it (they point at the unexplained time): {', '.join(hot)}")
     lines.append("  top unexplained hotspots: % of the sampled time (ms a request), the most common call path "
                  "(its part), the requests with most of it")
     for kind, title in HOTSPOT_KINDS:
