@@ -193,3 +193,35 @@ def test_generated_remediations_are_checked_diffs_that_say_they_were_generated(t
     assert generate.propose(n, ["*.php"], app) == []
     assert "sent by Acme\\Repo\\Settings::value (src/Repo/Settings.php:8)" in n.details["no_patch"]
     assert sorted(p.relative_to(app).as_posix() for p in app.rglob("*.php")) == sorted(APP)   # nothing applied
+
+
+def test_writes_after_the_app_released_its_response_are_not_write_on_read():
+    """A view counter deferred past fastcgi_finish_request: the capture counts one statement
+    after the release; write-on-read leaves it out, and keeps one sent on the response path."""
+    from contexts import context, request, statement
+    from lockdown.analyzers.detectors import write_on_read
+
+    reqs, stmts = [], []
+    for i in range(1, 9):
+        rid = f"r{i}"
+        r = request(rid, "/item?id=3" if i % 2 else "/item?id=4")
+        stmts.append(statement(rid, f"SELECT title FROM items WHERE id = {3 + i % 2}", thread_id=10 + i))
+        if i <= 4:                     # the first four defer the write, the others send it inline
+            r.released_early, r.after_release_statements = True, 1
+            # the next request's first statement, credited here too: another connection
+            stmts.append(statement(rid, "UPDATE views SET n = n + 1 WHERE item = 3", thread_id=10 + i))
+            stmts.append(statement(rid, "SELECT 1 FROM items", thread_id=99))
+        else:
+            stmts.append(statement(rid, "UPDATE views SET n = n + 1 WHERE item = 3", thread_id=10 + i))
+            stmts.append(statement(rid, "SELECT 2 FROM items", thread_id=10 + i))
+        reqs.append(r)
+    ctx = context(reqs, stmts)
+    assert len(ctx.after_release) == 4
+    # on-path writes in half the GET requests of each URL (the threshold): reported, without the
+    # deferred ones
+    [c] = write_on_read.decide(ctx)
+    assert c.executions == 4 and set(c.requests) == {"r5", "r6", "r7", "r8"}
+    for r in reqs[4:]:
+        r.released_early, r.after_release_statements = True, 2     # now every write is after release
+    ctx = context(reqs, stmts)
+    assert write_on_read.decide(ctx) == []

@@ -38,7 +38,9 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
             capture_blocking_us=d.get("capture_blocking_us"), engine=_int_map(d.get("engine")),
             sched=_int_map(d.get("sched")),
             uncached_scripts=_strings(d.get("uncached_scripts")), uncached_young=_strings(d.get("uncached_young")),
-            php_errors=_php_errors(d.get("php_errors"))))
+            php_errors=_php_errors(d.get("php_errors")),
+            released_early=True if d.get("released_early") is True else None,
+            after_release_statements=_count(d.get("after_release_statements"))))
     records.sort(key=lambda r: r.seq)
     writer.write_jsonl("requests.jsonl", records)
     lost = [s.id for s in sent if s.id not in seen]
@@ -47,6 +49,11 @@ def requests(raw: Path, sent: list[SentRequest], writer: BundleWriter) -> tuple[
                      "lost_ids": lost[:20], "client_errors": len(failed),
                      "instrumented": sum(r.instrumented for r in records),
                      "status_counts": dict(Counter(str(r.status) for r in records))}
+
+
+def _count(raw) -> int | None:
+    """A non-negative integer as the prepend writes it, else None."""
+    return raw if type(raw) is int and raw >= 0 else None
 
 
 def _strings(raw) -> list | None:

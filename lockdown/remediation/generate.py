@@ -13,6 +13,7 @@ Per finding kind:
   read changes;
 - fs-scan that is a discovery walk: the walker's result kept the same way;
 - write-on-read: the write moved after the response (fastcgi_finish_request);
+- failed-lookups: what the function trying the candidates resolved, kept the same way;
 - n-plus-one: no diff (the loop's batch query needs the app's own API); `no_patch` says where
   the per-row query is sent and the batched query to write.
 """
@@ -51,8 +52,12 @@ def propose(finding: Finding, patchable, app_dir: Path, called: dict[str, float]
     make = _MAKERS.get(finding.id)
     if make is None:
         return []
+    told = finding.details.get("no_patch")      # the detector's own word on why it has no fix
     try:
-        return make(finding, list(patchable), app_dir, called or {}, tree)
+        made = make(finding, list(patchable), app_dir, called or {}, tree)
+        if made and finding.details.get("no_patch") == told:
+            finding.details.pop("no_patch", None)
+        return made
     except (LockdownError, OSError, ValueError) as e:
         finding.details["no_patch"] = f"no remediation could be generated: {e}"
         return []
@@ -212,6 +217,24 @@ def scan_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list
                    cache={"name": _cache_name(site.function, "walk"), "ttl": TTL_S})
 
 
+def lookup_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
+    """failed-lookups: the function that tries the candidates keeps what it resolved."""
+    fn = finding.details.get("function")
+    if not fn:
+        return []
+    site, why = defined(fn, app_dir, called)
+    if site is None:
+        finding.details["no_patch"] = f"no remediation generated: {why}"
+        return []
+    what = (f"what {site.function} resolves kept in a generated PHP array file (.lockdown-cache/ beside "
+            f"{Path(site.file).name}), which OPcache keeps in memory, keyed on its arguments and the object's "
+            f"scalar properties: the failed lookups run once, not on every request; invalidation: resolved "
+            f"again every {TTL_S} s, so a file added or removed shows within {TTL_S} s (delete the file to apply it "
+            f"at once)")
+    return diff_of(finding, site, patchable, app_dir, tree, what, scope="persistent",
+                   cache={"name": _cache_name(site.function, "lookup"), "ttl": TTL_S})
+
+
 def deferred_write(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
     site = _located(finding, app_dir, called)
     if site is None:
@@ -233,4 +256,5 @@ def prefetch(finding: Finding, patchable, app_dir: Path, called, tree) -> list[R
 
 
 _MAKERS = {"repeated-query": repeated_query, "db-static-cache": static_cache, "file-static-cache": file_cache,
-           "fs-scan": scan_cache, "write-on-read": deferred_write, "n-plus-one": prefetch}
+           "fs-scan": scan_cache, "write-on-read": deferred_write, "n-plus-one": prefetch,
+           "failed-lookups": lookup_cache}

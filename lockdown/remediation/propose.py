@@ -41,7 +41,7 @@ def _propose(findings: list[Finding], statements: list[Statement], target: Targe
             continue
         for r in f.remediations:          # what the detector carried: settings of the engine
             r.origin = r.origin or "engine"
-        if f.id == "fs-scan":
+        if f.id == "fs-scan" and f.details.get("walk") != "discovery":   # a registry miss: probe its lookups
             for r in registry_probe.propose(f, statements, target, run_dir / "probe", say):
                 r.origin = r.origin or "generated"      # derived from probing the capture's lookups
                 f.remediations.append(r)

@@ -76,8 +76,14 @@ class Context:
         late: set[int] = set()
         for r in self.requests:
             n = r.after_release_statements if r.released_early else 0
-            if n and n > 0:
-                late.update(s.seq for s in sorted(self.statements_of.get(r.id, []), key=lambda s: s.seq)[-n:])
+            mine = self.statements_of.get(r.id, [])
+            if not n or n <= 0 or not mine:
+                continue
+            # on the request's own connection (the one most of its statements used): once the
+            # response is out the client's next request starts, and its first statements may
+            # be credited to this one (both list the new connection)
+            own = Counter(s.thread_id for s in mine).most_common(1)[0][0]
+            late.update(s.seq for s in sorted((s for s in mine if s.thread_id == own), key=lambda s: s.seq)[-n:])
         return frozenset(late)
 
     @cached_property
