@@ -1,6 +1,6 @@
 """The generic fix for a confirmed repeated-call finding that no recipe knows: a per-request
 memo on the function the argument probe found repeating (php/memoize.php writes it with PHP's
-tokenizer). It is right only when the result depends on the arguments alone for the rest of
+tokenizer), one per object for a method, since the probe counts (object, arguments) pairs. It is right only when the result depends on the arguments alone for the rest of
 the request, which no static check can prove: the diff is a proposal for `lockdown verify`,
 which measures it and compares every page before and after."""
 from __future__ import annotations
@@ -66,13 +66,18 @@ def propose(finding: Finding, patchable: list[str], app_dir: Path, tree: str = P
     made, `details.no_patch` says why, so the reader is not left wondering."""
     site = memo_site(finding)
     if site is None:
+        not_probed = (finding.details.get("probe") or {}).get("not_probed")
+        if finding.id == "repeated-call" and not_probed:
+            finding.details["no_patch"] = (f"no memo proposed: the argument probe did not check it ({not_probed}), "
+                                           f"and a memo is proposed only for repeats the probe confirmed")
         return []
     function, rel, line = site
     if not is_patchable(rel, patchable):
         finding.details["no_patch"] = (f"{rel} is not one of the target's patchable files; declare it "
                                        f"in target.toml to get a per-request memo of {function} to verify")
         return []
-    text, why = memoized(app_dir / rel, function, line)
+    # the probe counted repeats of (object, arguments) pairs: for a method, one memo per object
+    text, why = memoized(app_dir / rel, function, line, scope="object" if "::" in function else "request")
     if text is None:
         finding.details["no_patch"] = f"no per-request memo of {function}: {why}"
         return []
