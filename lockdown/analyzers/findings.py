@@ -96,7 +96,11 @@ class Finding:
         return self.id
 
     def to_json(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        for r in d["remediations"]:
+            if not r.get("origin"):      # a run written before origins reads back as it was
+                r.pop("origin", None)
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "Finding":
