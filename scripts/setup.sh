@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(php8.2-cli php8.2-fpm php8.2-mysql php8.2-opcache php8.2-tideways php-excimer
+PKGS=(php8.2-cli php8.2-fpm php8.2-mysql php8.2-opcache php8.2-tideways php-excimer php-apcu
       mariadb-server mariadb-client nginx linux-perf wrk siege apache2-utils wordpress mediawiki
       python3 python3-pip python3-venv ca-certificates chromium chromium-driver)
 

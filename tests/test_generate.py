@@ -225,3 +225,26 @@ def test_writes_after_the_app_released_its_response_are_not_write_on_read():
         r.released_early, r.after_release_statements = True, 2     # now every write is after release
     ctx = context(reqs, stmts)
     assert write_on_read.decide(ctx) == []
+
+
+def test_a_write_to_a_cache_table_is_a_cache_refill_not_a_write_to_defer(tmp_path):
+    """MediaWiki without a local cache refills `objectcache` on views: the finding says so and the
+    advice is an in-memory cache; no write is deferred. Other cache tables in other idioms too."""
+    from contexts import context, request, statement
+    from lockdown.analyzers.detectors import write_on_read
+
+    for sql, table in (("REPLACE INTO `objectcache` (keyname,value,exptime) VALUES ('k','v','2038')", "objectcache"),
+                       ("INSERT INTO cache_page (cid, data) VALUES ('x', 'y') ON DUPLICATE KEY UPDATE data = 'y'",
+                        "cache_page"),
+                       ("UPDATE app.Widget_Cache SET body = 'b' WHERE id = 3", "widget_cache")):
+        reqs = [request(f"r{i}", "/wiki/Page") for i in range(1, 5)]
+        stmts = [statement(r.id, sql) for r in reqs]
+        [f] = write_on_read.detect(context(reqs, stmts))
+        assert f.details["refills"] == table and f.details["cause"] == {"kind": "cache refill", "table": table}
+        assert "not removing the write" in f.summary and "disable it" not in f.summary
+        assert generate.propose(f, ["*.php"], make_app(tmp_path / table)) == []
+        assert f.details["no_patch"].startswith(f"the write refills a cache kept in the database table `{table}`")
+    reqs = [request(f"r{i}", "/item") for i in range(1, 5)]
+    [f] = write_on_read.detect(context(reqs, [statement(r.id, "UPDATE items SET views = views + 1 WHERE id = 1")
+                                              for r in reqs]))
+    assert f.details["refills"] is None and "disable it, batch it" in f.summary

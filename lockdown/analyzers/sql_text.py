@@ -132,6 +132,21 @@ def write_verb(sql: str) -> str | None:
     return None if m is None else " ".join(m.group(1).upper().split())
 
 
+_WRITTEN = re.compile(r"^\(?\s*(?:insert(?:\s+(?:low_priority|delayed|high_priority|ignore))*\s+(?:into\s+)?|"
+                      r"replace(?:\s+(?:low_priority|delayed))*\s+(?:into\s+)?|update(?:\s+(?:low_priority|ignore))*\s+|"
+                      r"delete(?:\s+(?:low_priority|quick|ignore))*\s+from\s+)"
+                      r"((?:`[^`]+`|\w+)(?:\.(?:`[^`]+`|\w+))?)", re.I)
+
+
+def written_table(sql: str) -> str | None:
+    """The table a row write (INSERT, REPLACE, UPDATE, DELETE) writes, lower case, without its
+    schema; None for anything else (or a multi-table form it cannot tell)."""
+    m = _WRITTEN.match(normalize(sql))
+    if not m:
+        return None
+    return ident(m.group(1).rpartition(".")[2]).lower()
+
+
 def is_write(sql: str) -> bool:
     """A statement that changes a table's rows or definition: INSERT, UPDATE, REPLACE, DELETE,
     TRUNCATE, LOAD DATA/XML, ALTER, DROP, RENAME, CREATE."""

@@ -236,6 +236,11 @@ def lookup_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> li
 
 
 def deferred_write(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
+    if finding.details.get("refills"):
+        finding.details["no_patch"] = (f"the write refills a cache kept in the database table "
+                                       f"`{finding.details['refills']}`: the fix is the app's own cache setting (a "
+                                       f"local in-memory cache such as APCu), which no generic diff can make")
+        return []
     site = _located(finding, app_dir, called)
     if site is None:
         return []

@@ -6,7 +6,9 @@ sent after the app released its response (fastcgi_finish_request, then shutdown 
 `Context.after_release`) are left out: the page did not wait for them. A write that a logging
 function sends, once per call (`log_sender`: Drupal's `watchdog`, bulletin's `bb_log`), is a
 log entry: the finding names that cause (`details.cause`) and advises fixing what is logged,
-not the write (docs/pathologies.md section 1; php-warning reports a logged PHP warning)."""
+not the write (docs/pathologies.md section 1; php-warning reports a logged PHP warning). A write
+to a table whose name says it is a cache (`objectcache`, `cache_page`) is a cache refill
+(`details.refills`): the fix is an in-memory cache, not removing the write."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ import re
 
 from ..findings import Evidence, Finding
 from ..query_digest import fingerprint, query_id
-from ..sql_text import ROW_WRITES, write_verb
+from ..sql_text import ROW_WRITES, write_verb, written_table
 from .call_sender import xhprof_sender
 from .context import Context
 from .statement_time import StatementTime, describe_statement_time, statement_time
@@ -61,6 +63,7 @@ class Case:
     example: str
     verb: str
     cause: str | None = None    # the logging function that sends it (`log_sender`): a log write
+    refills: str | None = None  # the cache table it writes (a name holding "cache"): a cache refill
 
 
 def decide(ctx: Context) -> list[Case]:
@@ -81,7 +84,33 @@ def decide(ctx: Context) -> list[Case]:
     for c in cases:
         c.cause = log_sender(ctx, [s for rid in c.requests for s in ctx.statements_of[rid]
                                    if fingerprint(s.sql) == c.fingerprint])
+        table = written_table(c.example)
+        if c.cause is None and table and "cache" in table:
+            c.refills = table
     return cases
+
+
+def cause_of(c: Case) -> dict | None:
+    if c.cause:
+        return {"kind": "log write", "function": c.cause}
+    if c.refills:
+        return {"kind": "cache refill", "table": c.refills}
+    return None
+
+
+def advice(c: Case) -> str:
+    if c.cause:
+        return (f"It is a log entry: the logging function `{c.cause}` sends it, once per write. The "
+                "cause is what is logged on every view (a PHP warning, a missing module: see the "
+                "php-warning finding when there is one); fix that, and the write goes with it.")
+    if c.refills:
+        return (f"It refills a cache kept in the database table `{c.refills}`: the app keeps it there because "
+                "no in-memory cache is configured (or its entries do not last a view), so every view writes "
+                "it again. The fix is configuring a local in-memory cache (APCu, or Memcached or Redis for "
+                "several servers) for it, not removing the write; for MediaWiki, `$wgMainCacheType = "
+                "CACHE_ACCEL;` with APCu.")
+    return ("A write on every view takes row locks and flushes the log on the hottest "
+            "pages; disable it, batch it, or move it to a cache.")
 
 
 def detect(ctx: Context) -> list[Finding]:
@@ -93,20 +122,15 @@ def describe(c: Case) -> Finding:
     return Finding(
         id=ID, title=f"Every page view writes: {c.verb} on {len(c.urls)} read-only URL(s)",
         severity="medium", share_pct=round(c.time.share, 2),
-        summary=(f"{len(c.requests)} of {c.reads} GET requests to {', '.join(c.urls[:3])} ran `{fp}`. "
-                 + (f"It is a log entry: the logging function `{c.cause}` sends it, once per write. The "
-                    "cause is what is logged on every view (a PHP warning, a missing module: see the "
-                    "php-warning finding when there is one); fix that, and the write goes with it."
-                    if c.cause else
-                    "A write on every view takes row locks and flushes the log on the hottest "
-                    "pages; disable it, batch it, or move it to a cache.")),
+        summary=f"{len(c.requests)} of {c.reads} GET requests to {', '.join(c.urls[:3])} ran `{fp}`. " + advice(c),
         evidence=[Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
                   Evidence("GET requests that sent it", f"{len(c.requests)} of {c.reads}", "statements.jsonl"),
                   Evidence("executions", c.executions, "statements.jsonl"),
                   *describe_statement_time(c.time, "time in these writes"),
                   Evidence("example", c.example, "statements.jsonl"),
                   *([Evidence("sent by a logging function, once per write", c.cause,
-                              "xhprof call graph of the instrumented requests (call_sender)")] if c.cause else [])],
+                              "xhprof call graph of the instrumented requests (call_sender)")] if c.cause else []),
+                  *([Evidence("table written, a cache by its name", c.refills, "the statement")] if c.refills else [])],
         urls=c.urls, requests=c.requests[:5],
         details={"sender": c.time.function, "fingerprint": fp, "query_id": query_id(fp), "verb": c.verb,
-                 "example": c.example, "cause": {"kind": "log write", "function": c.cause} if c.cause else None})
+                 "example": c.example, "cause": cause_of(c), "refills": c.refills})
