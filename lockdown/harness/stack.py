@@ -13,7 +13,7 @@ from typing import Callable
 from .. import paths
 from ..errors import LockdownError, PhaseFailed
 from ..signals import held
-from ..targets.config import Target
+from ..targets.config import Target, users_server_database
 from ..progress import as_reporter
 from . import app_tree, ports, service_account
 from .db_claim import claim
@@ -148,7 +148,7 @@ class Stack:
         if t.database:
             if o.mysql_dsn:
                 self.db = parse_dsn(o.mysql_dsn, self.run_dir)
-                self.db_name = f"lockdown_{t.name}".replace("-", "_")
+                self.db_name = users_server_database(t.name)
                 self.db_claim = claim(self.db.where(), self.db_name, self.run_dir)
                 self.say(f"[start] loading {t.name}'s database into {self.db_name} on "
                          f"{self.db.where()}")

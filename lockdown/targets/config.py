@@ -17,10 +17,11 @@ import math
 import posixpath
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..errors import LockdownError
+from . import extends
 
 # Bounds on the URL list: one cycle of it is expanded in memory and written into the load
 # generator's script (a weight of 10^8 hung the command until --timeout).
@@ -74,6 +75,7 @@ class Target:
     sanity_url: str = "/"
     sanity_expect: str = ""
     volatile: tuple = ()                  # regexes of response parts that change by themselves
+    sources: tuple = ()                   # with `extends`: the directories merged, the variant first
 
     @property
     def toml_path(self) -> Path:
@@ -247,6 +249,8 @@ def load_target(directory: Path) -> Target:
     directory = directory.resolve()
     path = directory / "target.toml"
     data = _read_toml(path, directory)
+    if "extends" in data:
+        return _load_extended(directory, path, data)
     _check_keys(path, data)
     name = _name(path, data, directory)
     app_source, app_files, exclude = _app(path, data, directory)
@@ -254,7 +258,7 @@ def load_target(directory: Path) -> Target:
     docroot, front_controller = _app_tree_paths(path, data, app_files or app_source,
                                                 directory if app_files else None)
     patchable = _patchable(path, data)
-    db_name, schema, seed = _database(path, data, directory)
+    db_name, schema, seed = _database(path, data, directory, name)
     urls = _urls(path, data)
     sanity = _expect(path, data, "sanity", dict, required=True)
     expect = _expect(path, sanity, "expect", str, required=True, where="[sanity] expect")
@@ -284,6 +288,19 @@ def load_target(directory: Path) -> Target:
         sanity_expect=expect,
         volatile=tuple(volatile),
     )
+
+
+def _load_extended(directory: Path, path: Path, data: dict) -> Target:
+    """A variant: its base's files and keys with its own over them, made as one directory
+    (targets/extends.py) and loaded as any target; an error names the variant's file."""
+    _check_keys(path, data)
+    merged, sources = extends.materialize(directory, data, _read_toml)
+    try:
+        target = load_target(merged)
+    except LockdownError as e:
+        chain = " <- ".join(str(d) for d in reversed(sources))
+        raise LockdownError(str(e).replace(str(merged / "target.toml"), f"{path} (merged: {chain})")) from None
+    return replace(target, sources=tuple(sources))
 
 
 def _read_toml(path: Path, directory: Path) -> dict:
@@ -413,12 +430,26 @@ def _patchable(path: Path, data: dict) -> list[str]:
     return patchable
 
 
-def _database(path: Path, data: dict, directory: Path) -> tuple[str | None, Path | None, Path | None]:
-    """[database]: (name, schema file, seed file), each None when absent."""
+def database_name(target_name: str) -> str:
+    """The one rule between the two names: a target's name may hold '-', a database's may not
+    (MariaDB would need it quoted everywhere); the database is the target's name with '-' as '_'.
+    Both are then ASCII letters, digits and '_' or '-' (_NAME_RE, _DB_NAME_RE)."""
+    return target_name.replace("-", "_")
+
+
+def users_server_database(target_name: str) -> str:
+    """The database a target is loaded into on a user's server (--mysql)."""
+    return f"lockdown_{database_name(target_name)}"
+
+
+def _database(path: Path, data: dict, directory: Path,
+              name: str) -> tuple[str | None, Path | None, Path | None]:
+    """[database]: (name, schema file, seed file), each None when absent; the name, when not
+    given, is derived from the target's (`database_name`)."""
     db = _expect(path, data, "database", dict)
     db_name = schema = seed = None
     if db is not None:
-        db_name = _expect(path, db, "name", str, required=True, where="[database] name")
+        db_name = _expect(path, db, "name", str, default=database_name(name), where="[database] name")
         if not _DB_NAME_RE.fullmatch(db_name):
             raise _fail(path, f"[database] name {db_name!r} may only hold letters, digits and _ "
                               f"(ASCII, 1 to 64)")
@@ -490,7 +521,7 @@ def _volatile(path: Path, data: dict) -> list[str]:
     return volatile
 
 
-_SCALAR_KEYS = {"name", "description", "docroot", "front_controller", "php_ini", "patchable"}
+_SCALAR_KEYS = {"name", "description", "docroot", "front_controller", "php_ini", "patchable", "extends"}
 _SECTION_KEYS = {
     "app": {"source", "files", "exclude"},
     "database": {"name", "schema", "seed"},
