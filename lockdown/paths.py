@@ -11,7 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
-from .errors import LockdownError
+from .errors import LockdownError, UsageError
 
 # root's default home: as root, lockdown's servers run as an unprivileged account
 # (harness/service_account.py), which must pass through the directories above a run, and
@@ -84,7 +84,7 @@ def check_config_path(path: Path, todo: str) -> None:
     """Refuse a run directory the servers' config files cannot name; `todo` says what to change."""
     bad = sorted({c for c in str(path) if not (c.isalnum() or c in CONFIG_SAFE)})
     if bad:
-        raise LockdownError(f"cannot run in {path}: nginx, php-fpm and MariaDB must find it in their "
+        raise UsageError(f"cannot run in {path}: nginx, php-fpm and MariaDB must find it in their "
                             f"config files, which cannot hold {' '.join(repr(c) for c in bad)}; {todo} "
                             f"(letters, digits and {' '.join(CONFIG_SAFE)} only)")
 
@@ -120,7 +120,7 @@ def make_dir(path: Path, option: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise LockdownError(f"cannot create {path}: {e.strerror or e}; choose another {option}")
+        raise UsageError(f"cannot create {path}: {e.strerror or e}; choose another {option}")
     return path
 
 
@@ -133,9 +133,9 @@ def empty_dir(path: Path, option: str) -> Path:
     try:
         filled = path.exists() and any(path.iterdir())
     except OSError as e:
-        raise LockdownError(f"cannot read {path}: {e.strerror or e}; choose another {option}")
+        raise UsageError(f"cannot read {path}: {e.strerror or e}; choose another {option}")
     if filled:
-        raise LockdownError(f"{path} is not empty; choose another {option} or remove it")
+        raise UsageError(f"{path} is not empty; choose another {option} or remove it")
     return make_dir(path, option)
 
 

@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from .errors import LockdownError
+from .errors import UsageError
 from .owner import owner_alive, owner_record
 from .redact import redacted_argv
 
@@ -42,9 +42,9 @@ def claim(directory: Path, option: str = "-o") -> Path:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        raise LockdownError(unfinished(directory, option) or f"{directory} is taken; choose another {option}")
+        raise UsageError(unfinished(directory, option) or f"{directory} is taken; choose another {option}")
     except OSError as e:
-        raise LockdownError(f"cannot write {path}: {e.strerror or e}; choose another {option}")
+        raise UsageError(f"cannot write {path}: {e.strerror or e}; choose another {option}")
     with os.fdopen(fd, "w") as f:
         json.dump(data, f, indent=2)
     return path

@@ -64,7 +64,7 @@ def test_sanity_check_failure_shows_evidence(lockdown, tmp_path):
                                               "error_log('lockdown-test: database is down');\n"
                                               "echo 'Service unavailable <b>today</b>';\n")
     r = lockdown("bench", target, *SHORT)
-    assert r.returncode == 2
+    assert r.returncode == 1                   # a runtime failure: the command line was right
     first = r.stderr.splitlines()[0]
     assert first.startswith("lockdown: error: sanity check failed for http://127.0.0.1:")
     assert "status 500" in first
@@ -82,7 +82,7 @@ def test_sanity_check_wrong_text(lockdown, tmp_path):
                                                          'expect = "Goodbye"')
     (target / "target.toml").write_text(toml)
     r = lockdown("bench", target, *SHORT)
-    assert r.returncode == 2
+    assert r.returncode == 1
     assert "expected text 'Goodbye' not found" in r.stderr.splitlines()[0]
 
 
@@ -138,7 +138,7 @@ def test_kill_9_is_cleaned_up_by_next_command(env, tmp_path):
 def test_timeout_stops_everything(lockdown):
     r = lockdown("bench", "hello", "--runs", "3", "--duration", "5", "--warmup-duration", "0",
                  "--timeout", "4")
-    assert r.returncode == 2
+    assert r.returncode == 1
     assert r.stderr.startswith("lockdown: error: timed out after 4 s (--timeout)")
     assert processes_mentioning(run_dir_of(r.stdout)) == []
 

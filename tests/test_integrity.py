@@ -21,8 +21,9 @@ ONE_RUN = ("--runs", "1", "--duration", "2", "--warmup-duration", "0", "--warmup
 PROFILE = ("--no-overhead-check", "--collect", "none")
 
 
-def _one_line_error(r) -> str:
-    assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+def _one_line_error(r, status: int = 2) -> str:
+    """The one line of an error; `status` 2 for a usage error, 1 for a failed run."""
+    assert r.returncode == status, (r.stdout[-2000:], r.stderr[-2000:])
     lines = r.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("lockdown: error: "), r.stderr
     return lines[0]
@@ -41,7 +42,7 @@ def missing_page(tmp_path) -> Path:
 def test_bench_of_a_url_answering_404_fails_naming_the_status_and_url(lockdown, missing_page):
     """It measured 12,944 req/s of 404s and exited 0."""
     r = lockdown("bench", missing_page, *ONE_RUN)
-    line = _one_line_error(r)
+    line = _one_line_error(r, 1)
     assert re.fullmatch(r"lockdown: error: run 1 of gone: 100% of [\d,]+ responses failed \(404 x[\d,]+\) "
                         r"at /missing\.php; the URL is not served: check the target's \[\[urls\]\]", line), line
     assert "req/s, p50" not in r.stdout and "mean " not in r.stdout     # no table of the failed run
@@ -51,7 +52,7 @@ def test_bench_of_a_url_answering_404_fails_naming_the_status_and_url(lockdown, 
 def test_compare_stops_at_the_first_failed_run(lockdown, missing_page):
     r = lockdown("compare", missing_page, "--with", "memory_limit=100M", "--duration", "1",
                  "--warmup-duration", "0")
-    line = _one_line_error(r)
+    line = _one_line_error(r, 1)
     assert line.startswith("lockdown: error: run 1 (before) of gone: 100% of ") and "(404 x" in line
     assert "at /missing.php" in line
 
@@ -62,7 +63,7 @@ def test_bench_of_an_overloaded_pool_fails_naming_the_statuses(lockdown, tmp_pat
     printed 'mean 12,998.9 req/s' of 97% 502s, exit 0."""
     target = one_page_target(tmp_path, "slow", "a 20 ms page", "<?php usleep(20000); echo 'slow page';", "slow page")
     r = lockdown("bench", target, *ONE_RUN, "--workers", "1", "--concurrency", "600")
-    line = _one_line_error(r)
+    line = _one_line_error(r, 1)
     assert line.startswith("lockdown: error: run 1 of slow: "), line
     m = re.search(r"(\d+(?:\.\d)?)% of [\d,]+ (responses|requests) failed \((.*)\)", line)
     assert m and float(m.group(1)) > 1, line
@@ -77,7 +78,7 @@ def test_a_run_that_served_nothing_fails(lockdown, tmp_path):
     target = one_page_target(tmp_path, "slower", "a 3 s page", "<?php sleep(3); echo 'slower page';", "slower page")
     r = lockdown("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
                  "--warmup-requests", "0", "--workers", "1", "--concurrency", "1")
-    line = _one_line_error(r)
+    line = _one_line_error(r, 1)
     assert re.match(r"lockdown: error: run 1 of slower: no response at all in [\d.]+ s; "
                     r"the pages take longer than the run: raise --duration", line), line
 
@@ -112,7 +113,7 @@ def test_profile_percent_encodes_its_urls_and_logs_every_request(lockdown, tmp_p
 def test_profile_fails_when_requests_are_not_logged_naming_the_status(lockdown, tmp_path):
     b = tmp_path / "b"
     r = lockdown("profile", "hello", "--url", "/missing.php", "--requests", "5", "-o", b, *PROFILE)
-    line = _one_line_error(r)
+    line = _one_line_error(r, 1)
     assert line.startswith("lockdown: error: 5 of 5 requests were not logged: the server answered 404 x5 "
                            "at /missing.php; check --url"), line
     assert not b.exists() and not list(tmp_path.glob(".b.partial-*"))

@@ -223,7 +223,7 @@ def test_lost_capture_never_breaks_requests(lockdown, tmp_path, sabotage):
     b = tmp_path / "b"
     r = lockdown("profile", "hello", "--requests", "30", "-o", b, "--collect", "xhprof",
                  "--xhprof-every", "2", "--no-overhead-check", "--exec-after-warmup", sabotage)
-    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.returncode == 1, r.stderr[-2000:]
     # 1 in 2 instrumented: those follow the timed pass, which has the other half
     assert "[capture] 15 requests at concurrency 1" in r.stdout and "statuses {'200': 15}" in r.stdout
     assert r.stderr.count("\n") == 1, r.stderr

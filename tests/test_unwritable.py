@@ -102,7 +102,8 @@ def test_a_failed_app_copy_is_one_line(tmp_path):
 
 def test_full_disk_is_one_line(tmp_path, monkeypatch):
     """Any write can meet a full disk (logs, the load generator's output, perf.data): one
-    line naming the file when the error names one, exit 2, instead of a traceback."""
+    line naming the file when the error names one, exit 1 (a runtime failure, not a usage
+    error), instead of a traceback."""
     @main.command("fill-the-disk")
     def fill():
         raise OSError(errno.ENOSPC, "No space left on device", "/runs/x/perf/perf.data", None,
@@ -118,11 +119,11 @@ def test_full_disk_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("LOCKDOWN_HOME", str(tmp_path))
     try:
         r = CliRunner().invoke(main, ["fill-the-disk"])
-        assert r.exit_code == 2
+        assert r.exit_code == 1
         assert r.stderr == ("lockdown: error: cannot write /out/.b.partial-1/perf/perf.data: No space "
                             "left on device; free some space and run it again\n")
         r = CliRunner().invoke(main, ["flush-to-a-full-disk"])
-        assert r.stderr == "lockdown: error: a write failed: No space left on device; free some space and run it again\n"
+        assert r.exit_code == 1 and r.stderr == "lockdown: error: a write failed: No space left on device; free some space and run it again\n"
         r = CliRunner().invoke(main, ["a-bug"])                 # not a file system's refusal: not hidden
         assert isinstance(r.exception, OSError) and r.exception.errno == errno.EBADF
     finally:

@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterable, Iterator
 
 from .. import paths
-from ..errors import LockdownError
+from ..errors import LockdownError, UsageError, write_failed
 from .model import (FORMAT, VERSION, EngineEvents, ExcimerProfile, PerfSample, RecordError, RequestRecord,
                     Statement, brief, checker, numbers_fit)
 
@@ -96,9 +96,9 @@ class BundleWriter:
     def __init__(self, dest: Path):
         self.dest = Path(dest)
         if self.dest.exists():
-            raise LockdownError(f"{self.dest} already exists; choose another -o or remove it")
+            raise UsageError(f"{self.dest} already exists; choose another -o or remove it")
         if not self.dest.parent.is_dir():
-            raise LockdownError(f"cannot write {self.dest}: directory {self.dest.parent} does not exist")
+            raise UsageError(f"cannot write {self.dest}: directory {self.dest.parent} does not exist")
         self.staging = self.dest.parent / f".{self.dest.name}.partial-{os.getpid()}"
         shutil.rmtree(self.staging, ignore_errors=True)
         # a bundle a killed capture of the same -o was staging
@@ -106,7 +106,7 @@ class BundleWriter:
         try:
             self.staging.mkdir()
         except OSError as e:
-            raise LockdownError(f"cannot write {self.dest}: {e.strerror or e}; choose another -o")
+            raise write_failed(self.dest, e) from None
 
     def path(self, rel: str) -> Path:
         p = self.staging / rel

@@ -5,6 +5,7 @@ import json
 
 import click
 
+from ..errors import NOT_CONFIRMED
 from ..harness.doctor import run_checks
 from .main import main
 
@@ -12,7 +13,8 @@ from .main import main
 @main.command("doctor")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 def doctor_cmd(as_json):
-    """Check prerequisites: one row each, with the fix for each failure."""
+    """Check prerequisites: one row each, with the fix for each failure. Exit 3 if a required
+    check fails."""
     checks = run_checks()
     failed_required = [c for c in checks if c.required and not c.ok]
     if as_json:
@@ -29,4 +31,4 @@ def doctor_cmd(as_json):
         click.echo(f"{len(failed_required)} required check(s) failed" if failed_required
                    else "all required checks passed")
     if failed_required:
-        raise SystemExit(1)
+        raise SystemExit(NOT_CONFIRMED)

@@ -10,7 +10,7 @@ import sys
 import click
 
 from .. import __version__
-from ..errors import LockdownError, PhaseFailed
+from ..errors import RUNTIME_FAILURE, USAGE_ERROR, LockdownError, PhaseFailed, RuntimeFailure, UsageError
 from ..collectors.server_settings import restore_pending
 from ..harness.processes import sweep_orphans
 from ..signals import Terminated, exit_status, raise_terminated, starting
@@ -21,19 +21,35 @@ _LONGEST_TIMER_S = 1e9     # setitimer's bound is the platform's time_t: --timeo
 
 
 @contextlib.contextmanager
-def deadline(seconds: float | None):
-    """Raise a LockdownError (unwinding every context manager) when `seconds` have passed."""
-    if not seconds:
+def working():
+    """The part of a command that does its work (starts servers, measures, writes results),
+    after its input was checked: a LockdownError raised in it is a runtime failure (exit 1),
+    unless it is a `UsageError` (lockdown/errors.py)."""
+    try:
         yield
+    except LockdownError as e:
+        if e.exit_code == USAGE_ERROR and not isinstance(e, UsageError):
+            e.exit_code = RUNTIME_FAILURE
+        raise
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None):
+    """The work of a command (`working`), stopped with a RuntimeFailure (unwinding every context
+    manager) when `seconds` have passed."""
+    if not seconds:
+        with working():
+            yield
         return
 
     def expire(signum, frame):
-        raise LockdownError(f"timed out after {seconds:g} s (--timeout); everything started "
-                            f"was stopped, logs are in the run directory")
+        raise RuntimeFailure(f"timed out after {seconds:g} s (--timeout); everything started "
+                             f"was stopped, logs are in the run directory")
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, min(seconds, _LONGEST_TIMER_S))
     try:
-        yield
+        with working():
+            yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
@@ -103,22 +119,23 @@ class LockdownGroup(click.Group):
                 raise
             click.echo(f"lockdown: error: {one_line(str(e)[len('Symlink loop from '):])}: a loop of symbolic "
                        f"links; give another path", err=True)
-            ctx.exit(LockdownError.exit_code)
+            ctx.exit(USAGE_ERROR)
         except OSError as e:
             if e.errno in (errno.ENAMETOOLONG, errno.ELOOP):    # a path given, or one a file read names
                 hint = "give a shorter path" if e.errno == errno.ENAMETOOLONG else "give another path"
                 where = one_line(e.filename2 or e.filename or "a path")
                 click.echo(f"lockdown: error: {where}: {e.strerror}; {hint}", err=True)
-                ctx.exit(LockdownError.exit_code)
+                ctx.exit(USAGE_ERROR)
             if e.errno not in _FILE_SYSTEM_ERRORS:
                 raise
             # a full or read-only disk can stop any write; everything started was stopped on the way
             where = e.filename2 or e.filename
-            hint = ("free some space and run it again" if e.errno in (errno.ENOSPC, errno.EDQUOT)
-                    else "check its permissions, or choose another directory")
+            full = e.errno in (errno.ENOSPC, errno.EDQUOT)
+            hint = "free some space and run it again" if full else "check its permissions, or choose another directory"
             what = f"cannot write {where}" if where else "a write failed"
             click.echo(f"lockdown: error: {what}: {e.strerror}; {hint}", err=True)
-            ctx.exit(LockdownError.exit_code)
+            # a full disk is a failure of the work; a place that cannot be written, a bad destination
+            ctx.exit(RUNTIME_FAILURE if full else USAGE_ERROR)
         except KeyboardInterrupt as e:     # exit 130 for Ctrl-C, 143 for SIGTERM, 129 for SIGHUP
             what = "terminated" if isinstance(e, Terminated) else "interrupted"
             click.echo(f"lockdown: {what}; everything started was stopped", err=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from ..collectors import server_settings
+from ..errors import RUNTIME_FAILURE
 from .main import main
 
 
@@ -19,4 +20,4 @@ def restore_cmd():
     if not messages and not earlier:
         click.echo("nothing to restore")
     if any(m.startswith("lockdown: could not") for m in messages):
-        raise SystemExit(1)
+        raise SystemExit(RUNTIME_FAILURE)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..bundle.validate import validate
+from ..errors import NOT_CONFIRMED
 from ..reports.bundle_summary import format_checks, format_summary
 from .main import main
 
@@ -18,7 +19,7 @@ from .main import main
 def validate_cmd(bundle, as_json):
     """Check BUNDLE: every file intact and of a known format version, and the capture complete
     (requests logged, samples attributed, stacks, profiles, statements tied to requests).
-    Exit 2 if the bundle is damaged, 1 if a coverage check fails."""
+    Exit 2 if the bundle is damaged, 3 if a coverage check fails."""
     b, checks = validate(bundle)
     if as_json:
         click.echo(json.dumps({"bundle": str(b.root), "ok": all(c.ok for c in checks),
@@ -28,4 +29,4 @@ def validate_cmd(bundle, as_json):
         click.echo("checks:")
         click.echo(format_checks(checks))
     if not all(c.ok for c in checks):
-        raise SystemExit(1)
+        raise SystemExit(NOT_CONFIRMED)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from ..errors import NOT_CONFIRMED, SUCCESS
 from ..harness.bench import BenchOptions
 from ..pipeline.verify import VerifyOptions, measure_verify, open_verify, plan_verify, rewrite_reports
 from ..progress import for_command
@@ -17,7 +18,7 @@ from .bench import check_bounds
 from .main import deadline, main
 from .stack_options import ab_options, check_max_runs, max_runs_option
 
-CONFIRMED, NOT_CONFIRMED = 0, 3
+CONFIRMED = SUCCESS
 
 
 @main.command("verify")

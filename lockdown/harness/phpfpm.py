@@ -10,7 +10,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import LockdownError, PhaseFailed
+from ..errors import PhaseFailed, UsageError
 from ..php_ini import JIT_OFF, is_off
 from . import ports, service_account
 from .logs import evidence
@@ -85,7 +85,7 @@ def _quote(value: str) -> str:
     character is refused: a newline would end the value and start a setting of its own."""
     bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
     if bad is not None:
-        raise LockdownError(f"PHP setting value {value!r} holds a control character ({bad!r}); "
+        raise UsageError(f"PHP setting value {value!r} holds a control character ({bad!r}); "
                             f"a php.ini value is one line: remove it")
     if re.fullmatch(r"[A-Za-z0-9_.\-/:]*", value):
         return value
@@ -143,10 +143,10 @@ def check_ini(php: PhpConfig) -> None:
     proc = subprocess.run([tool("php-fpm"), "-c", str(php.ini_file), "-i"],
                           capture_output=True, text=True, env=fpm_env(php), timeout=60)
     if proc.returncode != 0:
-        raise LockdownError(f"php-fpm rejects the PHP configuration: {proc.stderr.strip()[-200:]}")
+        raise UsageError(f"php-fpm rejects the PHP configuration: {proc.stderr.strip()[-200:]}")
     problem = ini_problem(php.overrides, proc.stdout, proc.stderr)
     if problem:
-        raise LockdownError(f"bad PHP setting (from the command line or the target's php_ini): {problem}")
+        raise UsageError(f"bad PHP setting (from the command line or the target's php_ini): {problem}")
 
 
 def fpm_env(php: PhpConfig) -> dict:

@@ -8,7 +8,7 @@ import socket
 import time
 from pathlib import Path
 
-from ..errors import LockdownError
+from ..errors import UsageError
 
 
 # Ports below the kernel's ephemeral range, where servers are picked from
@@ -52,7 +52,7 @@ def ensure_free(port: int, what: str, option: str) -> None:
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
-            raise LockdownError(f"port {port} on 127.0.0.1 (for {what}) is already in use: "
+            raise UsageError(f"port {port} on 127.0.0.1 (for {what}) is already in use: "
                                 f"pass another {option}, or leave {option} out to use a free port")
 
 

@@ -37,7 +37,7 @@ from ..collectors import engine_events
 from ..collectors.perf import PerfRecorder, build_ids, script
 from ..collectors.server_settings import STATEMENT_MEMORY, SlowLogCapture, read_settings
 from ..collectors.settings import EXCIMER_SAMPLES_PER_REQUEST, CaptureSettings, auto_excimer_period
-from ..errors import LockdownError
+from ..errors import LockdownError, UsageError
 from ..options import DEFAULT_WORKERS
 from ..paths import pid_alive
 from ..progress import as_reporter
@@ -201,7 +201,7 @@ def claim_output(dest: Path) -> BundleWriter:
         for entry in os.listdir(dest.parent):
             m = pattern.fullmatch(entry)
             if m and int(m.group(1)) != os.getpid() and pid_alive(int(m.group(1))):
-                raise LockdownError(f"{dest} is being written by another lockdown (pid {m.group(1)}); "
+                raise UsageError(f"{dest} is being written by another lockdown (pid {m.group(1)}); "
                                     f"wait for it to finish, or choose another -o")
         return BundleWriter(dest)
     finally:

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from ..analyzers.findings import Remediation
-from ..errors import LockdownError
+from ..errors import UsageError
 from ..harness.app_tree import diff_files
 from ..harness.prepare import run_target_command
 from ..harness.stack import Stack
@@ -35,7 +35,7 @@ def ini_changes(remediations: list[Remediation], overrides: dict) -> dict:
             if removed:
                 m = INI_LINE.match(removed.group(1))
                 if not m or out.get(m.group(1)) != m.group(2).strip('"'):
-                    raise LockdownError(f"cannot verify {line.strip()!r}: lockdown can only unload an "
+                    raise UsageError(f"cannot verify {line.strip()!r}: lockdown can only unload an "
                                         f"extension it loaded itself (--php-ini); remove it from the "
                                         f"system php.ini and run again")
                 del out[m.group(1)]
@@ -44,7 +44,7 @@ def ini_changes(remediations: list[Remediation], overrides: dict) -> dict:
                 continue
             m = INI_LINE.match(line)
             if not m:
-                raise LockdownError(f"ini remediation line {line!r} is not KEY = VALUE")
+                raise UsageError(f"ini remediation line {line!r} is not KEY = VALUE")
             out[m.group(1)] = m.group(2).strip('"')
     return out
 
@@ -73,7 +73,7 @@ def apply_diff(stack: Stack, r: Remediation, log: Path, say=print) -> None:
     if applied.returncode == 0:
         say(f"[remedy] the diff against {r.file} is already applied (an earlier fix made the same change)")
         return
-    raise LockdownError(f"the diff against {r.file} does not apply to this run's copy "
+    raise UsageError(f"the diff against {r.file} does not apply to this run's copy "
                         f"(patch exit {run.returncode}, log {log}); re-run `lockdown run` "
                         f"if the target changed since, or verify conflicting fixes one at a time")
 
@@ -111,12 +111,12 @@ def remedy(remediations: list[Remediation], say=print):
                 apply_diff(stack, r, stack.run_dir / "logs" / "remedy-patch.log", say)
             elif r.kind == "sql":
                 if stack.db is None:
-                    raise LockdownError("an SQL remediation needs the target's database, and this "
+                    raise UsageError("an SQL remediation needs the target's database, and this "
                                         "target has none")
                 say(f"[remedy] SQL on this run's copy of {stack.db_name}")
                 stack.db.sql(r.content, database=stack.db_name)
             elif r.kind != "ini":
-                raise LockdownError(f"unknown remediation kind {r.kind!r}")
+                raise UsageError(f"unknown remediation kind {r.kind!r}")
             if r.steps and r.kind != "ini":
                 apply_steps(stack, r, say)
     return apply

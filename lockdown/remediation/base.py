@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..analyzers.findings import Remediation, remediation_names
-from ..errors import LockdownError
+from ..errors import LockdownError, UsageError
 from ..harness.app_tree import diff_files, link_copy, own
 from .apply import PATCH
 
@@ -141,7 +141,7 @@ def patched_tree(app: Path, remediations: list[Remediation], dest: Path, refused
         if done.returncode != 0:
             said = [line for line in (done.stdout + done.stderr).strip().splitlines()
                     if not line.startswith("patching file ")]
-            raise LockdownError(refused(r, "; ".join(said[-2:]) if said else f"patch exit {done.returncode}"))
+            raise UsageError(refused(r, "; ".join(said[-2:]) if said else f"patch exit {done.returncode}"))
     return dest
 
 

@@ -27,7 +27,7 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from ..analyzers.findings import Remediation
-from ..errors import LockdownError, PhaseFailed
+from ..errors import LockdownError, PhaseFailed, UsageError
 from ..harness.app_tree import diff_files
 from ..harness.prepare import Prepared, prepare
 from ..targets.config import Target
@@ -118,9 +118,9 @@ def check_sql(prepared: Prepared, patches: list[Remediation], before: list[Remed
                 except PhaseFailed as e:
                     why = str(e).split("refused a statement: ", 1)[-1]
                     if r not in patches:
-                        raise LockdownError(f"--on-top-of: the base's SQL fails on a copy of {target.name}'s "
+                        raise UsageError(f"--on-top-of: the base's SQL fails on a copy of {target.name}'s "
                                             f"database ({why}): verify again") from None
-                    raise LockdownError(f"{r.description} fails on a copy of {target.name}'s database{on_top} "
+                    raise UsageError(f"{r.description} fails on a copy of {target.name}'s database{on_top} "
                                         f"({why}); nothing was run on any other copy: correct the statements "
                                         f"and run again") from None
     finally:

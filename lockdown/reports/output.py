@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import LockdownError
+from ..errors import LockdownError, write_failed
 from ..rundir.store import write_text_atomic as write_whole
 
 
@@ -50,7 +50,7 @@ def _write_through(path: Path, text: str) -> Path:
     except BrokenPipeError:
         pass                                  # the reader stopped early (`| head`): its choice
     except OSError as e:
-        raise LockdownError(f"cannot write {path}: {e.strerror or e}; choose another -o")
+        raise write_failed(path, e) from None
     return path
 
 
@@ -86,7 +86,7 @@ def write_dir_atomic(dest: str | os.PathLike, files: Mapping[str, bytes | str],
                 os.utime(path, (mtimes[rel], mtimes[rel]))
         staging.rename(dest)
     except OSError as e:
-        raise LockdownError(f"cannot write {dest}: {e.strerror or e}; choose another -o")
+        raise write_failed(dest, e) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return dest

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import run_marker
 from ..bundle.store import Bundle, lone_surrogate, open_bundle
-from ..errors import LockdownError
+from ..errors import LockdownError, write_failed
 from .model import Analysis, BenchResult, DocumentError, RunDocument, TimeAccounting, Verification
 
 FINDINGS = "findings.json"
@@ -194,7 +194,7 @@ def write_text_atomic(path: Path, text: str) -> Path:
         tmp.replace(path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise LockdownError(f"cannot write {path}: {e.strerror or e}; choose another -o")
+        raise write_failed(path, e) from None
     return path
 
 
