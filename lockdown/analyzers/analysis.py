@@ -69,7 +69,10 @@ def query_classes(bundle: Bundle, url: str | None = None) -> tuple[list, int]:
     return query_digest.digest(statements, requests), len(requests)
 
 
-def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str | None = None) -> dict:
+def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str | None = None,
+            queries: int | None = None) -> dict:
+    """Every view of `bundle` (or of one request or URL's requests), `top` rows per table;
+    `queries` query classes (None: `top`; 0: every class)."""
     requests = select(bundle.requests(), request, url, bundle.root / "requests.jsonl")
     ids = {r.id for r in requests}
     whole = request is None and url is None
@@ -100,7 +103,7 @@ def analyze(bundle: Bundle, top: int = 20, request: str | None = None, url: str 
     if trip is not None:
         out["db_round_trip"] = trip
     if statements:
-        out["queries"] = _queries(statements, requests, request, top)
+        out["queries"] = _queries(statements, requests, request, top if queries is None else queries or None)
     return out
 
 
@@ -176,9 +179,9 @@ def _round_trip(xh: dict, statements: list, requests: list) -> dict | None:
             "us_per_request": round(trip.us / len(timed), 1)}
 
 
-def _queries(statements: list, requests: list, request: str | None, top: int) -> dict:
-    """`queries`: the statements' classes, and with one request selected, its statements in
-    order."""
+def _queries(statements: list, requests: list, request: str | None, top: int | None) -> dict:
+    """`queries`: the statements' classes (the first `top`, or all with None), and with one
+    request selected, its statements in order."""
     classes = query_digest.digest(statements, requests)
     out = {"statements": len(statements),
            "attribution": dict(Counter(s.attribution for s in statements)),

@@ -15,6 +15,21 @@ from ..reports.analysis_text import format_analysis
 from .main import main
 
 
+def _queries(ctx, param, value: str | None) -> int | None:
+    """--queries N|all -> N, 0 for all (analyze()'s `queries`), None when not given."""
+    if value is None:
+        return None
+    if value.strip().lower() == "all":
+        return 0
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise click.BadParameter(f"{value!r}: give a number of query classes (1 or more) or all")
+    return n
+
+
 @main.command("analyze")
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option("--top", type=click.IntRange(1), default=15, show_default=True, help="Rows per table.")
@@ -30,8 +45,10 @@ from .main import main
 @click.option("--thresholds", type=click.Path(path_type=Path), metavar="FILE",
               help="Detector thresholds for the detect step of the time accounting (as `lockdown run "
                    "--thresholds`).")
+@click.option("--queries", metavar="N|all", callback=_queries,
+              help="Query classes to show, by total time: N, or all [default: --top's].")
 @click.option("--json", "as_json", is_flag=True, help="Print the analysis as JSON.")
-def analyze_cmd(bundle, top, request_id, url, baseline, findings_file, thresholds, as_json):
+def analyze_cmd(bundle, top, request_id, url, baseline, findings_file, thresholds, queries, as_json):
     """Where BUNDLE's time went: the share of it the findings explain and the top unexplained
     hotspots, on-CPU by engine subsystem and native function, the engine's
     caches, the time budget per URL and per request (CPU, database wait, waiting for a CPU,
@@ -47,7 +64,7 @@ def analyze_cmd(bundle, top, request_id, url, baseline, findings_file, threshold
     if findings_file is not None and thresholds is not None:
         raise click.UsageError("--thresholds sets the detect step's thresholds; with --findings there is no detect step")
     this = open_bundle(bundle)
-    result = analyze(this, top=top, request=request_id, url=url)
+    result = analyze(this, top=top, request=request_id, url=url, queries=queries)
     found, notes, source = None, [], None
     if findings_file is not None:
         found, notes = read_findings(findings_file, this.root)
@@ -60,4 +77,4 @@ def analyze_cmd(bundle, top, request_id, url, baseline, findings_file, threshold
         base = open_bundle(baseline)
         result["baseline"] = versus(analyze(base, top=top, url=url), result,
                                     query_rates(*query_classes(base, url)), query_rates(*query_classes(this, url)))
-    click.echo(json.dumps(result, indent=1) if as_json else format_analysis(result, top))
+    click.echo(json.dumps(result, indent=1) if as_json else format_analysis(result, top, queries))

@@ -289,7 +289,9 @@ def accounting_lines(t: dict | None, top: int = 8) -> list[str]:
     return lines
 
 
-def format_analysis(a: dict, top: int = 15) -> str:
+def format_analysis(a: dict, top: int = 15, queries: int | None = None) -> str:
+    """The analysis for the terminal, `top` rows per table; `queries` query classes (None:
+    `top`; 0: all the analysis holds)."""
     lines = [f"analysis of {a['bundle']} ({a['target']}, {a['requests']} requests, "
              f"{a['instrumented_left_out']} xhprof-instrumented left out of timings)"]
     lines += versus_lines(a.get("baseline"))
@@ -304,7 +306,7 @@ def format_analysis(a: dict, top: int = 15) -> str:
     lines += off_cpu_lines(a.get("off_cpu"), top)
     lines += builtin_lines(a.get("builtins"), top)
     lines += database_status_lines(a.get("database_status"))
-    lines += query_lines(a.get("queries"), a, top)
+    lines += query_lines(a.get("queries"), a, top if queries is None else queries or None)
     return "\n".join(lines)
 
 
@@ -387,23 +389,27 @@ def builtin_lines(hb: dict | None, top: int) -> list[str]:
     return lines
 
 
-def query_lines(q: dict | None, a: dict, top: int) -> list[str]:
-    """The query digest's classes, and the selected request's statements in order (`a`: the
-    analysis, which names it)."""
+def query_lines(q: dict | None, a: dict, top: int | None) -> list[str]:
+    """The query digest's classes (the first `top`, None: all the analysis holds; ids as
+    pt-query-digest prints them, `0x` and 32 upper-case hex digits), and the selected request's
+    statements in order (`a`: the analysis, which names it)."""
     if not q:
         return []
-    lines = ["", f"query digest ({q['statements']} statements, {q['class_count']} classes; "
+    shown = q["classes"][:top]
+    more = q["class_count"] - len(shown)
+    lines = ["", f"query digest ({q['statements']} statements, {q['class_count']} classes"
+                 f"{f', the top {len(shown)} shown (--queries all for every one)' if more > 0 else ''}; "
                  f"attribution {q['attribution']}):",
-             f"  {'id':32s} {'count':>6s} {'/req':>6s} {'total ms':>9s} {'avg us':>8s} "
+             f"  {'id':34s} {'count':>6s} {'/req':>6s} {'total ms':>9s} {'avg us':>8s} "
              f"{'p95 us':>8s} {'rows ex':>8s}  fingerprint"]
-    for c in q["classes"][:top]:
+    for c in shown:
         per = f"{c['count_per_request']:6.1f}" if c["count_per_request"] is not None else "     -"
-        lines.append(f"  {c['id']:32s} {c['count']:6d} {per} {c['time_total'] / 1000:9.1f} "
+        lines.append(f"  {'0x' + c['id']:34s} {c['count']:6d} {per} {c['time_total'] / 1000:9.1f} "
                      f"{c['time_avg']:8.0f} {c['time_p95']:8d} {c['rows_examined_total']:8d}  "
                      f"{c['fingerprint'][:70]}")
         plan = plan_text(c.get("plan") or {}, c["plan_known"]) if "plan_known" in c else ""
         if plan and plan != "-":
-            lines.append(f"  {'':32s} server plan: {plan}")
+            lines.append(f"  {'':34s} server plan: {plan}")
     if "in_order" in q:
         lines += ["", f"statements of {a['selection']['request']} in order: us, rows sent/examined, sql"]
         for st in q["in_order"]:
