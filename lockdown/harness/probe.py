@@ -12,10 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..analyzers.detectors import rank, repeated_call
-from ..analyzers.findings import Finding
 from ..collectors import arg_probe
-from ..errors import LockdownError
 from ..progress import as_reporter
 from ..targets.config import Target
 from .bench import sanity_check
@@ -76,25 +73,3 @@ def probe_arguments(target: Target, run_dir: Path, functions: list[str], urls: l
     # the copy is gone by now: its path only names the definitions that ran
     result.rows = arg_probe.results(run_dir / "probe", numbers, stack.app_dir)
     return result
-
-
-def check_repeated_calls(target: Target, findings: list[Finding], thresholds: dict, run_dir: Path, *,
-                         php_ini: dict | None = None, remedy: Callable[[Stack], None] | None = None,
-                         say=print) -> tuple[list[Finding], list[dict]]:
-    """The detectors' findings with their repeated-call candidates checked by the probe:
-    (findings kept, candidates dismissed). Shared by `run` and `verify`'s re-capture, so both
-    report the same kind of finding. A probe that fails keeps its candidates, marked unprobed:
-    it is a check of the findings, not a finding."""
-    to_probe = repeated_call.candidates(findings)
-    if not to_probe:
-        return findings, []
-    say(f"== probe arguments of {', '.join(to_probe)}")
-    urls = sorted({u for us in to_probe.values() for u in us})
-    try:
-        probe = probe_arguments(target, run_dir, sorted(to_probe), urls, php_ini=php_ini, remedy=remedy,
-                                say=say)
-    except LockdownError as e:
-        say(f"[probe] failed, repeated-call findings kept unprobed: {e}")
-        return repeated_call.mark_unprobed(findings, f"the probe failed: {e}"), []
-    kept, dismissed = repeated_call.apply_probe(findings, probe.located, probe.rows, thresholds)
-    return rank(kept), dismissed

@@ -29,7 +29,7 @@ from ..bundle.store import Bundle, open_bundle
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
 from ..harness.bench import BenchOptions, run_bench
-from ..harness.probe import check_repeated_calls
+from .probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..remediation.apply import applied as manifest_entries, remedy as stack_patcher
 from ..remediation.base import Base, load_base, with_patches

@@ -29,7 +29,7 @@ from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
 from ..harness.ab_bench import DEFAULT_MAX_RUNS, PairPlan, run_ab
 from ..harness.bench import BenchOptions
-from ..harness.probe import check_repeated_calls
+from .probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..harness.stack import StackOptions
 from ..paths import check_config_path
