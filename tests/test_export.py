@@ -13,10 +13,13 @@ import json
 import math
 import os
 import random
+import re
+import shlex
 import shutil
 import struct
 import subprocess
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -92,14 +95,17 @@ def split(key):
 
 
 # What xhprof_html does with a run (XHProfRuns_Default and xhprof_param_init, written from
-# their behaviour): keep run ids of [A-Za-z0-9-], read "<dir>/<run>.<source>.xhprof" with
-# unserialize(), list runs by splitting file names on ".", need main() with wt (xhprof_valid_run).
+# their code): the directory is ini_get("xhprof.output_dir"), else sys_get_temp_dir() (which
+# the printed command's sys_temp_dir sets: tideways_xhprof declares no xhprof.output_dir);
+# run ids that fail ctype_xdigit are dropped; a run is "<dir>/<run>.<source>.xhprof" read with
+# unserialize(); runs are listed by splitting file names on "."; main() needs wt (xhprof_valid_run).
 XHPROF_HTML_READ = r'''
-[$_, $dir, $source] = $argv;
+[$_, $source] = $argv;
+$dir = ini_get("xhprof.output_dir") ?: sys_get_temp_dir();
 $out = [];
 foreach (glob("$dir/*.xhprof") as $file) {
     [$run, $src, $ext] = explode('.', basename($file));
-    if ($src !== $source || $ext !== 'xhprof' || !preg_match('/^[A-Za-z0-9-]+$/', $run)) {
+    if ($src !== $source || $ext !== 'xhprof' || !ctype_xdigit($run)) {
         fwrite(STDERR, "bad name $file\n"); exit(1);
     }
     $data = unserialize(file_get_contents("$dir/$run.$source.xhprof"));
@@ -113,25 +119,41 @@ echo json_encode($out);
 '''
 
 
+def viewer(stdout: str, code: str, source: str) -> dict:
+    """Run `code` (a model of xhprof_html) with the -d settings of the command the export
+    printed, and key its result {run: ...} by request id, through index.tsv."""
+    command = next(line for line in stdout.splitlines() if " -S 127.0.0.1:" in line).split(": ", 1)[1]
+    args = shlex.split(command)
+    settings = [f"-d{a}" for before, a in zip(args, args[1:]) if before == "-d"]
+    out = Path(next(a for a in settings if a.startswith("-dsys_temp_dir=")).split("=", 1)[1])
+    r = subprocess.run([tool("php"), *settings, "-r", code, "--", source], capture_output=True, timeout=60)
+    assert r.returncode == 0 and not r.stderr, r.stderr.decode(errors="replace")
+    runs = {row["run"]: row["request"] for row in index_of(out)}
+    link = re.search(r"index\.php\?run=([^&\s]+)&source=(\S+)", stdout)
+    assert link and link[1] in runs and (out / f"{link[1]}.{link[2]}.xhprof").is_file()   # the link opens a run
+    assert all(re.fullmatch(r"[0-9a-f]+", run) for run in runs)
+    return {runs[run]: v for run, v in json.loads(r.stdout).items()}
+
+
 def test_raw_xhprof_runs_unserialize_to_the_bundles_profiles(lockdown, bundle, tmp_path):
     out = tmp_path / "runs"
     r = lockdown("export", bundle, "-o", out, "--raw")
     assert r.returncode == 0, r.stderr
-    assert "wrote " in r.stdout and "index.php?run=r0" in r.stdout and "source=hello" in r.stdout
+    assert "wrote " in r.stdout and "index.php?run=0" in r.stdout and "source=hello" in r.stdout
     assert "as recorded (--raw)" in r.stdout
     profiles, requests = profiles_of(bundle), requests_of(bundle)
     assert len(profiles) >= 4
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        [f"{rid}.hello.xhprof" for rid in profiles] + ["index.tsv"])
-    read = json.loads(run_php(XHPROF_HTML_READ, out, "hello"))
-    assert read == profiles                       # run id = request id, profile exactly as recorded
+        [f"{rid[1:]}.hello.xhprof" for rid in profiles] + ["index.tsv"])
+    read = viewer(r.stdout, XHPROF_HTML_READ, "hello")
+    assert read == profiles                       # run id = the request's number, profile exactly as recorded
     assert all("main()" in p and any("==>" in k for k in p) for p in read.values())
     for rid in profiles:                          # xhprof_html lists runs by file time
-        assert int((out / f"{rid}.hello.xhprof").stat().st_mtime) == int(requests[rid]["start_unix"])
+        assert int((out / f"{rid[1:]}.hello.xhprof").stat().st_mtime) == int(requests[rid]["start_unix"])
     header = (out / "index.tsv").read_text().splitlines()[0].split("\t")
     assert header[:5] == ["run", "source", "request", "method", "uri"] and header[-1] == "view"
     rows = index_of(out)
-    assert {row["run"]: row["uri"] for row in rows} == {rid: requests[rid]["uri"] for rid in profiles}
+    assert {row["run"]: row["uri"] for row in rows} == {rid[1:]: requests[rid]["uri"] for rid in profiles}
     assert all(row["view"] == f"index.php?run={row['run']}&source=hello" for row in rows)
     assert all(row["repaired"] == "no" and row["profile"] == "as recorded (--raw)" for row in rows)
     assert "/?name=lockdown" in {row["uri"] for row in rows}
@@ -146,7 +168,8 @@ def test_raw_xhprof_runs_unserialize_to_the_bundles_profiles(lockdown, bundle, t
 # main()'s metrics) fails the run.
 XHPROF_HTML_FLAT = r"""
 set_error_handler(function ($no, $msg) { fwrite(STDERR, "$msg\n"); exit(1); });
-[$_, $dir, $source] = $argv;
+[$_, $source] = $argv;
+$dir = ini_get("xhprof.output_dir") ?: sys_get_temp_dir();
 $out = [];
 foreach (glob("$dir/*.$source.xhprof") as $file) {
     $run = explode('.', basename($file))[0];
@@ -201,11 +224,11 @@ def test_default_export_is_repaired_for_xhprof_html(lockdown, bundle, tmp_path):
     out = tmp_path / "runs"
     r = lockdown("export", bundle, "-o", out)
     assert r.returncode == 0, r.stderr
-    assert "repaired" in r.stdout and "index.php?run=r0" in r.stdout
+    assert "repaired" in r.stdout and "index.php?run=0" in r.stdout
     profiles, requests, internal = profiles_of(bundle), requests_of(bundle), internal_of(bundle)
-    read = json.loads(run_php(XHPROF_HTML_READ, out, "hello"))
+    read = viewer(r.stdout, XHPROF_HTML_READ, "hello")
     assert set(read) == set(profiles)
-    rows = {row["run"]: row for row in index_of(out)}
+    rows = {row["request"]: row for row in index_of(out)}
     at_wall = 0
     for rid, profile in read.items():
         raw, q = profiles[rid], requests[rid]
@@ -227,7 +250,7 @@ def test_default_export_is_repaired_for_xhprof_html(lockdown, bundle, tmp_path):
         assert rows[rid]["repaired"] == "yes" and rows[rid]["profile"].startswith(f"main() = the request (wt {q['wall_us']} us")
         assert "doubled internal call" in rows[rid]["profile"]
     assert at_wall >= 1
-    flat = json.loads(run_php(XHPROF_HTML_FLAT, out, "hello"))
+    flat = viewer(r.stdout, XHPROF_HTML_FLAT, "hello")
     assert set(flat) == set(profiles)
     for rid, f in flat.items():                  # what xhprof_html shows as the run's totals
         main = read[rid]["main()"]
@@ -241,10 +264,10 @@ def test_default_export_keeps_recursion_and_callbacks(lockdown, minicms_bundle, 
     r = lockdown("export", minicms_bundle, "-o", out)
     assert r.returncode == 0, r.stderr
     profiles, requests, internal = profiles_of(minicms_bundle), requests_of(minicms_bundle), internal_of(minicms_bundle)
-    read = json.loads(run_php(XHPROF_HTML_READ, out, "minicms"))
-    flat = json.loads(run_php(XHPROF_HTML_FLAT, out, "minicms"))
+    read = viewer(r.stdout, XHPROF_HTML_READ, "minicms")
+    flat = viewer(r.stdout, XHPROF_HTML_FLAT, "minicms")
     assert set(read) == set(flat) == set(profiles) and len(profiles) >= 5
-    rows = {row["run"]: row for row in index_of(out)}
+    rows = {row["request"]: row for row in index_of(out)}
     recursion = callbacks = 0
     for rid, profile in read.items():
         raw, q = profiles[rid], requests[rid]
@@ -310,7 +333,7 @@ def test_selection_by_url_and_request(lockdown, bundle, tmp_path):
     assert wanted
     r = lockdown("export", bundle, "-o", tmp_path / "url", "--url", "/?name=lockdown")
     assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in (tmp_path / "url").glob("*.xhprof")) == [f"{w}.hello.xhprof" for w in wanted]
+    assert sorted(p.name for p in (tmp_path / "url").glob("*.xhprof")) == [f"{w[1:]}.hello.xhprof" for w in wanted]
     r = lockdown("export", bundle, "-o", tmp_path / "one", "--request", wanted[0], "--format", "xhgui")
     assert r.returncode == 0, r.stderr
     lines = (tmp_path / "one" / "xhgui.data.jsonl").read_text().splitlines()
@@ -500,9 +523,14 @@ def test_repair_when_callees_outrun_the_request_log_and_without_internal_lists()
 
 
 def test_run_ids_are_safe_and_distinct():
-    assert run_ids(["r000001", "a.b", "a_b", "../x"]) == {"r000001": "r000001", "a.b": "a-b",
-                                                         "a_b": "a-b-2", "../x": "x"}
-    assert list(run_ids(["a.b", "a_b", "a b", "a-b-2"]).values()) == ["a-b", "a-b-2", "a-b-3", "a-b-2-2"]
+    # lockdown's request ids give their number; any other id its bytes in hex; a clash the
+    # id's hex, then a hex counter: every run id passes xhprof_html's ctype_xdigit
+    assert run_ids(["r000001", "r000018", "a.b", "../x", "p000001", ""]) == {
+        "r000001": "000001", "r000018": "000018", "a.b": "612e62", "../x": "2e2e2f78",
+        "p000001": "70303030303031", "": "0"}
+    assert run_ids(["r3132", "12", "r000001", "r1"]) == {"r3132": "3132", "12": "31321", "r000001": "000001",
+                                                       "r1": "1"}
+    assert all(re.fullmatch(r"[0-9a-f]+", v) for v in run_ids(["é", "a b", "r0x", "R1"]).values())
     assert safe_name("my.site/v2", "lockdown") == "my-site-v2" and safe_name("...", "lockdown") == "lockdown"
 
 

@@ -13,11 +13,12 @@ from ..bundle.store import open_bundle
 from ..errors import LockdownError
 from ..reports.flamegraph import FlameOptions, php_builtins, render_diff_flamegraph, render_flamegraph
 from ..reports.output import write_json_atomic, write_text_atomic
+from ..reports.pprof import bundle_profile, from_weights, write_profile
 from ..reports.speedscope import to_speedscope
 from .destinations import check_not_input, say_written
 from .main import main
 
-FORMATS = ("svg", "folded", "speedscope")
+FORMATS = ("svg", "folded", "speedscope", "pprof")
 
 
 def _format_of(out: Path, given: str | None) -> str:
@@ -30,7 +31,9 @@ def _format_of(out: Path, given: str | None) -> str:
         return "speedscope"
     if name.endswith((".folded", ".txt", ".collapsed")):
         return "folded"
-    raise LockdownError(f"cannot tell the format from {out.name!r}: name it .svg, .folded or .json, "
+    if name.endswith((".pb.gz", ".pprof")):
+        return "pprof"
+    raise LockdownError(f"cannot tell the format from {out.name!r}: name it .svg, .folded, .json or .pb.gz, "
                         f"or give --format {'|'.join(FORMATS)}")
 
 
@@ -56,7 +59,7 @@ def _stacks_of(source: Path, kind: str, request, url, counts: bool) -> tuple[dic
 @main.command("flamegraph")
 @click.argument("bundle", required=False, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
-              help="File to write: .svg, .folded or .json (speedscope).")
+              help="File to write: .svg, .folded, .json (speedscope) or .pb.gz (pprof).")
 @click.option("--kind", type=click.Choice(KINDS), default="php", show_default=True,
               help="PHP stacks (Excimer), native stacks (perf, engine and kernel frames), or PHP "
                    "stacks weighted by their time off the CPU (Excimer's wall samples less perf's "
@@ -104,7 +107,10 @@ def flamegraph_cmd(bundle, out, kind, request_id, url, fmt, diff, normalize, wid
     else:
         folded, php = _stacks_of(bundle, kind, request_id, url, counts=svg)
         name = f"{kind} stacks of {bundle.name} ({scope})"
-        if fmt == "folded":
+        if fmt == "pprof":
+            write_profile(out, bundle_profile(open_bundle(bundle), kind, request_id, url) if bundle.is_dir()
+                          else from_weights(folded, ("samples", "count")))
+        elif fmt == "folded":
             write_text_atomic(out, format_folded(folded))
         elif fmt == "speedscope":
             unit = {"native": "nanoseconds", "php-offcpu": "microseconds"}.get(kind, "none")

@@ -1,11 +1,15 @@
 """A bundle's xhprof profiles as the files of the tools people already use: xhprof_html and
 XHGui. Pure: bundle in, file names and contents out (the CLI writes them).
 
-xhprof_html (XHProfRuns_Default) reads a run from `<output_dir>/<run>.<source>.xhprof` with
-unserialize(), keeps only run ids made of `A-Za-z0-9-` (longxinH/xhprof's
-xhprof_param_init) and lists runs by splitting file names on "."; so run and source names are
-cut down to those characters. The run id is the request id (`r000007`), the source the target
-name, and `index.tsv` says which URL each run is.
+xhprof_html (XHProfRuns_Default) reads a run from `<dir>/<run>.<source>.xhprof` with
+unserialize() and lists runs by splitting file names on ".". Its xhprof_param_init drops run
+ids that are not hex digits (`ctype_xdigit` in current xhprof_lib; `[A-Za-z0-9-]` in older
+ones), so a run id is made of `0-9a-f` only: the request's number (`000007` for request
+`r000007`), or the hex of any other request id; the source is the target name cut down to
+`A-Za-z0-9-`, and `index.tsv` says which request and URL each run is. `<dir>` is
+`ini_get("xhprof.output_dir")`, or `sys_get_temp_dir()` when that is empty: the xhprof
+extension declares that setting, tideways_xhprof does not (so `-d xhprof.output_dir=` is
+ignored there), and `sys_temp_dir` is PHP's own, so `viewer_command` sets both.
 
 XHGui's importer (`external/import.php -f FILE`, php-profiler's `bin/import.php FILE`) reads
 JSON lines `{"profile", "meta"}` as php-profiler's FileSaver writes them, to
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
@@ -46,6 +51,7 @@ SERVER_KEY = "LOCKDOWN_PROFILE"    # meta.SERVER entry saying how the profile wa
 # is read from the workers without it.
 _PROFILER_PREFIXES = ("tideways_xhprof_",)
 _UNSAFE = re.compile(r"[^A-Za-z0-9-]+")
+_NUMBERED = re.compile(r"r([0-9]+)")       # lockdown's request ids: r000007
 
 
 @dataclass(frozen=True)
@@ -56,22 +62,36 @@ class ExportFile:
 
 
 def safe_name(text: str, fallback: str) -> str:
-    """`text` with only the characters xhprof_html accepts in run ids (A-Za-z0-9-)."""
+    """`text` with only `A-Za-z0-9-` (source names: no ".", which xhprof_html splits on)."""
     return _UNSAFE.sub("-", text).strip("-") or fallback
 
 
 def run_ids(request_ids: list[str]) -> dict[str, str]:
-    """Request id -> a distinct xhprof_html run id (the request id when it is already safe)."""
+    """Request id -> a distinct xhprof_html run id of hex digits: the number of lockdown's own
+    ids (`r000007` -> `000007`), else the hex of the id's UTF-8 bytes; a clash gets the hex of
+    the id, then a hex counter after it."""
     out: dict[str, str] = {}
     taken: set[str] = set()
     for rid in request_ids:
-        base = run = safe_name(rid, "run")
-        n = 2
+        m = _NUMBERED.fullmatch(rid)
+        run = m.group(1) if m else rid.encode().hex() or "0"
+        if run in taken:
+            run = rid.encode().hex() or "0"
+        base, n = run, 1
         while run in taken:
-            run, n = f"{base}-{n}", n + 1
+            run, n = f"{base}{n:x}", n + 1
         taken.add(run)
         out[rid] = run
     return out
+
+
+def viewer_command(out_dir: str, port: int = 8000) -> str:
+    """The command that serves xhprof_html on `out_dir`'s runs, whichever profiler PHP loads:
+    XHProfRuns_Default reads xhprof.output_dir (declared by the xhprof extension only) and
+    falls back to sys_get_temp_dir(), which sys_temp_dir sets."""
+    d = shlex.quote(out_dir)
+    return (f"php -d xhprof.output_dir={d} -d sys_temp_dir={d} "
+            f"-S 127.0.0.1:{port} -t XHPROF_HTML_DIR")
 
 
 def profiled(bundle: Bundle, request: str | None = None,
