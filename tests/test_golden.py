@@ -1,8 +1,9 @@
 """Golden outputs of recorded bundles: `lockdown analyze BUNDLE --json`'s analysis (what `run`
-writes to analysis.json) and the detect step's findings (`detect(build_context(bundle,
+writes to analysis.json), the detect step's findings (`detect(build_context(bundle,
 thresholds))`, what `run` writes to findings.json before the argument probe and the patch
-proposals, which need servers), recomputed from the bundles committed under fixtures/golden/
-and compared as text, byte for byte, with the outputs committed beside them.
+proposals, which need servers), and the report.html `lockdown report` renders from a run
+directory holding them, recomputed from the bundles committed under fixtures/golden/ and
+compared as text, byte for byte, with the outputs committed beside them.
 
 Normalised: the bundle's absolute path (`analysis.json` "bundle", and anywhere else it would
 appear), written as "<bundle>": it depends on where the repository is checked out. Nothing
@@ -43,13 +44,29 @@ def outputs(case: str) -> dict[str, str]:
             "findings.json": as_text([f.to_json() for f in findings], root)}
 
 
+def report_text(case: str, tmp: Path) -> str:
+    """report.html of a run directory holding the golden bundle, analysis and findings (what
+    `lockdown report DIR` writes for them), with the run's directory written as "<run>"."""
+    from lockdown.reports.html_report import report_html
+    run = tmp / f"run-{case}"
+    run.mkdir()
+    (run / "bundle").symlink_to(GOLDEN / case / "bundle")
+    (run / "analysis.json").write_text((GOLDEN / case / "analysis.json").read_text())
+    findings = json.loads((GOLDEN / case / "findings.json").read_text())
+    (run / "findings.json").write_text(json.dumps({
+        "format": 1, "target": case, "bundle": str(run / "bundle"), "findings": findings, "dismissed": [],
+        "run": {"target_dir": f"/targets/{case}", "php_ini": {}, "requests": 120, "xhprof_every": 10,
+                "thresholds": load_thresholds()}}))
+    return report_html(run).replace(str(run), "<run>")
+
+
 def test_golden_cases_exist():
     assert {"minicms", "minicms-engine-off", "sortspill"} <= set(CASES)
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_outputs_unchanged(case, tmp_path):
-    for name, text in outputs(case).items():
+    for name, text in {**outputs(case), "report.html": report_text(case, tmp_path)}.items():
         path = GOLDEN / case / name
         if UPDATE:
             path.write_text(text)
