@@ -97,6 +97,12 @@ def test_severity_by_share_and_the_floors():
     # per call: 6 ms / 40 calls = 150 us; a floor of 200 us leaves it out
     assert "money" not in names(hotspot.decide(
         ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": {"min_us_per_call": 200}}), []))
+    # ... but not from always_share_pct: render, 90% in 2 calls of 45 ms, stays above a 50 ms floor
+    # only while its share reaches always_share_pct
+    floor = {"min_us_per_call": 50_000}
+    assert "render" in names(hotspot.decide(ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": floor}), []))
+    assert "render" not in names(hotspot.decide(
+        ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": {**floor, "always_share_pct": 95.0}}), []))
 
 
 def test_an_entry_point_with_little_self_time_is_not_a_candidate():

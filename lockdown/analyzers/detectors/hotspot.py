@@ -22,7 +22,8 @@ and `min_samples` Excimer periods, and either it runs at least `min_calls_per_re
 profiled request (xhprof) or its own code holds `min_share_pct` itself: an entry point called
 once passes its time on to what it calls; a function called more often must take at least
 `min_us_per_call` a call (a getter called 50 times at 7 us is where a clean app's time goes,
-not a pattern; repeated-call's floor). Of nested candidates the narrowest is kept: one
+not a pattern; repeated-call's floor), unless it holds `always_share_pct`: no per-call floor
+hides a hotspot that large. Of nested candidates the narrowest is kept: one
 holding `narrow_share` of an enclosing candidate's time replaces it. At most `max_findings`,
 largest first; severity from the share (`high_share_pct`, `medium_share_pct`).
 
@@ -168,8 +169,9 @@ def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int
         calls = _calls(ctx, fn)[0]
         if (calls is None or calls < min_calls) and 100.0 * sp.self_us / total < min_share:
             continue                      # an entry point: its time is its callees'
-        if calls and sp.inclusive_us / sampled / calls < cfg.get("min_us_per_call", 20):
-            continue                      # cheap calls, many of them: a getter
+        if (calls and sp.inclusive_us / sampled / calls < cfg.get("min_us_per_call", 20)
+                and 100.0 * sp.inclusive_us / total < cfg.get("always_share_pct", 25.0)):
+            continue                      # cheap calls, many of them: a getter (unless that large)
         out.append(fn)
     narrow = cfg.get("narrow_share", 0.5)
     # the narrowest: a candidate holding `narrow` of an enclosing one's time replaces it
