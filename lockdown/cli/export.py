@@ -53,7 +53,7 @@ EXPORTS = (*FORMATS, "callgrind", "pprof")
 def export_cmd(bundle, out, fmt, request_id, url, group, kind, raw):
     """Export BUNDLE's xhprof profiles (every instrumented request, or --request / --url) for
     xhprof_html, XHGui or callgrind readers, or its sampled stacks as pprof profiles;
-    docs/reports.md says how to load them.
+    docs/analysis.md ("Exports") says how to load them.
 
     By default each xhprof profile is repaired so that the tools show the request's totals:
     the calls tideways_xhprof records without a caller go under main(), main() gets the
