@@ -88,9 +88,10 @@ def run_ids(request_ids: list[str]) -> dict[str, str]:
 def viewer_command(out_dir: str, port: int = 8000) -> str:
     """The command that serves xhprof_html on `out_dir`'s runs, whichever profiler PHP loads:
     XHProfRuns_Default reads xhprof.output_dir (declared by the xhprof extension only) and
-    falls back to sys_get_temp_dir(), which sys_temp_dir sets."""
+    falls back to sys_get_temp_dir(), which sys_temp_dir sets; some forks and images
+    (wodby/xhprof) read the XHPROF_OUTPUT_DIR environment variable first."""
     d = shlex.quote(out_dir)
-    return (f"php -d xhprof.output_dir={d} -d sys_temp_dir={d} "
+    return (f"XHPROF_OUTPUT_DIR={d} php -d xhprof.output_dir={d} -d sys_temp_dir={d} "
             f"-S 127.0.0.1:{port} -t XHPROF_HTML_DIR")
 
 
