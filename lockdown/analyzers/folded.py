@@ -54,9 +54,15 @@ Frames (leaf first in perf, root first in the output)
 - --srcline (source lines interleaved in the input) is not offered: not our perf script fields.
 
 Output: stacks joined with ";", sorted by code point (Perl `cmp`), `stack count` per line.
+
+Speed: `fold_perf_bytes` folds a whole `perf script` text with the native folder (native/, Rust
+through PyO3, module `lockdown_native`, built by `make setup` when cargo is present) and with
+`fold_perf_text`, the pure-Python reference, when it is not built; the tests hold the two to the
+same output (docs/analysis.md, "Folding perf script text").
 """
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -67,6 +73,12 @@ from lockdown.bundle.model import ExcimerProfile, PerfSample
 from lockdown.formats.perf_script import Frame, Sample
 
 Number = int | float
+
+try:                        # native/: the same rules in Rust; absent when cargo was not there
+    import lockdown_native as _native
+except ImportError:
+    _native = None
+NATIVE = _native is not None
 
 # stackcollapse-perf.pl's patterns. re.ASCII: Perl's \s \d \w on undecoded input are ASCII.
 _HEADER = re.compile(r"^(\S.+?)\s+(\d+)/*(\d+)*\s+", re.ASCII)
@@ -246,6 +258,27 @@ def fold_perf_text(lines: Iterable[str], *, include_pid: bool = False, include_t
         if names:
             parts.append(names)
     return out
+
+
+def fold_perf_bytes(data: bytes, *, include_pid: bool = False, include_tid: bool = False,
+                    annotate_kernel: bool = False, annotate_jit: bool = False, addrs: bool = False,
+                    counts: bool = False, event_filter: str | None = None,
+                    native: bool | None = None) -> dict[str, int]:
+    """A whole `perf script` text (UTF-8 bytes, lines split on "\\n" alone, as Perl reads them)
+    -> {folded stack: weight}, by `fold_perf_text`'s rules. `native`: None uses the native folder
+    when it is built, False the Python reference, True the native folder or an error. A count
+    beyond the native folder's 128 bits goes to the reference."""
+    opts = dict(include_pid=include_pid, include_tid=include_tid, annotate_kernel=annotate_kernel,
+                annotate_jit=annotate_jit, addrs=addrs, counts=counts, event_filter=event_filter)
+    if native and _native is None:
+        raise RuntimeError("the native folder (lockdown_native) is not built: `make setup` builds it "
+                           "when cargo is installed")
+    if _native is not None and native is not False:
+        try:
+            return _native.fold_perf(data, **opts)
+        except OverflowError:
+            pass
+    return fold_perf_text(io.StringIO(data.decode("utf-8"), newline="\n"), **opts)
 
 
 def fold_perf(samples: Iterable[Sample], *, include_pid: bool = False, include_tid: bool = False,

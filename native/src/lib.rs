@@ -1,0 +1,427 @@
+//! `perf script` text -> folded stacks, by the rules of lockdown's pure-Python reference
+//! (`fold_perf_text` in lockdown/analyzers/folded.py, which reproduces stackcollapse-perf.pl):
+//! the same line-by-line state machine, the same patterns (Python's `re.ASCII` classes written
+//! out), and the same cache of tidied frame lines. The input is split on "\n" only, as Perl
+//! reads it. Counts are summed in 128 bits; a count that does not fit raises OverflowError and
+//! the caller falls back to the reference.
+use memchr::memchr;
+use pyo3::exceptions::{PyOverflowError, PyUnicodeDecodeError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use regex::Regex;
+use rustc_hash::FxHashMap;
+
+// \s \S \d \w of Python's re.ASCII; `.` is any character but "\n" in both engines.
+#[cfg(test)]
+const HEADER: &str = r"^([^ \t\n\r\x0B\x0C].+?)[ \t\n\r\x0B\x0C]+([0-9]+)/*([0-9]+)*[ \t\n\r\x0B\x0C]+";
+#[cfg(test)]
+const PERIOD_EVENT: &str =
+    r":[ \t\n\r\x0B\x0C]*([0-9]+)*[ \t\n\r\x0B\x0C]+([^ \t\n\r\x0B\x0C]+):[ \t\n\r\x0B\x0C]*$";
+const STACK_LINE: &str = r"^[ \t\n\r\x0B\x0C]*([0-9A-Za-z_]+)[ \t\n\r\x0B\x0C]*(.+) \((.*)\)";
+const OFFSET: &str = r"\+0x[0-9a-f]+$";
+const JIT_DSO: &str = r"/tmp/perf-[0-9]+\.map";
+
+struct Options {
+    include_pid: bool,
+    include_tid: bool,
+    annotate_kernel: bool,
+    annotate_jit: bool,
+    addrs: bool,
+    counts: bool,
+}
+
+struct Patterns {
+    stack_line: Regex,
+    offset: Regex,
+    jit_dso: Regex,
+}
+
+impl Patterns {
+    fn new() -> Self {
+        let re = |p: &str| Regex::new(p).expect("valid pattern");
+        Patterns { stack_line: re(STACK_LINE),
+                   offset: re(OFFSET), jit_dso: re(JIT_DSO) }
+    }
+}
+
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
+}
+
+fn digits_end(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    i
+}
+
+fn ws_end(b: &[u8], mut i: usize) -> usize {
+    while i < b.len() && is_ws(b[i]) {
+        i += 1;
+    }
+    i
+}
+
+/// HEADER matched without the regex engine (the backtracker took most of the time): the comm
+/// is the shortest text of 2+ characters followed by `\s+(\d+)/*(\d+)*\s+`, and once the
+/// whitespace and digits after it are taken whole, nothing given back makes the rest match.
+/// Returns (comm, pid, tid) as byte ranges; `tests::header_as_regex` holds it to HEADER.
+fn header_match(line: &str) -> Option<(usize, usize, usize, Option<(usize, usize)>)> {
+    let b = line.as_bytes();
+    let first = line.chars().next()?;
+    if first.is_ascii_whitespace() || first == '\x0B' {
+        return None;
+    }
+    let mut p = first.len_utf8() + 1;
+    while p < b.len() {
+        if is_ws(b[p]) {
+            let d1 = ws_end(b, p);
+            let d1_end = digits_end(b, d1);
+            if d1_end > d1 {
+                let mut q = d1_end;
+                while q < b.len() && b[q] == b'/' {
+                    q += 1;
+                }
+                let d2_end = digits_end(b, q);
+                if d2_end < b.len() && is_ws(b[d2_end]) {
+                    let tid = if d2_end > q { Some((q, d2_end)) } else { None };
+                    return Some((p, d1, d1_end, tid));
+                }
+            }
+        }
+        p += 1;
+    }
+    None
+}
+
+/// PERIOD_EVENT searched without the regex engine: the line's last token (trailing whitespace
+/// aside) is `EVENT:`, and between the leftmost ":" that works and that token lies
+/// `\s*(\d+)*\s+`. Returns (period digits, if any; event) as byte ranges.
+fn period_event_match(line: &str) -> Option<(Option<(usize, usize)>, (usize, usize))> {
+    let b = line.as_bytes();
+    let mut end = b.len();
+    while end > 0 && is_ws(b[end - 1]) {
+        end -= 1;
+    }
+    let mut tok = end;
+    while tok > 0 && !is_ws(b[tok - 1]) {
+        tok -= 1;
+    }
+    if end < tok + 2 || b[end - 1] != b':' {
+        return None;
+    }
+    for i in 0..tok {
+        if b[i] != b':' {
+            continue;
+        }
+        let d = ws_end(b, i + 1);
+        let d_end = digits_end(&b[..tok], d); // digits of the token itself are the event's
+        if d_end < tok && ws_end(b, d_end) == tok {
+            let period = if d_end > d { Some((d, d_end)) } else { None };
+            return Some((period, (tok, end - 1)));
+        }
+        if d_end == d && d == tok && d > i + 1 {
+            return Some((None, (tok, end - 1)));
+        }
+    }
+    None
+}
+
+fn perl_false(s: Option<&str>) -> bool {
+    matches!(s, None | Some("") | Some("0"))
+}
+
+/// The root frame of a header (`_root`), from HEADER's groups.
+fn root(comm: &str, pid: &str, tid: Option<&str>, o: &Options) -> String {
+    let (pid, tid) = if perl_false(tid) { ("?", pid) } else { (pid, tid.unwrap_or("")) };
+    let r = if o.include_tid {
+        format!("{comm}-{pid}/{tid}")
+    } else if o.include_pid {
+        format!("{comm}-{pid}")
+    } else {
+        comm.to_string()
+    };
+    r.replace(' ', "_")
+}
+
+/// Perl's split on "->": trailing empty fields dropped.
+fn split_arrow(s: &str) -> Vec<&str> {
+    let mut parts: Vec<&str> = s.split("->").collect();
+    while parts.last() == Some(&"") {
+        parts.pop();
+    }
+    parts
+}
+
+/// `\.\(.*\)\.` (a Go method): ".(" with ")." anywhere after it.
+fn go_method(s: &str) -> bool {
+    s.find(".(").is_some_and(|i| s[i + 2..].contains(")."))
+}
+
+/// `\((?!anonymous namespace\)).*` removed once: cut at the first "(" that does not open
+/// "(anonymous namespace)".
+fn cut_args(s: &str) -> &str {
+    let mut from = 0;
+    while let Some(i) = s[from..].find('(') {
+        let at = from + i;
+        if !s[at + 1..].starts_with("anonymous namespace)") {
+            return &s[..at];
+        }
+        from = at + 1;
+    }
+    s
+}
+
+fn tidy(func: &str, pc: &str, module: &str, is_java: bool, o: &Options) -> String {
+    let mut f = if func == "[unknown]" {
+        let base = if module != "[unknown]" { module.rsplit('/').next().unwrap_or(module) } else { "unknown" };
+        if o.addrs { format!("[{base} <{pc}>]") } else { format!("[{base}]") }
+    } else {
+        func.to_string()
+    };
+    f = f.replace(';', ":");
+    if !go_method(&f) {
+        f = cut_args(&f).to_string();
+    }
+    f.retain(|c| c != '"' && c != '\'');
+    if is_java && f.contains('/') && f.starts_with('L') {
+        f.remove(0);
+    }
+    f
+}
+
+/// One frame line -> its tidied names joined by ";" (`_frame_names`); "" when it gives none.
+fn frame_names(line: &str, is_java: bool, o: &Options, p: &Patterns) -> String {
+    let Some(c) = p.stack_line.captures(line) else { return String::new() };
+    let pc = c.get(1).map_or("", |m| m.as_str());
+    let module = c.get(3).map_or("", |m| m.as_str());
+    let mut rawfunc = c.get(2).map_or("", |m| m.as_str());
+    if let Some(m) = p.offset.find(rawfunc) {
+        rawfunc = &rawfunc[..m.start()];
+    }
+    if rawfunc.starts_with('(') {
+        return String::new();
+    }
+    let mut names: Vec<String> = Vec::new();
+    for part in split_arrow(rawfunc) {
+        let mut f = tidy(part, pc, module, is_java, o);
+        if !names.is_empty() {
+            if !f.contains("_[i]") {
+                f.push_str("_[i]");
+            }
+        } else if o.annotate_kernel
+            && (module.starts_with('[') || module.ends_with("vmlinux"))
+            && !module.contains("unknown")
+        {
+            f.push_str("_[k]");
+        } else if o.annotate_jit && p.jit_dso.is_match(module) && !f.contains("_[j]") {
+            f.push_str("_[j]");
+        }
+        names.push(f);
+    }
+    names.join(";")
+}
+
+/// Interned strings: frame names and roots, by id.
+#[derive(Default)]
+struct Names {
+    ids: FxHashMap<String, u32>,
+    text: Vec<String>,
+}
+
+impl Names {
+    fn id(&mut self, s: String) -> u32 {
+        if let Some(&i) = self.ids.get(&s) {
+            return i;
+        }
+        let i = self.text.len() as u32;
+        self.text.push(s.clone());
+        self.ids.insert(s, i);
+        i
+    }
+}
+
+const EMPTY: u32 = u32::MAX;
+
+struct Folder<'a> {
+    o: Options,
+    p: Patterns,
+    names: Names,
+    caches: [FxHashMap<&'a [u8], u32>; 2], // raw frame line -> names id (EMPTY: none), per Java-ness
+    out: FxHashMap<Vec<u32>, u128>,         // root id then frame ids, root first
+    event_filter: Option<String>,
+}
+
+impl<'a> Folder<'a> {
+    /// The header branch: Some(None) for a header filtered out, Some(Some((period, root id,
+    /// java))) for a header, None for a line that is not one.
+    fn header(&mut self, line: &str) -> PyResult<Option<Option<(u128, u32, bool)>>> {
+        let Some((comm_end, d1, d1_end, tid)) = header_match(line) else { return Ok(None) };
+        let mut weight: Option<&str> = None;
+        if let Some((period, (e0, e1))) = period_event_match(line) {
+            weight = period.map(|(a, b)| &line[a..b]);
+            let event = &line[e0..e1];
+            match &self.event_filter {
+                None => self.event_filter = Some(event.to_string()),
+                Some(f) if f != event => return Ok(Some(None)),
+                Some(_) => {}
+            }
+        }
+        let period = if self.o.counts || perl_false(weight) {
+            1
+        } else {
+            weight.unwrap_or("1").parse::<u128>().map_err(|_| PyOverflowError::new_err("period beyond 128 bits"))?
+        };
+        let r = root(&line[..comm_end], &line[d1..d1_end], tid.map(|(a, b)| &line[a..b]), &self.o);
+        let java = r.starts_with("java");
+        Ok(Some(Some((period, self.names.id(r), java))))
+    }
+
+    fn fold(&mut self, data: &'a [u8]) -> PyResult<()> {
+        let mut parts: Vec<u32> = Vec::new(); // frame ids, leaf first
+        let mut key: Vec<u32> = Vec::new();
+        let mut pname: Option<u32> = None;
+        let mut java = false;
+        let mut period: u128 = 1;
+        let mut pos = 0;
+        while pos < data.len() {
+            let end = memchr(b'\n', &data[pos..]).map_or(data.len(), |i| pos + i + 1);
+            let raw = &data[pos..end];
+            pos = end;
+            if let Some(&id) = self.caches[java as usize].get(raw) {
+                if pname.is_some() && id != EMPTY {
+                    parts.push(id);
+                }
+                continue;
+            }
+            let bytes = raw.strip_suffix(b"\n").unwrap_or(raw);
+            // valid UTF-8 (checked once for the whole input), cut at "\n"
+            let line = unsafe { std::str::from_utf8_unchecked(bytes) };
+            if line.starts_with('#') {
+                continue;
+            }
+            if line.is_empty() {
+                let Some(root) = pname else { continue };
+                key.clear();
+                key.push(root);
+                key.extend(parts.iter().rev());
+                let total = match self.out.get_mut(key.as_slice()) {
+                    Some(v) => v,
+                    None => self.out.entry(key.clone()).or_insert(0),
+                };
+                *total = total.checked_add(period).ok_or_else(|| PyOverflowError::new_err("count beyond 128 bits"))?;
+                parts.clear();
+                pname = None;
+                continue;
+            }
+            match self.header(line)? {
+                Some(Some((p, root, j))) => {
+                    period = p;
+                    pname = Some(root);
+                    java = j;
+                    continue;
+                }
+                Some(None) => continue,
+                None => {}
+            }
+            if pname.is_none() {
+                continue;
+            }
+            let names = frame_names(line, java, &self.o, &self.p);
+            let id = if names.is_empty() { EMPTY } else { self.names.id(names) };
+            self.caches[java as usize].insert(raw, id);
+            if id != EMPTY {
+                parts.push(id);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// fold_perf(data, include_pid=False, include_tid=False, annotate_kernel=False,
+/// annotate_jit=False, addrs=False, counts=False, event_filter=None) -> {stack: count}
+#[pyfunction]
+#[pyo3(signature = (data, *, include_pid=false, include_tid=false, annotate_kernel=false,
+                    annotate_jit=false, addrs=false, counts=false, event_filter=None))]
+#[allow(clippy::too_many_arguments)]
+fn fold_perf<'py>(py: Python<'py>, data: &[u8], include_pid: bool, include_tid: bool, annotate_kernel: bool,
+                  annotate_jit: bool, addrs: bool, counts: bool, event_filter: Option<String>)
+                  -> PyResult<Bound<'py, PyDict>> {
+    if let Err(e) = std::str::from_utf8(data) {
+        return Err(PyUnicodeDecodeError::new_utf8(py, data, e)?.into());
+    }
+    let o = Options { include_pid, include_tid, annotate_kernel, annotate_jit, addrs, counts };
+    let mut f = Folder { o, p: Patterns::new(), names: Names::default(), caches: [FxHashMap::default(), FxHashMap::default()],
+                         out: FxHashMap::default(), event_filter };
+    py.allow_threads(|| f.fold(data))?;
+    let dict = PyDict::new(py);
+    let mut buf = String::new();
+    for (key, count) in &f.out {
+        buf.clear();
+        for (i, id) in key.iter().enumerate() {
+            if i > 0 {
+                buf.push(';');
+            }
+            buf.push_str(&f.names.text[*id as usize]);
+        }
+        dict.set_item(&buf, *count)?;
+    }
+    Ok(dict)
+}
+
+#[pymodule]
+fn lockdown_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(fold_perf, m)?)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Random lines over an alphabet of the characters the patterns care about.
+    fn lines(n: usize) -> Vec<String> {
+        let alphabet = [" ", "\t", "\r", "\x0B", "a", "é", "0", "1", "7", "/", ":", ".", "j", "-"];
+        let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        (0..n)
+            .map(|_| {
+                let len = (next() % 16) as usize;
+                (0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]).collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn header_as_regex() {
+        let re = Regex::new(HEADER).unwrap();
+        let mut matched = 0;
+        for line in lines(400_000).iter().chain(["php-fpm8.2 14316/14316 1.2: 10 cpu-clock: ".to_string(),
+                                                  "a 1234/1234 5.6: 7 e:".to_string()].iter()) {
+            let ours = header_match(line).map(|(c, a, b, t)| (&line[..c], &line[a..b], t.map(|(x, y)| &line[x..y])));
+            let theirs = re.captures(line).map(|c| (c.get(1).unwrap().as_str(), c.get(2).unwrap().as_str(),
+                                                    c.get(3).map(|m| m.as_str())));
+            assert_eq!(ours, theirs, "{line:?}");
+            matched += ours.is_some() as usize;
+        }
+        assert!(matched > 1000, "{matched}");
+    }
+
+    #[test]
+    fn period_event_as_regex() {
+        let re = Regex::new(PERIOD_EVENT).unwrap();
+        let mut matched = 0;
+        for line in lines(400_000).iter().chain(["php 1/1 1.2: 10 cpu-clock: ".to_string()].iter()) {
+            let ours = period_event_match(line).map(|(p, (a, b))| (p.map(|(x, y)| &line[x..y]), &line[a..b]));
+            let theirs = re.captures(line).map(|c| (c.get(1).map(|m| m.as_str()), c.get(2).unwrap().as_str()));
+            assert_eq!(ours, theirs, "{line:?}");
+            matched += ours.is_some() as usize;
+        }
+        assert!(matched > 1000, "{matched}");
+    }
+}
