@@ -98,7 +98,7 @@ def cause_of(c: Case) -> dict | None:
     return None
 
 
-def advice(c: Case) -> str:
+def describe_advice(c: Case) -> str:
     if c.cause:
         return (f"It is a log entry: the logging function `{c.cause}` sends it, once per write. The "
                 "cause is what is logged on every view (a PHP warning, a missing module: see the "
@@ -122,7 +122,7 @@ def describe(c: Case) -> Finding:
     return Finding(
         id=ID, title=f"Every page view writes: {c.verb} on {len(c.urls)} read-only URL(s)",
         severity="medium", share_pct=round(c.time.share, 2),
-        summary=f"{len(c.requests)} of {c.reads} GET requests to {', '.join(c.urls[:3])} ran `{fp}`. " + advice(c),
+        summary=f"{len(c.requests)} of {c.reads} GET requests to {', '.join(c.urls[:3])} ran `{fp}`. " + describe_advice(c),
         evidence=[Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
                   Evidence("GET requests that sent it", f"{len(c.requests)} of {c.reads}", "statements.jsonl"),
                   Evidence("executions", c.executions, "statements.jsonl"),
