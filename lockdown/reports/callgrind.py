@@ -14,8 +14,8 @@ callee's inclusive metrics over those calls. Callgrind wants, per function, its 
 - events are the metrics main() records, in xhprof's order: `wt` (wall time, us), `cpu`
   (CPU time, us), `pmu` (growth of the peak memory, bytes). `mu`, the net change of memory in
   use, is left out: a function that frees more than it allocates has a negative one, and a
-  callgrind cost is a count (KCachegrind reads it unsigned). Tideways' `ut`/`st` are kept
-  when recorded;
+  callgrind cost is a count (KCachegrind reads it unsigned). `ut` and `st` (user and system
+  CPU, which some xhprof builds record) are kept when main() has them;
 - names are the profile's: a recursive call stays `f@1`, a function of its own, as xhprof_html
   shows it (so the call graph has no cycles); the file is `php:internal` for the engine's
   functions and `php:user` for the rest (the profile names no source file), or `php` when
