@@ -101,5 +101,10 @@ def test_callgrind_of_one_request_and_bad_group(lockdown, bundle, profiles, tmp_
     r = lockdown("export", bundle, "-o", tmp_path / "one", "--format", "callgrind", "--request", rid)
     assert r.returncode == 0, r.stderr
     assert [row["request_ids"] for row in index_of(tmp_path / "one")] == [rid]
-    r = lockdown("export", bundle, "-o", tmp_path / "bad", "--format", "callgrind", "--group", "host")
-    assert r.returncode == 2 and "--group" in r.stderr and not (tmp_path / "bad").exists()
+    for args, word in ((("--format", "callgrind", "--group", "host"), "--group"),
+                       (("--format", "callgrind", "--kind", "native"), "--kind"),
+                       (("--group", "url"), "--group"),                  # xhprof runs are per request
+                       (("--format", "pprof", "--raw"), "--raw")):
+        r = lockdown("export", bundle, "-o", tmp_path / "bad", *args)
+        assert r.returncode == 2 and word in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+        assert not (tmp_path / "bad").exists()

@@ -30,6 +30,16 @@ def check_destination(out: Path) -> None:
 EXPORTS = (*FORMATS, "callgrind", "pprof")
 
 
+def _check_options(fmt: str, group: str | None, kind: str | None, raw: bool) -> None:
+    """Options that do nothing with this format are refused, not ignored."""
+    if group and fmt not in ("callgrind", "pprof"):
+        raise click.UsageError(f"--group is for --format callgrind or pprof, not {fmt}")
+    if kind and fmt != "pprof":
+        raise click.UsageError(f"--kind is for --format pprof (sampled stacks); {fmt} exports xhprof profiles")
+    if raw and fmt == "pprof":
+        raise click.UsageError("--raw is for the xhprof formats; pprof exports sampled stacks")
+
+
 @main.command("export")
 @click.argument("bundle", type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", required=True, type=click.Path(path_type=Path),
@@ -45,8 +55,9 @@ EXPORTS = (*FORMATS, "callgrind", "pprof")
 @click.option("--group", type=click.Choice(GROUPS),
               help="callgrind and pprof: one file per request, per URL, or one for all  "
                    "[default: request for callgrind, all for pprof].")
-@click.option("--kind", type=click.Choice(KINDS), default="php", show_default=True,
-              help="pprof: PHP stacks (Excimer), native stacks (perf) or PHP stacks off the CPU.")
+@click.option("--kind", type=click.Choice(KINDS),
+              help="pprof: PHP stacks (Excimer), native stacks (perf) or PHP stacks off the CPU  "
+                   "[default: php].")
 @click.option("--raw", is_flag=True,
               help="Export the profiles exactly as recorded, without repairing tideways_xhprof's "
                    "main() and doubled internal calls.")
@@ -59,9 +70,11 @@ def export_cmd(bundle, out, fmt, request_id, url, group, kind, raw):
     the calls tideways_xhprof records without a caller go under main(), main() gets the
     request's wall time, CPU time and peak memory from the request log, and tideways' second
     record of every internal function call (f==>f@1) goes."""
+    _check_options(fmt, group, kind, raw)
     check_destination(out)
     b = open_bundle(bundle)
     if fmt == "pprof":
+        kind = kind or "php"
         files = pprof_files(b, kind, request_id, url, group or "all")
         write_dir_atomic(out, {f.name: f.data for f in files})
         click.echo(f"wrote {len(files) - 1} pprof profile(s) of {kind} stacks to {out} (files and "
