@@ -505,6 +505,19 @@ def render_diff_flamegraph(before: Mapping[str, Number], after: Mapping[str, Num
         return _render(root, callers, opts, prefix, scale)
 
 
+# What a count of each kind of stack (analyzers/stacks.py) is, in flamegraph.pl's --countname
+# words: perf's samples, or the nanoseconds of CPU their periods add up to (the folded output,
+# as stackcollapse-perf.pl weighs them); Excimer's timer periods (a sample per period); the
+# microseconds PHP spent off the CPU.
+COUNT_NAMES = {("native", True): "samples", ("native", False): "ns", ("php", True): "samples",
+               ("php", False): "samples", ("php-offcpu", True): "us", ("php-offcpu", False): "us"}
+
+
+def count_name(kind: str, counts: bool = True) -> str:
+    """The unit word of `kind`'s stacks as `stacks(..., counts=counts)` weighs them."""
+    return COUNT_NAMES[(kind, counts)]
+
+
 def php_builtins(php: dict) -> list[str] | None:
     """PHP's internal functions and classes from a bundle manifest's `php` facts, for
     FlameOptions.builtins (exact builtin colours); None when the capture did not record them."""

@@ -39,7 +39,7 @@ from . import numbers
 from .analysis_text import HOTSPOT_KINDS, caller_shares, tail_besides, tail_parts
 from .bench_table import canonical_text, set_aside_lines
 from .charts import Bar, Segment, StackedRow
-from .flamegraph import FlameOptions, php_builtins, inline_svg, render_flamegraph
+from .flamegraph import FlameOptions, count_name, php_builtins, inline_svg, render_flamegraph
 from .reproduce import run_command, suggest_verify
 from ..remediation.base import own_patch_path
 from .run_results import base_text, reading
@@ -478,7 +478,8 @@ def capture_flamegraph(bundle: Bundle, kind: str, title: str, **options) -> str:
     saw nothing."""
     folded = stacks(bundle, kind, counts=True)
     opts = FlameOptions(title=title, subtitle=WHOLE_CAPTURE, palette="native" if kind == "native" else "php",
-                        builtins=php_builtins(bundle.manifest.get("php") or {}), **options)
+                        builtins=php_builtins(bundle.manifest.get("php") or {}), count_name=count_name(kind),
+                        **options)
     return render_flamegraph(folded, opts)
 
 
