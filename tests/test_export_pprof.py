@@ -38,7 +38,8 @@ def go_raw(path) -> tuple[list[str], dict[str, list[int]], str]:
     samples_part = text.split("Samples:\n", 1)[1].split("\nLocations\n", 1)
     header, *sample_lines = samples_part[0].splitlines()
     types = [t.removesuffix("[dflt]") for t in header.split()]
-    names = {m[1]: m[2] for m in re.finditer(r"^\s*(\d+): 0x0 M=1 (.*) :0:0 s=0$", samples_part[1], re.M)}
+    # `ID: 0x0 M=1 NAME :LINE[:COLUMN] s=START` (older pprof prints no column)
+    names = {m[1]: m[2] for m in re.finditer(r"^\s*(\d+): 0x0 M=1 (.*) :0(?::0)? s=0$", samples_part[1], re.M)}
     out: Counter = Counter()
     got: dict[str, list[int]] = {}
     for line in sample_lines:
