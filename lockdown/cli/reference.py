@@ -26,6 +26,36 @@ Environment variables:
 | `LOCKDOWN_TARGETS` | the directory the built-in target names are looked up in (default `fixtures/apps` of this checkout) |
 | `LOCKDOWN_<TOOL>` | the program run for a tool, by name or path: `LOCKDOWN_PHP`, `LOCKDOWN_PHP_FPM`, `LOCKDOWN_MARIADBD`, `LOCKDOWN_NGINX`, `LOCKDOWN_PERF`, `LOCKDOWN_WRK`, ... (lockdown/harness/toolchain.py) |
 | `LOCKDOWN_PHP_EXTENSION_DIR` | PHP's extension directory for php-fpm (how `doctor`'s missing-extension check is tested) |
+
+## Exit status
+
+Every command exits with one of four statuses (lockdown/errors.py), so that a script can tell
+a typo from a failed run:
+
+| status | meaning | e.g. |
+|---|---|---|
+| 0 | success | `verify`: the fix is confirmed |
+| 1 | runtime failure: the command line was right, the work failed | a server or the target that does not start or serve (its install step, the sanity check, a hook), a run with more than 1% failed requests, requests the capture did not log, `--timeout` passed, a full disk (`No space left on device`); also a bug's traceback |
+| 2 | usage error: what was given is wrong, found before anything starts | an unknown option or a bad value, an unknown target or a bad target.toml, a bundle or run directory that is missing or damaged, an `-o` or `--run-dir` that is taken, not empty or not writable, a `--port` in use, a `--php-ini` setting php-fpm rejects, a `--patch` that does not apply |
+| 3 | the command worked and its check says no | `verify`: the fix is not confirmed (the finding stayed, or the RPS interval is not above zero); `validate`: a coverage check failed; `doctor`: a required check failed |
+
+Interrupted: 130 (Ctrl-C), 143 (SIGTERM), 129 (SIGHUP), everything started stopped first.
+Errors are one line on stderr, `lockdown: error: ...`, naming the file or option and what to
+do; a failed phase adds its evidence (a log's tail) below it.
+
+## Shell completion
+
+click completes commands, options, choices and paths. For bash, add to `~/.bashrc`:
+
+```sh
+eval "$(_LOCKDOWN_COMPLETE=bash_source lockdown)"
+```
+
+zsh: `eval "$(_LOCKDOWN_COMPLETE=zsh_source lockdown)"` in `~/.zshrc`; fish:
+`_LOCKDOWN_COMPLETE=fish_source lockdown | source` in `~/.config/fish/completions/lockdown.fish`.
+Generating the script once into a file (`_LOCKDOWN_COMPLETE=bash_source lockdown >
+~/.lockdown-complete.bash`, then `. ~/.lockdown-complete.bash`) saves starting lockdown in
+every new shell.
 """
 
 

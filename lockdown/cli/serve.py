@@ -13,7 +13,7 @@ from ..progress import for_command
 from ..signals import Terminated
 from ..targets.registry import resolve
 from .bench import check_bounds, parse_ini
-from .main import main
+from .main import main, working
 
 
 @main.command("serve")
@@ -36,7 +36,8 @@ def serve_cmd(target, port, workers, php_ini, run_dir):
     run_dir = (paths.new_run_dir(t.name, "serve") if run_dir is None
                else paths.empty_dir(run_dir, "--run-dir")).resolve()
     try:
-        serve(t, run_dir, options, _print_ready, say=for_command(f"serve {t.name}", False))
+        with working():                   # a stack that fails is a runtime failure (exit 1)
+            serve(t, run_dir, options, _print_ready, say=for_command(f"serve {t.name}", False))
     except KeyboardInterrupt as e:
         if isinstance(e, Terminated):
             raise                         # SIGTERM, SIGHUP: lockdown's usual 143, 129
