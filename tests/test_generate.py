@@ -248,3 +248,93 @@ def test_a_write_to_a_cache_table_is_a_cache_refill_not_a_write_to_defer(tmp_pat
     [f] = write_on_read.detect(context(reqs, [statement(r.id, "UPDATE items SET views = views + 1 WHERE id = 1")
                                               for r in reqs]))
     assert f.details["refills"] is None and "disable it, batch it" in f.summary
+
+
+# An N+1 in another idiom than catalog's: a mysqli-flavoured gateway with fetchRow/fetchAll,
+# rows as objects, the loop over `$orders as $order` asking `->byId($order->customer_id)`.
+SHOP = {
+    "lib/Db.php": r"""<?php
+class Db
+{
+    public $queries = [];
+    private $rows;
+    public function __construct() { $this->rows = [3 => 'ann', 5 => 'bob', 8 => 'cy']; }
+    private function select($sql, $params)
+    {
+        $this->queries[] = $sql;
+        preg_match('/IN \(|= \?/', $sql, $m);
+        $ids = $m[0] === '= ?' ? [$params[0]] : $params;
+        $out = [];
+        foreach ($ids as $id) {
+            if (isset($this->rows[$id])) { $out[] = (object) ['id' => $id, 'name' => $this->rows[$id]]; }
+        }
+        return $out;
+    }
+    public function fetchRow($sql, array $params) { return $this->select($sql, $params)[0] ?? false; }
+    public function fetchAll($sql, array $params) { return $this->select($sql, $params); }
+}
+""",
+    "lib/Customers.php": r"""<?php
+class Customers
+{
+    private $db;
+    public function __construct(Db $db) { $this->db = $db; }
+    public function byId($id)
+    {
+        return $this->db->fetchRow("SELECT id, name FROM customers WHERE id = ?", array($id));
+    }
+}
+""",
+    "lib/Report.php": r"""<?php
+class Report
+{
+    private $customers;
+    public function __construct(Customers $c) { $this->customers = $c; }
+    public function lines(array $orders)
+    {
+        $out = [];
+        foreach ($orders as $order) {
+            $c = $this->customers->byId($order->customer_id);
+            $out[] = $order->id . ':' . ($c ? $c->name : '?');
+        }
+        return $out;
+    }
+}
+""",
+}
+
+SHOP_RUN = r"""<?php
+foreach (['Db', 'Customers', 'Report'] as $c) { require __DIR__ . "/lib/$c.php"; }
+$db = new Db();
+$orders = [];
+foreach ([3, 5, 3, 8, 9, 5] as $i => $cid) { $orders[] = (object) ['id' => $i, 'customer_id' => $cid]; }
+$lines = (new Report(new Customers($db)))->lines($orders);
+echo json_encode(['lines' => $lines, 'queries' => $db->queries]), "\n";
+"""
+
+
+def test_n_plus_one_prefetch_batches_the_loop_and_answers_the_same(tmp_path):
+    app = tmp_path / "shop"
+    for rel, text in SHOP.items():
+        (app / rel).parent.mkdir(parents=True, exist_ok=True)
+        (app / rel).write_text(text)
+    (app / "run.php").write_text(SHOP_RUN)
+    before = php(app, SHOP_RUN)
+    f = _finding("n-plus-one", "select id, name from customers where id = ?", key_columns=["id"])
+    called = {"Customers::byId": 6.0, "Report::lines==>Customers::byId": 6.0, "Report::lines": 1.0}
+    (r,) = generate.propose(f, ["lib/*.php"], app, called)
+    assert (r.kind, r.file, r.origin) == ("diff", "lib/Customers.php", "generated")
+    assert "lib/Customers.php and lib/Report.php" in r.description and r.checked.count("applies cleanly") == 2
+    patched = tmp_path / "patched"
+    subprocess.run(["cp", "-r", str(app), str(patched)], check=True)
+    subprocess.run(["patch", "-p1", "-s"], input=r.content, text=True, cwd=patched, check=True)
+    after = php(patched, SHOP_RUN)
+    assert after["lines"] == before["lines"] == ["0:ann", "1:bob", "2:ann", "3:cy", "4:?", "5:bob"]
+    assert len(before["queries"]) == 6
+    # one IN (...) for the 4 distinct keys, the run-time check of the first key, and the one key
+    # the batch did not return (9: no such customer), asked as before
+    assert len(after["queries"]) == 3 and "IN (?, ?, ?, ?)" in after["queries"][0]
+    # a loop the writer does not recognise: no diff, and where the query is sent
+    g = _finding("n-plus-one", "select id, name from customers where id = ?", key_columns=["id"])
+    assert generate.propose(g, ["lib/*.php"], app, {"Customers::byId": 6.0}) == []
+    assert g.details["no_patch"].startswith("the per-row query is sent by Customers::byId (lib/Customers.php:6)")

@@ -197,13 +197,17 @@ def _detect(plan: RunPlan, bundle: Bundle, out: Path, base: Base | None, patch,
 
 
 def calls_per_request(bundle: Bundle) -> dict[str, float]:
-    """Function -> mean calls per xhprof-instrumented request: which functions the capture saw run."""
+    """Function (and "caller==>callee" edge) -> mean calls per xhprof-instrumented request:
+    which functions the capture saw run, and from where."""
     ids = bundle.xhprof_ids()
     totals: dict[str, float] = {}
     for rid in ids:
         for edge, data in bundle.xhprof(rid).items():
+            n = data.get("ct", 0) if isinstance(data, dict) else 0
             callee = edge.rpartition("==>")[2]
-            totals[callee] = totals.get(callee, 0) + (data.get("ct", 0) if isinstance(data, dict) else 0)
+            totals[callee] = totals.get(callee, 0) + n
+            if "==>" in edge:
+                totals[edge] = totals.get(edge, 0) + n
     return {fn: n / len(ids) for fn, n in totals.items()} if ids else {}
 
 

@@ -14,13 +14,18 @@ Per finding kind:
 - fs-scan that is a discovery walk: the walker's result kept the same way;
 - write-on-read: the write moved after the response (fastcgi_finish_request);
 - failed-lookups: what the function trying the candidates resolved, kept the same way;
-- n-plus-one: no diff (the loop's batch query needs the app's own API); `no_patch` says where
-  the per-row query is sent and the batched query to write.
+- n-plus-one: a prefetch: the loop (the sender's caller in the call graph) asks for every row's
+  key first, and the sender's class fetches them in one `IN (...)` query through the same
+  database object's batch method (BATCH_METHODS), checked at run time against the per-row
+  query; when the code does not have that shape, no diff, and `no_patch` says where the
+  per-row query is sent.
 """
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -251,13 +256,85 @@ def deferred_write(finding: Finding, patchable, app_dir: Path, called, tree) -> 
     return diff_of(finding, site, patchable, app_dir, tree, what, script=DEFER)
 
 
+PREFETCH = Path(__file__).with_name("php") / "prefetch.php"
+# a per-row fetch method of a database object -> its sibling returning every row (lower-case
+# keys): the batch query goes through the app's own API. PDO-style wrappers, Doctrine DBAL,
+# MediaWiki's IDatabase, Laravel's query builder, WordPress's wpdb.
+BATCH_METHODS = {"fetchone": "fetchAll", "fetchrow": "fetchAll", "fetchassoc": "fetchAll",
+                 "fetchassociative": "fetchAllAssociative", "getrow": "getAll", "get_row": "get_results",
+                 "selectrow": "select", "first": "get", "one": "all", "queryone": "queryAll", "findone": "findAll",
+                 "row": "rows"}
+
+
 def prefetch(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
-    """No diff: say where the per-row query is sent and what to batch."""
+    """n-plus-one: the loop asks for every row's key first, one `IN (...)` query fetches them
+    (php/prefetch.php); or no diff, with where the per-row query is sent and why."""
     site, why = sent_by(finding, app_dir, called)
-    where = f"the per-row query is sent by {site.function} ({site.file}:{site.line})" if site else why
-    finding.details["no_patch"] = (f"{where}; its loop must fetch the rows with one `IN (...)` query before "
-                                   f"it starts, which needs the app's own query API, so no diff was generated")
-    return []
+    if site is None:
+        finding.details["no_patch"] = f"the function sending the per-row query was not found: {why}"
+        return []
+    finding.details.setdefault("sender", site.function)
+    where = f"the per-row query is sent by {site.function} ({site.file}:{site.line})"
+    made, why = _prefetch(finding, site, patchable, app_dir, called, tree)
+    if not made:
+        finding.details["no_patch"] = (f"{where}; no prefetch was generated ({why}): fetch the loop's rows with one "
+                                       f"`IN (...)` query before it starts")
+    return made
+
+
+def _prefetch(finding: Finding, site: Site, patchable, app_dir: Path, called, tree) -> tuple[list[Remediation], str]:
+    keys = finding.details.get("key_columns") or []
+    if len(keys) != 1:
+        return [], "the per-row query is keyed on more than one column"
+    callers = {edge.partition("==>")[0]: n for edge, n in called.items()
+               if "==>" in edge and edge.partition("==>")[2] == site.function}
+    if not callers:
+        return [], "the capture's call graph shows no caller of it"
+    loop_fn = max(callers, key=callers.get)
+    loop, why = defined(loop_fn, app_dir, called)
+    if loop is None:
+        return [], why
+    for f in (site.file, loop.file):
+        if not is_patchable(f, patchable):
+            return [], f"{f} is not one of the target's patchable files"
+    texts, why = prefetched(app_dir, site, loop, keys[0])
+    if texts is None:
+        return [], why
+    diffs, checks = [], []
+    for rel, text in texts.items():         # one remediation: both files or neither
+        diff = unified_diff(rel, (app_dir / rel).read_text(errors="replace"), text)
+        diffs.append(diff)
+        checks.append(check_applies(app_dir, rel, diff, tree) + " (" + php_lint(text) + ")")
+    files = " and ".join(texts)
+    return [Remediation(kind="diff", content="".join(diffs), file=site.file, origin="generated",
+                        checked="; ".join(checks),
+                        description=(f"A prefetch for the N+1 loop in {loop.function} ({files}): the loop asks "
+                                     f"{site.function} for every row's `{keys[0]}` first, which fetches them in one "
+                                     f"`IN (...)` query through the same database object and answers the per-row "
+                                     f"calls from it; checked at run time against the per-row query for the first "
+                                     f"key, and skipped when they differ ({site.how}; the loop by the capture's "
+                                     f"call graph)"))], ""
+
+
+def prefetched(app_dir: Path, sender: Site, loop: Site, key: str) -> tuple[dict[str, str] | None, str]:
+    """{file: new text} for the sender's file and the loop's (one when they are the same)."""
+    name = lambda fn: fn.rpartition("::")[2].rpartition("\\")[2]
+    with tempfile.TemporaryDirectory(prefix="lockdown-prefetch-") as tmp:
+        request = {"sender": {"file": str(app_dir / sender.file), "line": sender.line, "name": name(sender.function)},
+                   "caller": {"file": str(app_dir / loop.file), "line": loop.line, "name": name(loop.function)},
+                   "key": key, "batch": BATCH_METHODS, "out_sender": f"{tmp}/sender.php", "out_caller": f"{tmp}/caller.php"}
+        run = subprocess.run([tool("php"), "-n", "-d", "extension=tokenizer", str(PREFETCH)], input=json.dumps(request),
+                             capture_output=True, text=True, timeout=60)
+        try:
+            answer = json.loads(run.stdout)
+        except ValueError:
+            first = next((ln for ln in (run.stderr + run.stdout).splitlines() if ln.strip()), "no output")
+            return None, f"the prefetch writer failed (php exit {run.returncode}): {first[:200]}"
+        if not answer.get("written"):
+            return None, str(answer.get("refused"))
+        if sender.file == loop.file:
+            return {sender.file: Path(f"{tmp}/sender.php").read_text()}, ""
+        return {sender.file: Path(f"{tmp}/sender.php").read_text(), loop.file: Path(f"{tmp}/caller.php").read_text()}, ""
 
 
 _MAKERS = {"repeated-query": repeated_query, "db-static-cache": static_cache, "file-static-cache": file_cache,
