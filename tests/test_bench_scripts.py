@@ -75,10 +75,31 @@ def test_machine_noise_measures_each_core_count(home):
         assert lo <= mean == 1.0 <= hi                 # work per run, relative to the mean
 
 
-def test_fold_speed_times_lockdowns_folder(home):
-    out = bench_script(home, "fold_speed.py", "--mb", "1", "--repeat", "1")
-    line = next(x for x in out.splitlines() if x.startswith("lockdown fold_perf_text"))
-    assert "(baseline)" in line and numbers(line)[-1] > 0
+def test_fold_speed_times_lockdowns_folder_against_the_others(home):
+    """On a given perf script: lockdown's folder, its pure-Python reference when the native one
+    is built, and each other tool either timed with the same output or skipped with the reason."""
+    from lockdown.analyzers.folded import NATIVE
+    out = bench_script(home, "fold_speed.py", "--script", str(REPO / "fixtures" / "perf" / "wordpress.script.txt.gz"),
+                       "--repeat", "1")
+    lines = out.splitlines()
+    assert re.match(r"^input: \d+\.\d MB of perf script, [\d,]+ lines, 769 samples \(given: ", lines[0])
+    assert lines[1] == "note: 769 samples, fewer than the 50,000 the comparison is meant for"
+    ours = next(x for x in lines if x.startswith("lockdown fold_perf_bytes"))
+    assert ours.endswith(f"({'native' if NATIVE else 'pure Python: native/ not built'}; baseline)")
+    if NATIVE:
+        assert any(x.startswith("lockdown pure Python") and x.endswith("(reference: same output)") for x in lines)
+    for tool in ("inferno-collapse-perf", "inferno-collapse-perf -n 1", "stackcollapse-perf.pl"):
+        line = next(x for x in lines if x.startswith(tool + "  ") or x.startswith(tool + " skipped"))
+        assert line.endswith("(same output)") or " skipped: " in line, line
+    assert "DIFFERS" not in out
+
+
+def test_fold_speed_captures_when_given_no_script(home):
+    out = bench_script(home, "fold_speed.py", "--target", "hello", "--requests", "20", "--perf-freq", "999",
+                       "--repeat", "1", "--no-python")
+    m = re.match(r"^input: [\d.]+ MB of perf script, [\d,]+ lines, ([\d,]+) samples \(captured now: hello, "
+                 r"20 requests at 999 Hz\)$", out.splitlines()[0])
+    assert m and int(m.group(1).replace(",", "")) > 0 and "DIFFERS" not in out
 
 
 def test_ab_calibration_counts_the_significant_aa_comparisons_it_printed(home):

@@ -39,6 +39,12 @@ def native(data: bytes, **opts) -> dict[str, int]:
     return fold_perf_bytes(data, native=True, **opts)
 
 
+def threaded(data: bytes, threads: int, **opts) -> dict[str, int]:
+    """The native folder cutting the input into `threads` pieces however small (after empty
+    lines) and folding them on as many threads."""
+    return folded._native.fold_perf(data, threads=threads, min_piece=1, **opts)
+
+
 def golden_text(name: str) -> bytes:
     """A golden bundle's perf records as `perf script` prints them (the folder's own renderer)."""
     out = []
@@ -72,6 +78,7 @@ def test_native_equals_reference_on_real_captures(source, opts):
             else golden_text(source))
     want = reference(data, **opts)
     assert native(data, **opts) == want
+    assert threaded(data, 3, **opts) == want
     if "event_filter" not in opts:          # every capture here is of one event: never empty
         assert len(want) > 20
 
@@ -142,6 +149,8 @@ def test_native_equals_reference_on_edge_cases(seed):
     for opts in OPTION_SETS:
         want = reference(data, **opts)
         assert native(data, **opts) == want, opts
+        for threads in (2, 7):
+            assert threaded(data, threads, **opts) == want, (threads, opts)
         assert want or "event_filter" in opts
 
 
@@ -177,3 +186,20 @@ def test_counts_beyond_128_bits_go_to_the_reference():
     data = f"php 1/1 1.000000001: {big} cpu-clock: \n\t1 a (/x)\n\n".encode() * 2
     assert native(data) == reference(data) == {"php;a": 2 * big}
     assert fold_perf_bytes(data) == {"php;a": 2 * big}
+
+
+@needs_native
+def test_threads_keep_the_first_event_of_the_whole_input():
+    """The default event filter is the first event named in the input, also when the piece that
+    names it is not the first one; each piece starts after an empty line."""
+    untyped = "php 1/1 1.000000001:\n\t1 a (/x)\n\n" * 3
+    faults = "php 1/1 1.000000002: 7 page-faults: \n\t1 b (/x)\n\n\n" * 3
+    clock = "php 1/1 1.000000003: 5 cpu-clock: \n# c\n\t1 c (/x)\n\n" * 3
+    data = (untyped + faults + clock + "php 1/1 1.000000004: 5 cpu-clock: \n\t1 d (/x)\n").encode()
+    want = {"php;a": 3, "php;b": 21}
+    assert reference(data) == want
+    for threads in (1, 2, 3, 5, 12):
+        assert threaded(data, threads) == want, threads
+    assert threaded(data, 4, event_filter="cpu-clock") == {"php;a": 3, "php;c": 15}
+    with pytest.raises(UnicodeDecodeError):
+        threaded(data + b"php 1/1 1.1: 5 cpu-clock: \n\t1 \xff (/x)\n\n", 3)

@@ -21,6 +21,7 @@ const STACK_LINE: &str = r"^[ \t\n\r\x0B\x0C]*([0-9A-Za-z_]+)[ \t\n\r\x0B\x0C]*(
 const OFFSET: &str = r"\+0x[0-9a-f]+$";
 const JIT_DSO: &str = r"/tmp/perf-[0-9]+\.map";
 
+#[derive(Clone, Copy)]
 struct Options {
     include_pid: bool,
     include_tid: bool,
@@ -338,33 +339,117 @@ impl<'a> Folder<'a> {
     }
 }
 
+impl<'a> Folder<'a> {
+    fn new(o: Options, event_filter: Option<String>) -> Self {
+        Folder { o, p: Patterns::new(), names: Names::default(), caches: [FxHashMap::default(), FxHashMap::default()],
+                 out: FxHashMap::default(), event_filter }
+    }
+
+    /// The stacks as text, with their counts.
+    fn stacks(self) -> Vec<(String, u128)> {
+        let text = &self.names.text;
+        self.out.into_iter().map(|(key, count)| {
+            let parts: Vec<&str> = key.iter().map(|id| text[*id as usize].as_str()).collect();
+            (parts.join(";"), count)
+        }).collect()
+    }
+}
+
+/// The event of the first header that names one: the filter the line loop would settle on
+/// (a header is never a cached frame line, so every header is seen where it stands).
+fn first_event(data: &[u8]) -> Option<String> {
+    for raw in data.split(|&b| b == b'\n') {
+        if raw.is_empty() || raw[0] == b'#' {
+            continue;
+        }
+        let line = std::str::from_utf8(raw).ok()?;
+        if header_match(line).is_some() {
+            if let Some((_, (a, b))) = period_event_match(line) {
+                return Some(line[a..b].to_string());
+            }
+        }
+    }
+    None
+}
+
+/// The input cut into about n pieces, each after an empty line: there the loop's state is the
+/// same whatever came before (no process name, no frames), all but the event filter.
+fn pieces(data: &[u8], n: usize) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for k in 1..n {
+        let target = data.len() / n * k;
+        if target <= start {
+            continue;
+        }
+        match memchr::memmem::find(&data[target..], b"\n\n") {
+            Some(i) => {
+                out.push(&data[start..target + i + 2]);
+                start = target + i + 2;
+            }
+            None => break,
+        }
+    }
+    out.push(&data[start..]);
+    out
+}
+
+/// Each piece (of min_piece bytes at least) folded on its own thread (checked as UTF-8 there),
+/// the stacks added up by text.
+fn fold_all(data: &[u8], o: Options, event_filter: Option<String>, threads: usize, min_piece: usize)
+            -> Result<Vec<(String, u128)>, PyErr> {
+    let n = threads.min(data.len() / min_piece.max(1)).max(1);
+    let event_filter = if n > 1 && event_filter.is_none() { first_event(data) } else { event_filter };
+    let results: Vec<Result<Vec<(String, u128)>, PyErr>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = pieces(data, n).into_iter().map(|piece| {
+            let filter = event_filter.clone();
+            scope.spawn(move || {
+                if std::str::from_utf8(piece).is_err() {
+                    return Err(PyUnicodeDecodeError::new_err("not UTF-8")); // replaced below
+                }
+                let mut f = Folder::new(o, filter);
+                f.fold(piece)?;
+                Ok(f.stacks())
+            })
+        }).collect();
+        handles.into_iter().map(|h| h.join().expect("a folding thread panicked")).collect()
+    });
+    if results.len() == 1 {
+        return results.into_iter().next().expect("one result");
+    }
+    let mut total: FxHashMap<String, u128> = FxHashMap::default();
+    for r in results {
+        for (stack, count) in r? {
+            let t = total.entry(stack).or_insert(0);
+            *t = t.checked_add(count).ok_or_else(|| PyOverflowError::new_err("count beyond 128 bits"))?;
+        }
+    }
+    Ok(total.into_iter().collect())
+}
+
 /// fold_perf(data, include_pid=False, include_tid=False, annotate_kernel=False,
-/// annotate_jit=False, addrs=False, counts=False, event_filter=None) -> {stack: count}
+/// annotate_jit=False, addrs=False, counts=False, event_filter=None, threads=0, min_piece=4 MiB)
+/// -> {stack: count}. threads: 0 for one per core; no piece smaller than min_piece bytes (below a
+/// few MB one thread is as fast).
 #[pyfunction]
 #[pyo3(signature = (data, *, include_pid=false, include_tid=false, annotate_kernel=false,
-                    annotate_jit=false, addrs=false, counts=false, event_filter=None))]
+                    annotate_jit=false, addrs=false, counts=false, event_filter=None, threads=0,
+                    min_piece=4 << 20))]
 #[allow(clippy::too_many_arguments)]
 fn fold_perf<'py>(py: Python<'py>, data: &[u8], include_pid: bool, include_tid: bool, annotate_kernel: bool,
-                  annotate_jit: bool, addrs: bool, counts: bool, event_filter: Option<String>)
-                  -> PyResult<Bound<'py, PyDict>> {
-    if let Err(e) = std::str::from_utf8(data) {
-        return Err(PyUnicodeDecodeError::new_utf8(py, data, e)?.into());
-    }
+                  annotate_jit: bool, addrs: bool, counts: bool, event_filter: Option<String>, threads: usize,
+                  min_piece: usize) -> PyResult<Bound<'py, PyDict>> {
     let o = Options { include_pid, include_tid, annotate_kernel, annotate_jit, addrs, counts };
-    let mut f = Folder { o, p: Patterns::new(), names: Names::default(), caches: [FxHashMap::default(), FxHashMap::default()],
-                         out: FxHashMap::default(), event_filter };
-    py.allow_threads(|| f.fold(data))?;
-    let dict = PyDict::new(py);
-    let mut buf = String::new();
-    for (key, count) in &f.out {
-        buf.clear();
-        for (i, id) in key.iter().enumerate() {
-            if i > 0 {
-                buf.push(';');
-            }
-            buf.push_str(&f.names.text[*id as usize]);
+    let threads = if threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { threads };
+    let folded = py.allow_threads(|| fold_all(data, o, event_filter, threads, min_piece));
+    if folded.is_err() {
+        if let Err(e) = std::str::from_utf8(data) {
+            return Err(PyUnicodeDecodeError::new_utf8(py, data, e)?.into());
         }
-        dict.set_item(&buf, *count)?;
+    }
+    let dict = PyDict::new(py);
+    for (stack, count) in folded? {
+        dict.set_item(stack, count)?;
     }
     Ok(dict)
 }
