@@ -338,3 +338,51 @@ def test_n_plus_one_prefetch_batches_the_loop_and_answers_the_same(tmp_path):
     g = _finding("n-plus-one", "select id, name from customers where id = ?", key_columns=["id"])
     assert generate.propose(g, ["lib/*.php"], app, {"Customers::byId": 6.0}) == []
     assert g.details["no_patch"].startswith("the per-row query is sent by Customers::byId (lib/Customers.php:6)")
+
+
+# An autoloader in another idiom than ledger's: a static method registered with an array
+# callable, namespaced classes found along a search path with is_file, one class overridden.
+LOADER_APP = {
+    "boot.php": r"""<?php
+final class Loader
+{
+    public static $tests = 0;
+    public static function load($class)
+    {
+        foreach (['site', 'ext', 'core'] as $dir) {
+            self::$tests++;
+            $file = __DIR__ . "/$dir/" . str_replace('\\', '/', $class) . '.php';
+            if (is_file($file)) { require $file; return; }
+        }
+    }
+}
+spl_autoload_register(array('Loader', 'load'));
+""",
+    "core/App/Money.php": "<?php\nnamespace App;\nclass Money { public static function of() { return 'core money'; } }\n",
+    "core/App/Tax.php": "<?php\nnamespace App;\ninterface Tax {}\n",
+    "site/App/Money.php": "<?php\nnamespace App;\nclass Money { public static function of() { return 'site money'; } }\n",
+    "ext/App/Rate.php": "<?php\nnamespace App;\nfinal class Rate implements Tax { public function v() { return 7; } }\n",
+    "run.php": r"""<?php
+require __DIR__ . '/boot.php';
+$out = [\App\Money::of(), (new \App\Rate())->v(), class_exists('App\Missing')];
+echo json_encode(['out' => $out, 'tests' => Loader::$tests]), "\n";
+""",
+}
+
+
+def test_autoload_gets_a_class_map_in_front_of_the_apps_loader(tmp_path):
+    app = tmp_path / "app"
+    for rel, text in LOADER_APP.items():
+        (app / rel).parent.mkdir(parents=True, exist_ok=True)
+        (app / rel).write_text(text)
+    before = php(app, LOADER_APP["run.php"])
+    f = Finding("autoload", "t", "high", 20.0, "s", details={"function": "Loader::load", "no_patch": "later"})
+    (r,) = generate.propose(f, ["*.php"], app)
+    assert (r.file, r.origin) == ("boot.php", "generated") and "no_patch" not in f.details
+    assert "App\\\\Money" not in r.content and "'app\\\\rate' => '/ext/App/Rate.php'" in r.content
+    subprocess.run(["patch", "-p1", "-s"], input=r.content, text=True, cwd=app, check=True)
+    after = php(app, LOADER_APP["run.php"])
+    # the same classes from the same files (Money is declared twice: left to the app's loader,
+    # which finds site's first); Rate and Tax from the map; Missing still walks the whole path
+    assert after["out"] == before["out"] == ["site money", 7, False]
+    assert (before["tests"], after["tests"]) == (1 + 2 + 3 + 3, 1 + 3)

@@ -14,6 +14,7 @@ Per finding kind:
 - fs-scan that is a discovery walk: the walker's result kept the same way;
 - write-on-read: the write moved after the response (fastcgi_finish_request);
 - failed-lookups: what the function trying the candidates resolved, kept the same way;
+- autoload: a class map of the app's files in front of its loader (class_map.py);
 - n-plus-one: a prefetch: the loop (the sender's caller in the call graph) asks for every row's
   key first, and the sender's class fetches them in one `IN (...)` query through the same
   database object's batch method (BATCH_METHODS), checked at run time against the per-row
@@ -34,6 +35,7 @@ from ..collectors import arg_probe
 from ..errors import LockdownError
 from ..harness.toolchain import tool
 from ..targets.config import is_patchable
+from . import class_map as class_maps
 from . import sender as senders
 from .memoize import memoized
 from .recipes import PREPARED_TREE, check_applies, unified_diff
@@ -337,6 +339,31 @@ def prefetched(app_dir: Path, sender: Site, loop: Site, key: str) -> tuple[dict[
         return {sender.file: Path(f"{tmp}/sender.php").read_text(), loop.file: Path(f"{tmp}/caller.php").read_text()}, ""
 
 
+def class_map(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
+    """autoload: a class map of the app's files, consulted before its loader (class_map.py)."""
+    loader = finding.details.get("function")
+    if not loader:
+        return []
+    rel, text, why = class_maps.with_class_map(app_dir, loader)
+    if rel is None:
+        finding.details["no_patch"] = f"no class map generated: {why}"
+        return []
+    if not is_patchable(rel, patchable):
+        finding.details["no_patch"] = (f"{rel} is not one of the target's patchable files; declare it in "
+                                       f"target.toml's `patchable` to get a generated class map")
+        return []
+    diff = unified_diff(rel, (app_dir / rel).read_text(errors="replace"), text)
+    count = text.count("' => '/")
+    return [Remediation(kind="diff", content=diff, file=rel, origin="generated",
+                        checked=check_applies(app_dir, rel, diff, tree) + "; " + php_lint(text),
+                        description=(f"A class map of the {count} classes the app's files declare once each, "
+                                     f"registered in front of {loader} where the app registers it ({rel}): a class "
+                                     f"loads with one lookup instead of the include-path walk; a class missing from "
+                                     f"the map, or whose file is gone, is left to {loader}. Invalidation: a class "
+                                     f"added or moved later is found by {loader} as before; regenerate the map (or "
+                                     f"use the app's own, e.g. composer dump-autoload -o) when the tree changes"))]
+
+
 _MAKERS = {"repeated-query": repeated_query, "db-static-cache": static_cache, "file-static-cache": file_cache,
            "fs-scan": scan_cache, "write-on-read": deferred_write, "n-plus-one": prefetch,
-           "failed-lookups": lookup_cache}
+           "failed-lookups": lookup_cache, "autoload": class_map}
