@@ -11,7 +11,7 @@ import shutil
 import time
 from pathlib import Path
 
-from .errors import LockdownError, UsageError
+from .errors import UsageError
 
 # root's default home: as root, lockdown's servers run as an unprivileged account
 # (harness/service_account.py), which must pass through the directories above a run, and
@@ -109,7 +109,7 @@ def new_run_dir(target: str, command: str) -> Path:
     try:
         path.mkdir(parents=True)
     except OSError as e:
-        raise LockdownError(f"cannot create a run directory in {runs_dir()}: {e.strerror or e}; set "
+        raise UsageError(f"cannot create a run directory in {runs_dir()}: {e.strerror or e}; set "
                             f"LOCKDOWN_HOME to a writable directory, or give --run-dir where there is one")
     return path
 

@@ -12,7 +12,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import LockdownError, PhaseFailed
+from ..errors import LockdownError, PhaseFailed, UsageError
 # moved below the stages (run_marker needs them); kept here for every other importer
 from ..redact import redact_dsn, redacted_argv  # noqa: F401
 from . import ports, service_account
@@ -159,7 +159,7 @@ def parse_dsn(dsn: str, run_dir: Path | None = None) -> DatabaseServer:
     try:
         server.version = server.sql("SELECT VERSION();").strip()
     except PhaseFailed as e:
-        raise LockdownError(f"cannot connect to the --mysql server {server.where()}: {e}")
+        raise UsageError(f"cannot connect to the --mysql server {server.where()}: {e}")
     _dsn_servers[server.where()] = server
     return server
 
