@@ -152,7 +152,6 @@ def test_ctrl_c_while_verify_swaps_its_result_keeps_one(tmp_path, monkeypatch):
     final = tmp_path / "verify" / "fs-scan"
     final.mkdir(parents=True)
     (final / "verify.json").write_text('{"old": true}\n')
-    monkeypatch.setattr(verify_module, "_verify", lambda *args: {"new": True})
     real_rename = Path.rename
 
     def rename_then_ctrl_c(self, target):
@@ -163,7 +162,8 @@ def test_ctrl_c_while_verify_swaps_its_result_keeps_one(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Path, "rename", rename_then_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
-        verify_module.verify(SimpleNamespace(directory=tmp_path), [], [], None, None, key="fs-scan")
+        verify_module.verify(SimpleNamespace(directory=tmp_path), [], [], None, None, lambda *args: {"new": True},
+                             key="fs-scan")
     monkeypatch.undo()
     assert (final / "verify.json").read_text() == '{\n  "new": true\n}\n'
     assert sorted(p.name for p in final.parent.iterdir()) == ["fs-scan"]
@@ -210,8 +210,8 @@ def test_staging_left_by_a_killed_capture_or_verify_is_removed_by_the_next(tmp_p
     for name in names:
         (tmp_path / name / "ab").mkdir(parents=True)
     BundleWriter(tmp_path / "b").abandon()
-    monkeypatch.setattr(verify_module, "_verify", lambda *args: {"new": True})
-    verify_module.verify(SimpleNamespace(directory=tmp_path), [], [], None, None, key="n-plus-one")
+    verify_module.verify(SimpleNamespace(directory=tmp_path), [], [], None, None, lambda *args: {"new": True},
+                         key="n-plus-one")
     for name, stays in names.items():
         assert (tmp_path / name).exists() == stays, name
     assert (tmp_path / "verify" / "n-plus-one" / "verify.json").is_file()

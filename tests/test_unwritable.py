@@ -67,7 +67,7 @@ def test_verify_into_a_run_directory_it_cannot_write(tmp_path):
     (tmp_path / "verify").write_text("not a directory\n")
     run = SimpleNamespace(directory=tmp_path)
     with pytest.raises(LockdownError, match=r"cannot write .*/verify: .*make it writable, or copy it"):
-        verify_module.verify(run, [], [], None, None, key="fs-scan")
+        verify_module.verify(run, [], [], None, None, lambda *args: {}, key="fs-scan")
 
 
 def test_app_tree_on_another_file_system_is_copied(tmp_path):

@@ -15,10 +15,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
-# A run's capacity this far off the runs' median counts as disturbed. RPS moved 1 to 2 times
-# as much as the capacity on this VM (docs/bench.md, elasticity), so runs spread evenly within
-# +-5% leave a CV from the host of about 1.5 x 5% / sqrt(3) = 4.3%; at 10% it was 8.7%.
-TOLERANCE = 0.05
+from ..options import HOST_TOLERANCE as TOLERANCE   # the rule and its reasons are there
 
 
 @dataclass

@@ -131,8 +131,8 @@ def measure_verify(plan: VerifyPlan, say: Progress = print) -> dict:
     run, o, rems = plan.run, plan.options, plan.remediations
     if plan.patches:
         rems = checked(run.target, rems, say, run.base.remediations if run.base else [])
-    return remediation.verify(run, plan.findings, rems, o.bench, o.requests, probe=o.probe, say=say, key=plan.key,
-                              each=o.each, max_runs=o.max_runs, measure=measure)
+    return remediation.verify(run, plan.findings, rems, o.bench, o.requests, measure, probe=o.probe, say=say,
+                              key=plan.key, each=o.each, max_runs=o.max_runs)
 
 
 def rewrite_reports(run_dir: Path) -> Published:

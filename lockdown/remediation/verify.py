@@ -160,8 +160,8 @@ def predicted_change(findings: list[Finding]) -> float | None:
 
 
 def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediation], bench: BenchOptions,
-           requests: int | None, probe: bool = True, say=print, key: str | None = None,
-           each: bool = False, max_runs: int = DEFAULT_MAX_RUNS, measure: Measure | None = None) -> dict:
+           requests: int | None, measure: Measure, probe: bool = True, say=print, key: str | None = None,
+           each: bool = False, max_runs: int = DEFAULT_MAX_RUNS) -> dict:
     """Verify `findings` (one, or several together) with `remediations`: the verification's
     transaction. `measure` (lockdown/pipeline/verify.py's) measures into a work directory beside
     DIR/verify/KEY (KEY: `verify_key`) and returns verify.json's document, which is written
@@ -181,8 +181,7 @@ def verify(run: RunRecord, findings: list[Finding], remediations: list[Remediati
                             f"in the run directory: make it writable, or copy it somewhere that is")
     try:
         plan = PairPlan(predicted_change(findings), max_runs, "the predicted")
-        result = (measure or _verify)(run, findings, key, remediations, bench, requests, probe, work, final,
-                                      say, each, plan)
+        result = measure(run, findings, key, remediations, bench, requests, probe, work, final, say, each, plan)
         write_json_atomic(work / "verify.json", result)
         old = final.with_name(f".{key}.old-{os.getpid()}")
         with held():       # the old result out and the new one in, not one without the other
@@ -249,8 +248,3 @@ def each_adds(left_out: dict[str, tuple], ab: dict) -> list[dict]:
                     "pages": {k: pages.get(k) for k in ("same", "urls")}})
     return out
 
-
-def _verify(*args) -> dict:
-    """The measuring step `verify` runs when none is given: there is none here, the stages are
-    lockdown/pipeline/verify.py's `measure`, which passes itself (tests replace this one)."""
-    raise LockdownError("verify measures through lockdown.pipeline.verify (its `measure`)")
