@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 PKGS=(php8.2-cli php8.2-fpm php8.2-mysql php8.2-opcache php8.2-tideways php-excimer php-apcu
       mariadb-server mariadb-client nginx linux-perf wrk siege apache2-utils wordpress mediawiki
       python3 python3-pip python3-venv ca-certificates chromium chromium-driver
-      valgrind protobuf-compiler golang-github-google-pprof-dev)
+      valgrind protobuf-compiler golang-github-google-pprof-dev redis-server php-redis)
 # The readers the exports are tested with: callgrind_annotate (valgrind), `go tool pprof`
 # (golang-go, unless a Go toolchain is on PATH already), and protoc with pprof's profile.proto
-# (lockdown/reports/profile_pb2.py is checked against them).
+# (lockdown/reports/profile_pb2.py is checked against them). redis-server and php-redis: the
+# fleet agent's transport (docs/fleet.md); lockdown starts its own Redis, never the system's.
 command -v go >/dev/null || PKGS+=(golang-go)
 
 missing=()
@@ -47,7 +48,7 @@ PYTHON="$PYTHON" bash scripts/build_native.sh
 stamp=".setup-stamp"
 want="$(sha256sum < pyproject.toml | cut -c1-16) $(pwd) $($PYTHON -c 'import sys; print(sys.executable)')"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
-   && [ "$(cd / && $PYTHON -c 'import click, jinja2, elftools, google.protobuf, pytest, xdist, selenium, ruff, wheel, lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))' 2>/dev/null)" = "$(pwd)" ] \
+   && [ "$(cd / && $PYTHON -c 'import click, jinja2, elftools, google.protobuf, redis, pytest, xdist, selenium, ruff, wheel, lockdown, os; print(os.path.dirname(os.path.dirname(lockdown.__file__)))' 2>/dev/null)" = "$(pwd)" ] \
    && command -v lockdown >/dev/null; then
   echo "setup: Python package present"
   exit 0
