@@ -203,3 +203,19 @@ def test_threads_keep_the_first_event_of_the_whole_input():
     assert threaded(data, 4, event_filter="cpu-clock") == {"php;a": 3, "php;c": 15}
     with pytest.raises(UnicodeDecodeError):
         threaded(data + b"php 1/1 1.1: 5 cpu-clock: \n\t1 \xff (/x)\n\n", 3)
+
+
+@needs_native
+@pytest.mark.parametrize("seed", range(4))
+def test_native_equals_reference_on_random_lines(seed):
+    """Lines of random pieces, headers and frames alike: where the hand-written matching of the
+    header and period patterns could part from the script's regular expressions."""
+    rng = random.Random(seed)
+    pieces = [" ", " ", "\t", "\r", "\x0b", "a", "é", "1", "42", "0", "/", ":", ": ", ".", "java", "php", "(", ")",
+              " (", "->", "[unknown]", "+0x1f", "#", "cpu-clock", "_[k]", "/tmp/perf-1.map", "[kernel.kallsyms]"]
+    lines = ["".join(rng.choice(pieces) for _ in range(rng.randrange(12))) for _ in range(4000)]
+    data = "\n".join(lines).encode()
+    for opts in ({}, {"include_tid": True, "annotate_kernel": True, "annotate_jit": True}, {"addrs": True}):
+        want = reference(data, **opts)
+        assert native(data, **opts) == want and threaded(data, 5, **opts) == want, opts
+        assert len(want) > 10
