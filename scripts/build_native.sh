@@ -6,7 +6,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-[ -x "$HOME/.cargo/bin/cargo" ] && PATH="$PATH:$HOME/.cargo/bin"
+[ -x "${HOME:-}/.cargo/bin/cargo" ] && PATH="$PATH:$HOME/.cargo/bin"
 if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found: perf script folding stays pure Python (native/ not built; see docs/analysis.md)"
   exit 0
