@@ -192,3 +192,104 @@ def test_hotspot_findings_own_nothing_and_are_noted_on_their_rows():
     o = both.overall
     assert math.isclose(o.explained_us + o.unexplained_us, o.total_us)
     assert o.explained_pct + o.unexplained_pct == pytest.approx(100.0)
+
+
+# -- builtin families and engine subsystems (perf) ------------------------------------------------
+
+def _f(symbol, dso="/usr/sbin/php-fpm8.2"):
+    return ["0", symbol, 0, dso]
+
+
+VM_ONLY = [_f("ZEND_ADD_SPEC_HANDLER"), _f("execute_ex")]
+PREG = [_f("pcre2_match_8", "/usr/lib/libpcre2-8.so"), _f("zif_preg_match"), _f("execute_ex")]
+GC = [_f("zend_gc_collect_cycles"), _f("execute_ex")]
+HASH = [_f("zend_hash_find"), _f("execute_ex")]
+DB = [_f("mysqlnd.so+0x10", "/usr/lib/php/20220829/mysqlnd.so"), _f("execute_ex")]
+
+# one request: (stack, native frames, samples); 25 samples of 1 ms, each wholly on the CPU
+NATIVE_ROWS = ([("/app/index.php;page;render", VM_ONLY, 10), ("/app/index.php;page;render", PREG, 2)]
+               + [(f"/app/index.php;page;f{i}", PREG, 1) for i in range(1, 7)]       # regex spread: 4% each
+               + [(f"/app/index.php;page;g{i}", GC, 1) for i in range(1, 4)]         # gc spread
+               + [("/app/index.php;page;query", DB, 2), ("/app/index.php;page;h1", HASH, 1),
+                  ("/app/index.php;page;v1", VM_ONLY, 1)])
+
+
+def native_ctx(n=4, rows=NATIVE_ROWS, thresholds=None):
+    from lockdown.bundle.model import PerfSample
+    reqs = [request(f"r{i}", "/", wall_us=25_000, pid=100 + i) for i in range(n)]
+    reqs.append(request("r9", "/", instrumented=True))
+    calls = dict(page=("main()", 1, {}), render=("page", 2, {}), query=("page", 2, {"mysqli::query": 1}),
+                 **{f"f{i}": ("page", 1, {"preg_match": 3}) for i in range(1, 7)})
+    c = context(reqs, xhprof={"r9": xh(**calls)}, thresholds=thresholds,
+                capture={"excimer_period_ms": PERIOD, "excimer_clock": "wall",
+                         "collect": ["excimer", "xhprof", "perf"]})
+    profiles, perf = [], []
+    for i in range(n):
+        stacks = sorted({s for s, _, _ in rows})
+        samples, t = [], 0
+        for stack, frames, k in rows:
+            for _ in range(k):
+                t += 1
+                samples.append([t * MS, 1, stacks.index(stack)])
+                perf.append(PerfSample(time_ns=t * MS - MS // 3, pid=100 + i, tid=100 + i, comm="php-fpm",
+                                       period=MS, request=f"r{i}", frames=frames))
+        profiles.append(ExcimerProfile(f"r{i}", 100 + i, stacks, samples, start_ns=0))
+    c.excimer_profiles, c.native = profiles, perf
+    return c
+
+
+def test_builtin_families_and_subsystems_outside_the_function_hotspots():
+    cases = hotspot.decide(native_ctx(), [])
+    # render: 12 of 25 samples (48%), a function hotspot; f1..f6 (4% each) and g1..g3 are none.
+    # Outside render and the database: regex 6 samples (24%), gc 3 (12%), hashtable 1 (4%, under
+    # the share), vm (PHP code: never a subsystem hotspot). render's own preg_match is render's.
+    assert [(getattr(c, "function", None) or f"{c.kind}:{c.name}") for c in cases] == [
+        "render", "builtin family:regex", "subsystem:gc"]
+    _, regex, gc = cases
+    assert regex.share == pytest.approx(24.0) and regex.samples == 24 and regex.ms_per_request == pytest.approx(6.0)
+    assert gc.share == pytest.approx(12.0) and gc.samples == 12
+    assert regex.members == [("preg_match", 100.0, 18)]             # 6 callers x 3 calls, xhprof of r9
+    assert [f for f, _ in regex.callers] == [f"f{i}" for i in range(1, 6)]    # SHOWN of them, equal: as met
+    assert all(p == pytest.approx(100 / 6) for _, p in regex.callers)
+    assert regex.path[-1] == "preg_match" and regex.request_count == 4
+    f = hotspot.describe(regex)
+    assert f.subject == "hotspot:builtin family regex" and f.severity == "high" and f.share_pct == 24.0
+    assert f.details["builtins"][0]["name"] == "preg_match" and "pattern" in f.details["look_at"]
+    g = hotspot.describe(gc)
+    assert g.subject == "hotspot:subsystem gc" and g.severity == "medium" and g.details["subsystem"] == "gc"
+    # the hotspot findings' shares never add up to more than the unexplained time: no slice twice
+    acc = A.of_context(native_ctx(), [])
+    assert sum(c.share for c in cases) <= acc.overall.unexplained_pct + 1e-9
+    # the floors: share, perf samples
+    assert [c.name for c in hotspot.decide(native_ctx(thresholds={"hotspot": {"native_min_share_pct": 13}}), [])
+            if isinstance(c, hotspot.NativeCase)] == ["regex"]
+    assert [c.name for c in hotspot.decide(native_ctx(thresholds={"hotspot": {"native_min_samples": 13}}), [])
+            if isinstance(c, hotspot.NativeCase)] == ["regex"]
+    assert [c.name for c in hotspot.decide(native_ctx(thresholds={"hotspot": {"native_max_findings": 1}}), [])
+            if isinstance(c, hotspot.NativeCase)] == ["regex"]
+
+
+def test_a_family_a_finding_explains_is_no_hotspot_and_the_accounting_adds_up():
+    ctx = native_ctx()
+    # a finding on f1..f3 explains half the regex time: 3 samples a request left (12%)
+    found = [Finding(id="repeated-call", title="t", severity="high", share_pct=12.0, summary="", urls=["/"],
+                     details={"function": f"f{i}", "nested": []}, key=f"repeated-call-{i}") for i in range(1, 4)]
+    regex = next(c for c in hotspot.decide(ctx, found) if isinstance(c, hotspot.NativeCase) and c.name == "regex")
+    assert regex.share == pytest.approx(12.0)
+    out = hotspot.after_probe(ctx, found, [])
+    acc = A.of_context(ctx, out)
+    o = acc.overall
+    assert math.isclose(o.explained_us + o.unexplained_us, o.total_us)
+    assert o.explained_pct == pytest.approx(12.0)                     # the hotspot findings own nothing
+    fam = next(h for h in acc.hotspots["builtin_family"] if h.name == "regex")
+    assert fam.noted_by == [next(f.key for f in out if f.details.get("case") == "builtin family regex")]
+    sub = next(h for h in acc.hotspots["subsystem"] if h.name == "gc")
+    assert sub.noted_by and sub.noted_by[0].startswith("hotspot")
+    assert hotspot.candidates(out) == {"render": ["/"]}               # only functions are probed
+
+
+def test_no_perf_no_native_hotspots():
+    ctx = native_ctx()
+    ctx.native = []
+    ctx.manifest["capture"]["collect"] = ["excimer", "xhprof"]
+    assert [getattr(c, "function", None) for c in hotspot.decide(ctx, [])] == ["render"]

@@ -737,6 +737,8 @@ def _noted(found: list[Finding]) -> dict[str, set]:
         d = f.details or {}
         if isinstance(d.get("function"), str):
             out[d["function"]].add(f.key or f.id)
+        if isinstance(d.get("subsystem"), str):           # a hotspot finding on a subsystem
+            out[d["subsystem"]].add(f.key or f.id)
         for b in d.get("builtins") or []:
             if isinstance(b, dict) and isinstance(b.get("name"), str):
                 out[b["name"]].add(f.key or f.id)

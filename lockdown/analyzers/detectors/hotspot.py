@@ -29,6 +29,18 @@ largest first; severity from the share (`high_share_pct`, `medium_share_pct`).
 
 Share of request time: the candidate's unexplained inclusive time over the sampled time, as the
 accounting counts it; nothing a fix would save is assumed (there is no known fix).
+
+Builtin families and engine subsystems (where perf ran): the unexplained on-CPU slices left
+after the function findings -- outside the database's time and outside every reported function
+hotspot's stack, so no moment is counted by two hotspot findings -- each go to one bucket: the
+builtin family of the builtin it ran in (accounting.FAMILIES: preg_*, file system, file i/o,
+serialization, ...) or, outside any builtin, its engine subsystem (subsystems.toml; not `vm`,
+PHP code itself, which the function hotspots speak for, nor `builtin`, `other` or
+`profiler-ext`, the capture's own profiler). A bucket with at least `native_min_share_pct` of
+the sampled time, `min_ms_per_request` and `native_min_samples` perf samples is a finding
+(`native_max_findings`, largest first), naming its builtins, their PHP callers, the calls a
+profiled request makes (xhprof) and what to look at for that family or subsystem. The shares of
+all hotspot findings add up to at most the unexplained share.
 """
 from __future__ import annotations
 
@@ -36,7 +48,7 @@ import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from .. import accounting
+from .. import accounting, subsystems
 from ..builtins import ROOT
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
@@ -178,7 +190,7 @@ def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int
     return [f for f in out if not any(g != f and found[f].below[g] >= narrow * found[f].inclusive_us for g in out)]
 
 
-def decide(ctx: Context, findings: list[Finding] | None = None) -> list[Case]:
+def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
     found = [f for f in (others(ctx) if findings is None else findings) if f.id != ID]
     acc = accounting.of_context(ctx, found)
     total, sampled = acc.overall.total_us, acc.overall.sampled_requests
@@ -201,11 +213,118 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list[Case]:
                           [u for u, _ in sp.urls.most_common()], callers, callees, uniform,
                           acc.overall.explained_pct, profiles, basis=acc.basis,
                           high=cfg.get("high_share_pct", 15.0), medium=cfg.get("medium_share_pct", 8.0)))
+    if acc.perf:
+        cases += decide_native(ctx, acc, db, {c.function for c in cases})
     return cases
 
 
 def detect(ctx: Context, findings: list[Finding] | None = None) -> list[Finding]:
     return [describe(c) for c in decide(ctx, findings)]
+
+
+# -- builtin families and engine subsystems ------------------------------------------------------
+
+FAMILY, SUBSYSTEM = "builtin family", "subsystem"
+# subsystems that are no hotspot of their own: PHP code (the function hotspots'), builtins whose
+# handler perf did not name, what no rule knows, and the capture's own profiler
+NOT_A_SUBSYSTEM_HOTSPOT = frozenset({"vm", "builtin", "other", "profiler-ext"})
+
+
+@dataclass
+class NativeSpot:
+    """Unexplained on-CPU time of one builtin family or engine subsystem."""
+    kind: str                                            # FAMILY | SUBSYSTEM
+    name: str
+    us: float = 0.0
+    samples: int = 0                                     # perf slices
+    requests: Counter = field(default_factory=Counter)
+    urls: Counter = field(default_factory=Counter)
+    callers: Counter = field(default_factory=Counter)    # innermost PHP function -> us
+    members: Counter = field(default_factory=Counter)    # builtins (families) -> us
+    paths: Counter = field(default_factory=Counter)
+
+
+def native_bucket(s) -> tuple[str, str, str | None] | None:
+    """(kind, name, builtin) of the one bucket an on-CPU slice counts toward, or None."""
+    b = accounting.builtin_of(s.native)
+    if b is not None:
+        return FAMILY, accounting.family_of(b), b
+    sub = subsystems.categorise(list(s.native))
+    return None if sub in NOT_A_SUBSYSTEM_HOTSPOT else (SUBSYSTEM, sub, None)
+
+
+def native_spots(unexplained: list, db: set[str], url_of, under: set[str]) -> dict[tuple, NativeSpot]:
+    """(kind, name) -> its NativeSpot: each unexplained perf slice outside the database's time
+    and outside the stacks of the functions in `under` (the function hotspots) counted once."""
+    out: dict[tuple, NativeSpot] = {}
+    for s, us in unexplained:
+        if us <= 0 or not s.on_cpu or s.native is None or database_time(s, db) or under.intersection(s.stack):
+            continue
+        got = native_bucket(s)
+        if got is None:
+            continue
+        kind, name, member = got
+        sp = out.setdefault((kind, name), NativeSpot(kind, name))
+        sp.us += us
+        sp.samples += 1
+        sp.requests[s.request] += us
+        sp.urls[url_of.get(s.request, "?")] += us
+        inner = next((f for f in reversed(s.stack) if user_function(f)), s.stack[-1] if s.stack else accounting.NO_STACK)
+        sp.callers[inner] += us
+        sp.paths[s.stack + ((member,) if member else ())] += us
+        if member:
+            sp.members[member] += us
+    return out
+
+
+@dataclass
+class NativeCase:
+    """One unexplained builtin family or subsystem."""
+    kind: str
+    name: str
+    share: float
+    ms_per_request: float
+    samples: int
+    path: list
+    path_pct: float
+    requests: list
+    request_count: int
+    urls: list
+    callers: list                   # (innermost PHP function, % of its time)
+    members: list                   # (builtin, % of its time, calls per profiled request or None)
+    profiles: list
+    high: float = 15.0
+    medium: float = 8.0
+
+
+def _member_calls(ctx: Context, name: str) -> tuple[float | None, list]:
+    rows = [(rid, t[name]["calls"]) for rid, t in sorted(ctx.xhprof.items()) if name in t]
+    return (statistics.median(n for _, n in rows) if rows else None), [rid for rid, _ in rows]
+
+
+def decide_native(ctx: Context, acc, db: set[str], under: set[str]) -> list[NativeCase]:
+    cfg = ctx.thresholds.get(ID, {})
+    total, sampled = acc.overall.total_us, acc.overall.sampled_requests
+    out = []
+    for sp in native_spots(acc.unexplained_slices, db, ctx.url_of, under).values():
+        if (100.0 * sp.us / total < cfg.get("native_min_share_pct", 5.0)
+                or sp.us / sampled < cfg.get("min_ms_per_request", 0.5) * 1000
+                or sp.samples < cfg.get("native_min_samples", 10)):
+            continue
+        members, profiles = [], set()
+        for b, us in sp.members.most_common(SHOWN):
+            calls, rids = _member_calls(ctx, b)
+            members.append((b, 100.0 * us / sp.us, calls))
+            profiles.update(rids)
+        path, on_path = max(sp.paths.items(), key=lambda kv: (kv[1], kv[0]))
+        out.append(NativeCase(sp.kind, sp.name, 100.0 * sp.us / total, sp.us / sampled / 1000.0, sp.samples,
+                              list(path), 100.0 * on_path / sp.us, [r for r, _ in sp.requests.most_common(SHOWN)],
+                              len(sp.requests), [u for u, _ in sp.urls.most_common()],
+                              [(f, 100.0 * us / sp.us) for f, us in sp.callers.most_common(SHOWN)], members,
+                              sorted(profiles), high=cfg.get("high_share_pct", 15.0),
+                              medium=cfg.get("medium_share_pct", 8.0)))
+    out.sort(key=lambda c: (-c.share, c.kind, c.name))
+    return out[:cfg.get("native_max_findings", 3)]
 
 
 # -- after the argument probe (lockdown run) ----------------------------------------------------
@@ -230,7 +349,8 @@ def after_probe(ctx: Context, findings: list[Finding], dismissed: list[dict]) ->
     rest = [f for f in findings if f.id != ID]
     cases = decide(ctx, rest)
     for c in cases:
-        c.probe = probe_of(c.function, dismissed, rest)
+        if isinstance(c, Case):
+            c.probe = probe_of(c.function, dismissed, rest)
     from . import rank
     return rank(rest + [describe(c) for c in cases])
 
@@ -266,7 +386,9 @@ def describe_probed(f: Finding, p: dict) -> None:
 
 # -- the finding ---------------------------------------------------------------------------------
 
-def describe(c: Case) -> Finding:
+def describe(c) -> Finding:
+    if isinstance(c, NativeCase):
+        return describe_native(c)
     src_x = "analyzers/accounting.py: Excimer samples no finding explains, database waits left out"
     src_h = f"xhprof of {', '.join(c.profiles[:3])}{' ...' if len(c.profiles) > 3 else ''}"
     calls = "-" if c.calls is None else f"{c.calls:g}"
@@ -322,3 +444,72 @@ def describe_look(c: Case) -> str:
     if c.self_share >= 0.5 * c.share:
         return "Most of it is its own code and the builtins it calls: look at its loops and what they call."
     return "Most of it is in the functions it calls: look at them in the flame graph under this call path."
+
+
+# what to look at, by builtin family or subsystem (the family's or subsystem's usual causes)
+LOOK_AT = {
+    (FAMILY, "regex"): "patterns matched or replaced on every call: a pattern built per call (variable parts in it) "
+                       "is compiled anew; reuse one pattern, or a string function where no pattern is needed",
+    (FAMILY, "filesystem"): "file tests and directory reads on every request: the paths tried (strace, or the "
+                            "failed-lookups detector's counts) and a per-request or generated cache of the answers",
+    (FAMILY, "file i/o"): "files read and parsed on every request: keep the parsed form (a generated PHP array "
+                          "OPcache holds) instead of reading the file again",
+    (FAMILY, "json/serialize"): "data encoded or decoded on every request: decode once and keep the result, or "
+                                "store it in the form it is used in",
+    (FAMILY, "hash/encoding"): "hashes and encodings computed on every request: the inputs that do not change "
+                               "can be hashed once and kept",
+    (FAMILY, "class/function lookup"): "class and function lookups (autoloading, class_exists, call_user_func): "
+                                       "the autoloader and the lookups that miss",
+    (FAMILY, "date/time"): "dates formatted or parsed per call: the same timestamp formatted again, or "
+                           "date_default_timezone_set missing (a time zone looked up)",
+    (FAMILY, "output"): "output built in pieces or buffered several times over: the buffers and what writes them",
+    (FAMILY, "array"): "arrays sorted, merged or searched in loops: in_array over a list that could be keys, "
+                       "a sort redone per call",
+    (FAMILY, "string"): "strings built, split or replaced in loops: the same text processed again",
+    (SUBSYSTEM, "gc"): "the cycle collector: many objects with reference cycles made per request; fewer "
+                       "temporary objects, or gc_disable around a bulk step",
+    (SUBSYSTEM, "memory"): "the allocator: many small temporary values (strings, arrays) made and freed in loops",
+    (SUBSYSTEM, "hashtable"): "arrays built, copied and looked up in PHP code: an array copied on write, a "
+                              "lookup table rebuilt per call",
+    (SUBSYSTEM, "string"): "strings concatenated and copied in PHP code",
+    (SUBSYSTEM, "compile"): "PHP compiled while serving: eval, create_function, or files OPcache does not keep",
+    (SUBSYSTEM, "fs-io"): "the engine's own file work: include and require resolving paths, streams opened",
+    (SUBSYSTEM, "net-io"): "network reads and writes outside the database client: the response's size, a "
+                           "remote call",
+    (SUBSYSTEM, "regex"): "the regex engine outside preg_* builtins perf named: patterns compiled or matched",
+}
+
+
+def describe_native(c: NativeCase) -> Finding:
+    src_x = "analyzers/accounting.py: perf slices no finding explains, database and function hotspots left out"
+    src_h = f"xhprof of {', '.join(c.profiles[:3])}{' ...' if len(c.profiles) > 3 else ''}"
+    what = f"{c.kind} {c.name}"
+    evidence = [
+        Evidence(f"unexplained on-CPU time in the {what}, % of the sampled request time", round(c.share, 2), src_x),
+        Evidence("ms per sampled request", round(c.ms_per_request, 3), src_x),
+        Evidence("perf samples", c.samples, src_x),
+        Evidence("call path", " > ".join(c.path[-6:]) + f" ({c.path_pct:.0f}% of its time)", src_x),
+        Evidence("PHP callers (% of its time)", ", ".join(f"{f} ({p:.0f}%)" for f, p in c.callers), src_x),
+        Evidence("requests that show it", f"{c.request_count}: {', '.join(c.requests)}", src_x),
+    ]
+    if c.members:
+        evidence.append(Evidence("builtins (% of its time, calls per profiled request)", ", ".join(
+            f"{b} ({p:.0f}%, {'-' if n is None else f'{n:g}'})" for b, p, n in c.members),
+            src_h if c.profiles else src_x))
+    top = c.callers[0][0] if c.callers else accounting.NO_STACK
+    look = (f"Look at {top}, which holds {c.callers[0][1]:.0f}% of it: "
+            + LOOK_AT.get((c.kind, c.name), "what its callers do with it on every request") + ".")
+    builtins = ", ".join(b for b, _, _ in c.members[:3])
+    return Finding(
+        id=ID, severity=severity_for(c.share, high=c.high, medium=c.medium), share_pct=round(c.share, 2),
+        title=f"{what}: {c.share:.1f}% of the sampled request time that no finding explains",
+        summary=(f"The {what} takes {c.share:.1f}% of the sampled request time ({c.ms_per_request:.2f} ms a "
+                 f"request{', in ' + builtins if builtins else ''}) outside the database and the function "
+                 f"hotspots. No finding explains it. {look}"),
+        urls=c.urls, evidence=evidence,
+        details={"case": what, "kind": c.kind, "name": c.name, "share_pct": round(c.share, 2), "path": c.path,
+                 "requests": c.requests, "callers": [f for f, _ in c.callers],
+                 "builtins": [{"name": b, "pct": round(p, 1), "calls_per_request": n} for b, p, n in c.members],
+                 "subsystem": c.name if c.kind == SUBSYSTEM else None, "look_at": look,
+                 "no_patch": "a hotspot is time no known pattern explains: there is no generated fix; "
+                             "see what to look at"})
