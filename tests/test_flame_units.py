@@ -8,7 +8,9 @@ import re
 from click.testing import CliRunner
 
 from conftest import REPO
+from lockdown.analyzers.folded import fold_perf_records
 from lockdown.analyzers.off_cpu import app_relative
+from lockdown.analyzers.symbolize import jit_name, symbolize, tables_for
 from lockdown.bundle.store import open_bundle
 from lockdown.cli.main import main
 
@@ -94,3 +96,31 @@ def test_one_request_s_speedscope_profile_is_in_time_order(tmp_path):
     assert got == expected and len(got) == len(profile.samples)
     assert got != sorted(got)              # this request's time order is not the folded order
     assert doc["profiles"][0]["weights"] == [w * b.manifest["capture"]["excimer_period_ms"] for _, w, _ in taken]
+
+
+def test_one_request_s_native_speedscope_profile_is_in_time_order(tmp_path):
+    """perf's samples of one request, each folded as the folded output folds them, in the
+    order of their time: the same stacks and periods as the folded file, in time order."""
+    b = open_bundle(BUNDLE)
+    by_request: dict = {}
+    for s in b.perf_samples():
+        by_request.setdefault(s.request, []).append(s)
+    request = max((r for r in by_request if r), key=lambda r: len(by_request[r]))
+    taken = sorted(by_request[request], key=lambda s: s.time_ns)
+    assert len(taken) >= 3
+    _flamegraph("--kind", "native", "--request", request, "-o", tmp_path / "n.json")
+    _flamegraph("--kind", "native", "--request", request, "--format", "folded", "-o", tmp_path / "n.folded")
+    doc = json.loads((tmp_path / "n.json").read_text())
+    profile = doc["profiles"][0]
+    frames = [f["name"] for f in doc["shared"]["frames"]]
+    stacks = [";".join(frames[i] for i in sample) for sample in profile["samples"]]
+    assert profile["unit"] == "nanoseconds" and profile["weights"] == [s.period for s in taken]
+    merged: dict = {}
+    for stack, weight in zip(stacks, profile["weights"]):
+        merged[stack] = merged.get(stack, 0) + weight
+    folded = dict(line.rsplit(" ", 1) for line in (tmp_path / "n.folded").read_text().splitlines())
+    assert merged == {k: int(v) for k, v in folded.items()}
+    # each sample's own stack, in the order of the samples' time (folded one by one here)
+    named = symbolize(taken, tables_for(b.build_ids()), jit=jit_name(b.manifest))
+    one_by_one = [next(iter(fold_perf_records([s], annotate_kernel=True, annotate_jit=True))) for s in named]
+    assert stacks == one_by_one and len(set(stacks)) > 1

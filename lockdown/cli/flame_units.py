@@ -10,7 +10,7 @@ import click
 
 from ..analyzers.folded import read_folded
 from ..analyzers.stacks import stacks
-from ..analyzers.timeline import php_timeline
+from ..analyzers.timeline import native_timeline, php_timeline
 from ..bundle.store import open_bundle
 from ..errors import LockdownError
 from ..formats.diff_folded import format_diff_folded, looks_differential, read_diff_folded
@@ -83,14 +83,14 @@ def diff_folded_text(before: dict, after: dict, normalize: bool) -> str:
 
 def speedscope_document(source: Path, folded: dict, kind: str, request: str | None, name: str,
                         unit: str) -> dict:
-    """The speedscope file: one request's PHP samples in the order taken, weighing
-    milliseconds (Excimer's periods x the period), or the folded stacks in the unit of their
-    counts ("none" when it is not one speedscope knows)."""
-    if not source.is_dir():
+    """The speedscope file: one request's samples in the order taken (PHP weighing
+    milliseconds, Excimer's periods x the period; native, perf's periods in ns), or the folded
+    stacks in the unit of their counts ("none" when it is not one speedscope knows)."""
+    if not source.is_dir() or kind == "php-offcpu":
         return to_speedscope(folded, name, UNIT_OF_COUNT.get(unit, "none"))
     bundle = open_bundle(source)
-    if kind != "php":
-        return to_speedscope(folded, name, UNIT_OF_COUNT.get(unit, "none"))
+    if kind == "native":
+        return to_speedscope(native_timeline(bundle, request) if request else folded, name, "nanoseconds")
     period = (bundle.manifest.get("capture") or {}).get("excimer_period_ms")
     order = php_timeline(bundle, request) if request else folded
     if not period:
