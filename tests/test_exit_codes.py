@@ -31,6 +31,7 @@ USAGE = {
     "doctor": (("extra",), "unexpected extra argument"),
     "export": ((NOWHERE, "-o", "{tmp}/x"), "no such bundle directory"),
     "flamegraph": ((GOLDEN, "-o", "{tmp}/graph.png"), "cannot tell the format from 'graph.png'"),
+    "init": (("-o", "{tmp}/t", "--app", NOWHERE, "--db-dump", "{tmp}/x.sql"), f"--app {NOWHERE}: no such directory"),
     "profile": (("hello", "-o", "{tmp}/b", "--requests", "5", "--duration", "2"),
                 "give --requests or --duration, not both"),
     "report": ((NOWHERE,), NOWHERE),
@@ -43,6 +44,7 @@ USAGE = {
     "writeup": ((NOWHERE, "-o", "{tmp}/w"), NOWHERE),
 }
 
+SCHEMA = REPO / "fixtures" / "apps" / "catalog" / "schema.sql"     # a dump for `init`: plain SQL
 BROKEN = "{tmp}/broken"       # hello with an [install] command that fails
 # command -> (args, stdout to /dev/full) of a runtime failure; {run}: a `lockdown run hello`
 FAILURE = {
@@ -52,6 +54,7 @@ FAILURE = {
     "doctor": ((), True),
     "export": ((GOLDEN, "-o", "{tmp}/exported"), True),
     "flamegraph": ((GOLDEN, "-o", "/dev/full", "--format", "svg"), False),
+    "init": (("-o", "{tmp}/t", "--app", HELLO / "app", "--db-dump", SCHEMA), True),
     "profile": ((BROKEN, "-o", "{tmp}/b"), False),
     "report": (("{run}", "-o", "/dev/full"), False),
     "restore": ((), True),
@@ -69,6 +72,7 @@ SUCCESS = {
     "analyze": (GOLDEN,), "flamegraph": (GOLDEN, "-o", "{tmp}/g.svg"), "export": (GOLDEN, "-o", "{tmp}/x"),
     "validate": (GOLDEN,), "targets": (), "restore": (), "report": ("{run}",),
     "writeup": ("{run}", "-o", "{tmp}/w"), "run": None,    # the `run` fixture below
+    "init": ("-o", "{tmp}/t", "--app", HELLO / "app", "--db-dump", SCHEMA),   # test_init.py: with a stack
     "bench": None,       # test_bench_hello.py
     "compare": None,     # test_compare.py
     "profile": None,     # test_profile.py

@@ -39,6 +39,7 @@ LAYERS = {
     "lockdown.remediation": "remediation",    # findings -> checked changes, verified
     "lockdown.reports": "reports",        # rendering only
     "lockdown.pipeline": "pipeline",      # the stages in sequence, callable from Python
+    "lockdown.intake": "pipeline",        # lockdown init: a user's site made into a target (starts a stack)
     "lockdown.cli": "cli", "lockdown.__main__": "cli",    # argument parsing
 }
 # layers that never import the capture side, whatever their place in ORDER

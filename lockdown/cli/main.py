@@ -57,8 +57,8 @@ def deadline(seconds: float | None):
 
 # Each lockdown/cli/NAME.py adds the command NAME to `main` when imported. Only the command
 # run is imported: all of them together took 0.3 s at every start.
-COMMANDS = ("analyze", "bench", "compare", "doctor", "export", "flamegraph", "profile", "report",
-            "restore", "run", "serve", "targets", "validate", "verify", "writeup")
+COMMANDS = ("analyze", "bench", "compare", "doctor", "export", "flamegraph", "init", "profile",
+            "report", "restore", "run", "serve", "targets", "validate", "verify", "writeup")
 
 
 def one_line(message) -> str:

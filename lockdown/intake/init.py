@@ -1,0 +1,206 @@
+"""`lockdown init` from Python: an existing site made into a target directory.
+
+Read-only on the user's side: the app directory is only listed and read (the target names it
+as `[app] source`; each run copies it), the database is read once by a dump, the logs are read.
+Written: the target directory (-o) with target.toml, seed.sql (the dump, as dumped: caches
+included, as production serves them), configure.php (lockdown/intake/configure.py). The home
+page is then fetched once from lockdown's own stack, for the sanity string and, without a log,
+the pages it links to.
+"""
+from __future__ import annotations
+
+import datetime
+import html
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import paths
+from ..errors import LockdownError
+from ..harness.stack import Stack, StackOptions
+from ..targets import toml_out
+from ..targets.config import load_target
+from . import access_log, configure, detect, dump
+
+HOME_LINKS = 10          # pages linked from the home page, without a log
+FETCH_TIMEOUT_S = 60
+
+
+@dataclass
+class InitOptions:
+    app: Path
+    out: Path
+    dsn: str | None = None
+    dump_file: Path | None = None
+    access_logs: list = field(default_factory=list)
+    framework: str | None = None
+    config: str | None = None        # a generic app's configuration file, relative to the app
+
+
+@dataclass
+class InitResult:
+    target: Path
+    detected: detect.Detected
+    urls: list                       # [(path, weight, count or None)]
+    log_counts: access_log.LogCounts | None
+    sanity: str
+    configured: bool                 # False: configure.php is to be filled in
+
+
+def target_name(out: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", out.name).strip("-_")[:55] or "site"
+    return name
+
+
+def check(options: InitOptions) -> None:
+    if not options.app.is_dir():
+        raise LockdownError(f"--app {options.app}: no such directory")
+    if (options.dsn is None) == (options.dump_file is None):
+        raise LockdownError("give the database with --db DSN (dumped once, read-only) or --db-dump FILE")
+    if options.out.exists() and any(options.out.iterdir()):
+        raise LockdownError(f"-o {options.out} is not empty: give a new directory for the target")
+    app, out = options.app.resolve(), options.out.resolve()
+    if out == app or app in out.parents:
+        raise LockdownError(f"-o {options.out} is inside --app {options.app}: the user's files are never "
+                            f"written; give a directory elsewhere")
+    for log in options.access_logs:
+        if not Path(log).is_file():
+            raise LockdownError(f"--access-log {log}: no such file")
+
+
+def docroot_files(app: Path, docroot: str) -> frozenset:
+    """The docroot's files that are not PHP (static files a log's requests may name), relative."""
+    root = app / docroot
+    out = set()
+    for p in root.rglob("*"):
+        if p.is_file() and p.suffix != ".php" and len(out) < 200_000:
+            out.add(p.relative_to(root).as_posix())
+    return frozenset(out)
+
+
+def count_logs(logs: list, files: frozenset) -> access_log.LogCounts:
+    counts = access_log.LogCounts()
+    for log in logs:
+        with open(log, encoding="utf-8", errors="replace") as f:
+            access_log.count(f, files, counts)
+    return counts
+
+
+def target_document(name: str, options: InitOptions, found: detect.Detected, urls: list, sanity: str,
+                    configured: bool) -> dict:
+    today = datetime.date.today().isoformat()
+    return {
+        "name": name,
+        "description": f"{found.framework} site from {options.app.resolve()} (lockdown init, {today})",
+        "docroot": found.docroot, "front_controller": "index.php",
+        "app": {"source": str(options.app.resolve()),
+                **({"exclude": [".git"]} if (options.app / ".git").exists() else {})},
+        "database": {"seed": "seed.sql"},
+        "configure": {"command": ["php", "configure.php"]},
+        "urls": [{"path": p, "weight": w} for p, w, _ in urls],
+        "sanity": {"url": "/", "expect": sanity},
+    }
+
+
+def write_toml(directory: Path, document: dict) -> None:
+    (directory / "target.toml").write_text(
+        "# Written by `lockdown init` (docs/init.md); edit freely: URLs, weights, the sanity text.\n"
+        + toml_out.dumps(document))
+
+
+def init(options: InitOptions, say=print) -> InitResult:
+    check(options)
+    app = options.app.resolve()
+    found = detect.detect(app, options.framework)
+    say(f"[init] {found.why}; docroot {found.docroot}")
+    counts = None
+    urls = [("/", 1, None)]
+    if options.access_logs:
+        counts = count_logs(options.access_logs, docroot_files(app, found.docroot))
+        urls = access_log.weighted(counts.pages) or urls
+        say(f"[init] access logs: {counts.lines} lines, {sum(counts.pages.values())} page views of "
+            f"{len(counts.pages)} URLs; {counts.static} static, {counts.other} other, {counts.unreadable} unreadable")
+    out = paths.make_dir(options.out, "-o")
+    spec = configure.spec_for(found.framework, app, options.config or found.config)
+    (out / "configure.php").write_text(configure.configure_script(spec))
+    if options.dsn:
+        say(f"[init] dumping {dump.dsn_database(options.dsn)} (mariadb-dump --single-transaction, read-only)")
+        dump.dump(options.dsn, out / "seed.sql")
+    else:
+        dump.copy_dump(options.dump_file, out / "seed.sql")
+    name = target_name(out)
+    write_toml(out, target_document(name, options, found, urls, "(checked below)", spec is not None))
+    sanity, linked = "", []
+    if spec is not None:
+        sanity, linked = home_page(out, not options.access_logs, say)
+        if linked:
+            urls = [("/", 3, None)] + [(p, 1, None) for p in linked]
+        write_toml(out, target_document(name, options, found, urls, sanity, True))
+    return InitResult(out, found, urls, counts, sanity, spec is not None)
+
+
+def home_page(target_dir: Path, want_links: bool, say) -> tuple[str, list[str]]:
+    """Serve the new target once: the sanity string from its home page and, when asked, the
+    pages it links to that answer 200."""
+    target = load_target(target_dir)
+    run_dir = paths.new_run_dir(target.name, "init")
+    with Stack(target, run_dir, StackOptions(workers=2), say=say) as stack:
+        status, body = fetch(stack.base_url + "/")
+        if status != 200:
+            raise LockdownError(f"the home page answered {status} on lockdown's copy; see {run_dir / 'logs'} "
+                                f"(configure: {run_dir / 'logs' / 'configure.log'})")
+        sanity = sanity_string(body)
+        linked = []
+        if want_links:
+            for path in links(body, stack.base_url)[:HOME_LINKS * 3]:
+                if len(linked) < HOME_LINKS and fetch(stack.base_url + path)[0] == 200:
+                    linked.append(path)
+    say(f"[init] home page: sanity text {sanity!r}" + (f", {len(linked)} linked pages" if want_links else ""))
+    return sanity, linked
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def fetch(url: str) -> tuple[int, str]:
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(url, timeout=FETCH_TIMEOUT_S) as r:
+            return r.status, r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, ""
+    except (urllib.error.URLError, OSError) as e:
+        raise LockdownError(f"cannot fetch {url} from lockdown's copy: {e}")
+
+
+def sanity_string(body: str) -> str:
+    """A piece of the page's title (else its first heading) as it stands in the HTML: the
+    longest run between markup and character references, at least 4 characters."""
+    for rx in (r"<title[^>]*>(.*?)</title>", r"<h1[^>]*>(.*?)</h1>"):
+        m = re.search(rx, body, re.S | re.I)
+        if m:
+            parts = [p.strip() for p in re.split(r"<[^>]*>|&[#\w]+;|[\r\n\t]", m.group(1))]
+            best = max(parts, key=len, default="")
+            if len(best) >= 4:
+                return best
+    raise LockdownError("the home page has no title or heading to check it by; write [sanity] expect "
+                        "into target.toml (text the home page always holds)")
+
+
+def links(body: str, base_url: str) -> list[str]:
+    """Same-site links of a page, as paths with their query, static files and fragments left out."""
+    base = urllib.parse.urlsplit(base_url)
+    out = []
+    for href in re.findall(r"""<a\s[^>]*?href\s*=\s*["']([^"'#]+)""", body, re.I):
+        u = urllib.parse.urlsplit(urllib.parse.urljoin(base_url + "/", html.unescape(href)))
+        if u.scheme not in ("http", "https") or u.netloc != base.netloc:
+            continue
+        path = u.path + (f"?{u.query}" if u.query else "")
+        if path != "/" and path not in out and not access_log.is_static(path):
+            out.append(path)
+    return out

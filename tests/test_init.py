@@ -1,0 +1,142 @@
+"""`lockdown init` on the real stack, from an "existing site" each test builds outside lockdown:
+an app directory and a MariaDB server of its own (started by the test, with the user's account
+and database), as a user would have them. `lockdown init` then `lockdown run` must give the
+findings the corresponding built-in target gives, and leave the user's files and database as
+they were (checksums, row counts). The site's files and rows are a built-in target's prepared
+install, copied out: the same app and data, so the findings can be compared."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import urllib.parse
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import lockdown_runner, prepared_root, tree_digest
+from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
+from lockdown.harness.processes import ProcessGroup
+from lockdown.targets.config import MAX_TOTAL_WEIGHT, MAX_WEIGHT
+
+pytestmark = pytest.mark.server
+
+PASSWORD = "Site-0wner#pw'x"
+RUN_ARGS = ("--runs", "2", "--duration", "2", "--warmup-duration", "1", "--requests", "60")
+LINE = re.compile(r'^\S+ \S+ \S+ \[[^\]]*\] "(\S+) (\S+) [^"]*" (\d{3}) ')
+
+
+class Site:
+    """The user's site: `app` (its files) and `db` (its database on its own server)."""
+
+    def __init__(self, app: Path, admin: DatabaseServer, port: int, name: str):
+        self.app, self.admin, self.port, self.name = app, admin, port, name
+
+    @property
+    def dsn(self) -> str:
+        return f"mysql://owner:{urllib.parse.quote(PASSWORD, safe='')}@127.0.0.1:{self.port}/{self.name}"
+
+    def state(self) -> dict:
+        """What must not change: every file's digest, each table's rows and checksum."""
+        tables = self.admin.sql("SHOW TABLES;", self.name).split()
+        rows = {t: self.admin.sql(f"SELECT COUNT(*) FROM `{t}`;", self.name).strip() for t in tables}
+        sums = self.admin.sql("CHECKSUM TABLE " + ", ".join(f"`{t}`" for t in tables) + ";", self.name)
+        return {"files": tree_digest(self.app), "rows": rows, "checksums": sums}
+
+
+def _site(tmp_path: Path, procs: ProcessGroup, builtin: str, config_rewrite) -> Site:
+    """The built-in target's prepared app and database, copied out as a user's site."""
+    root = prepared_root(builtin)
+    app = tmp_path / "site" / "www"
+    shutil.copytree(root / "app", app, symlinks=True)
+    mysql = PrivateMariaDB(procs, tmp_path / "site" / "mysql", tmp_path / "site" / "data")
+    PrivateMariaDB.initialize(procs, tmp_path / "site" / "data")
+    admin = mysql.start()
+    quoted = PASSWORD.replace("\\", "\\\\").replace("'", "\\'")
+    admin.sql(f"CREATE USER 'owner'@'127.0.0.1' IDENTIFIED BY '{quoted}'; CREATE DATABASE shop;"
+              "GRANT ALL ON shop.* TO 'owner'@'127.0.0.1';")
+    admin.load_file(root / "dump.sql", "shop")
+    config_rewrite(app, mysql.port)
+    return Site(app, admin, mysql.port, "shop")
+
+
+def _catalog_config(app: Path, port: int) -> None:
+    (app / "dbconf.php").unlink()
+    (app / "dbconf.php").write_text(f"<?php\nreturn ['host' => '127.0.0.1', 'port' => {port}, 'socket' => '', "
+                                    f"'name' => 'shop', 'user' => 'owner', 'password' => {PASSWORD!r}];\n")
+
+
+def _wordpress_config(app: Path, port: int) -> None:
+    """The user's wp-config.php: their database, their URL, their own absolute paths."""
+    text = re.sub(r"(define\( '(?:ABSPATH|WP_CONTENT_DIR)', ')[^']*/app(/[^']*)?'",
+                  lambda m: f"{m[1]}{app}{m[2] or ''}'", (app / "wp-config.php").read_text())
+    for key, value in (("DB_NAME", "shop"), ("DB_USER", "owner"), ("DB_PASSWORD", PASSWORD),
+                       ("DB_HOST", f"127.0.0.1:{port}"), ("WP_HOME", "https://blog.example.org"),
+                       ("WP_SITEURL", "https://blog.example.org")):
+        text = re.sub(rf"define\( '{key}', '(?:[^'\\]|\\.)*' \);", lambda m: f"define( '{key}', {value!r} );", text)
+    (app / "wp-config.php").unlink()
+    (app / "wp-config.php").write_text(text)
+
+
+def _defects(findings_dir: Path) -> Counter:
+    data = json.loads((findings_dir / "findings.json").read_text())
+    return Counter(f["id"] for f in data["findings"] if f.get("severity") != "info")
+
+
+def _log_counts(log: Path) -> Counter:
+    """The log's GET requests answered 2xx, by request target (the test's own reading)."""
+    out = Counter()
+    for line in log.read_text().splitlines():
+        m = LINE.match(line)
+        if m and m[1] == "GET" and m[3].startswith("2"):
+            out[m[2]] += 1
+    return out
+
+
+def _run_builtin(home, tmp_path, builtin) -> Path:
+    out = tmp_path / f"{builtin}-run"
+    r = lockdown_runner(home, 1200)("run", builtin, "-o", out, *RUN_ARGS)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out
+
+
+@pytest.mark.parametrize("builtin, framework, rewrite", [("catalog", "generic", _catalog_config),
+                                                         ("wordpress", "wordpress", _wordpress_config)])
+def test_init_then_run_finds_what_the_builtin_target_finds(home, tmp_path, builtin, framework, rewrite):
+    run = lockdown_runner(home, 1200)
+    builtin_run = _run_builtin(home, tmp_path, builtin)            # also prepares what the site is copied from
+    bench_dir = tmp_path / "bench"
+    b = run("bench", builtin, "--runs", "1", "--duration", "2", "--warmup-duration", "1", "--run-dir", bench_dir)
+    assert b.returncode == 0, b.stderr[-3000:]
+    log = bench_dir / "logs" / "nginx-access.log"                   # written by nginx under wrk's load
+    with ProcessGroup(tmp_path / "site-procs") as procs:
+        site = _site(tmp_path, procs, builtin, rewrite)
+        before = site.state()
+        target = tmp_path / f"my-{builtin}"
+        i = run("init", "-o", target, "--app", site.app, "--db", site.dsn, "--access-log", log)
+        assert i.returncode == 0, i.stdout[-3000:] + i.stderr[-3000:]
+        assert f"({framework}, docroot .)" in i.stdout
+        assert PASSWORD not in i.stdout + i.stderr
+        assert not any(PASSWORD.encode() in p.read_bytes() for p in target.rglob("*") if p.is_file())
+
+        # the URL list: the log's page views, by count
+        counts = _log_counts(log)
+        urls = __import__("tomllib").loads((target / "target.toml").read_text())["urls"]
+        kept = {u["path"] for u in urls}
+        left = [n for path, n in counts.items() if path not in kept]
+        assert kept <= set(counts) and sum(counts[p] for p in kept) >= 0.95 * sum(counts.values())
+        assert max(left, default=0) <= min(counts[p] for p in kept)           # the most requested kept
+        top = max(counts.values())
+        scale = min(1.0, MAX_WEIGHT / top, (MAX_TOTAL_WEIGHT - len(urls)) / sum(counts.values()))
+        for u in urls:
+            assert abs(u["weight"] - counts[u["path"]] * scale) <= (0.5 if scale < 1 else 0), (u, counts)
+
+        r = run("run", target, "-o", tmp_path / "mine", *RUN_ARGS)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert _defects(tmp_path / "mine") == _defects(builtin_run)
+        assert site.state() == before
+        assert PASSWORD not in r.stdout + r.stderr
+        mysql_dump = subprocess.run(["grep", "-rl", PASSWORD, str(home)], capture_output=True, text=True)
+        assert mysql_dump.stdout == ""                              # nothing lockdown keeps holds it
