@@ -386,3 +386,22 @@ def test_autoload_gets_a_class_map_in_front_of_the_apps_loader(tmp_path):
     # which finds site's first); Rate and Tax from the map; Missing still walks the whole path
     assert after["out"] == before["out"] == ["site money", 7, False]
     assert (before["tests"], after["tests"]) == (1 + 2 + 3 + 3, 1 + 3)
+
+
+def test_session_probe_gets_a_memo_of_the_function_asking_the_server(tmp_path):
+    """`SELECT @@GLOBAL.read_only` names no table: its sender is found by the variable's name."""
+    app = tmp_path / "app"
+    (app / "inc").mkdir(parents=True)
+    (app / "inc" / "db.php").write_text("<?php\nfunction server_is_read_only(): bool\n{\n"
+                                        "    $GLOBALS['asked'] = ($GLOBALS['asked'] ?? 0) + 1;\n"
+                                        "    return (bool) query_one('SELECT @@GLOBAL.read_only');\n}\n")
+    f = Finding("session-probe", "t", "medium", 8.0, "s",
+                details={"statement": "SELECT @@GLOBAL.read_only", "fingerprint": "select @@global.read_only",
+                         "sender": None})
+    (r,) = generate.propose(f, ["inc/*.php"], app)
+    assert (r.file, r.origin) == ("inc/db.php", "generated") and "asked once per request" in r.description
+    subprocess.run(["patch", "-p1", "-s"], input=r.content, text=True, cwd=app, check=True)
+    out = php(app, "<?php\nfunction query_one($sql) { return 0; }\nrequire 'inc/db.php';\n"
+                   "$a = [server_is_read_only(), server_is_read_only(), server_is_read_only()];\n"
+                   "echo json_encode(['out' => $a, 'asked' => $GLOBALS['asked']]), \"\\n\";")
+    assert out == {"out": [False, False, False], "asked": 1}

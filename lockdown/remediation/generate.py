@@ -15,6 +15,7 @@ Per finding kind:
 - write-on-read: the write moved after the response (fastcgi_finish_request);
 - failed-lookups: what the function trying the candidates resolved, kept the same way;
 - autoload: a class map of the app's files in front of its loader (class_map.py);
+- session-probe: a per-request memo of the function that asks the server;
 - n-plus-one: a prefetch: the loop (the sender's caller in the call graph) asks for every row's
   key first, and the sender's class fetches them in one `IN (...)` query through the same
   database object's batch method (BATCH_METHODS), checked at run time against the per-row
@@ -138,6 +139,22 @@ def repeated_query(finding: Finding, patchable, app_dir: Path, called, tree) -> 
     what = (f"a per-request memo of {site.function}, the function that sends the repeated statement, keyed on its "
             f"arguments{' (one memo per object)' if scope == 'object' else ''}: right while nothing the request does "
             f"changes its answer (the capture saw no write to the table between the repeats)")
+    return diff_of(finding, site, patchable, app_dir, tree, what, scope=scope)
+
+
+def session_probe(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
+    """session-probe: a per-request memo of the function that asks the server (its sender, by
+    the call graph or the statement's text)."""
+    named = finding.details.get("sender")
+    site = defined(named, app_dir, called)[0] if named else None
+    if site is None:
+        site = _located(finding, app_dir, called)
+        if site is None:
+            return []
+    scope = "object" if "::" in site.function else "request"
+    what = (f"a per-request memo of {site.function}, which asks the server `{finding.details.get('statement')}` "
+            f"on every call: asked once per request instead (a change of the server's state during a request is "
+            f"then seen by the next request, not at once)")
     return diff_of(finding, site, patchable, app_dir, tree, what, scope=scope)
 
 
@@ -366,4 +383,4 @@ def class_map(finding: Finding, patchable, app_dir: Path, called, tree) -> list[
 
 _MAKERS = {"repeated-query": repeated_query, "db-static-cache": static_cache, "file-static-cache": file_cache,
            "fs-scan": scan_cache, "write-on-read": deferred_write, "n-plus-one": prefetch,
-           "failed-lookups": lookup_cache, "autoload": class_map}
+           "failed-lookups": lookup_cache, "autoload": class_map, "session-probe": session_probe}

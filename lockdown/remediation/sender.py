@@ -116,9 +116,10 @@ def locate(fp: str, app_dir: Path, called: dict[str, float] | None = None) -> tu
     """(the sender of statements of shape `fp` in `app_dir`, "") or (None, why none was
     chosen). `called`: function -> calls per instrumented request, from the capture."""
     tables = tables_of(fp)
-    if not tables:
-        return None, "the statement names no table to look for in the code"
-    words = table_words(tables)
+    variables = re.findall(r"@@(?:global\.|session\.|local\.)?(\w+)", fp)   # SELECT @@GLOBAL.read_only
+    if not tables and not variables:
+        return None, "the statement names no table or variable to look for in the code"
+    words = table_words(tables) or list(dict.fromkeys(variables))
     recs = literals(candidate_files(app_dir, words), words)
     found: dict[str, tuple[str, dict]] = {}
     for rec in recs:

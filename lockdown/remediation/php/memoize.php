@@ -101,7 +101,7 @@ if ($scope === 'persistent') {
 } else {
     $key = $site['static'] ? 'serialize( array( static::class, $lockdown_args ) )' : 'serialize( $lockdown_args )';
     $lookup = array_merge([
-        '// lockdown: remembered for the request, keyed on the arguments (the argument probe saw',
+        '// lockdown: remembered for the request, keyed on the arguments (the capture saw',
         '// most calls repeat an earlier argument list). Calls with an object, closure or resource',
         '// among their arguments are not remembered.',
     ], $args, [
