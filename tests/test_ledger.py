@@ -227,6 +227,9 @@ def test_fix_is_verified_with_a_ci_above_zero(home, ledger_run, tmp_path, findin
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     v = json.loads((out / "verify" / key / "verify.json").read_text())
     assert v["reprofile"]["gone"]
+    if finding == "autoload":     # the re-capture's hotspot step, as run's: the formatter's hotspot
+        hot = [g for g in v["reprofile"]["findings"] if g["subject"] == "hotspot:ledger_money"]
+        assert hot and all("probe" in g for g in hot), v["reprofile"]["findings"]   # ... with the probe's counts
     assert v["responses"]["same"] == v["responses"]["urls"] == len(PAGES)
     if switch:        # the generated map's gain is measured in the closing note, not asserted twice
         assert v["confirmed"] and v["bench"]["change"]["ci95_pct"][0] > 0, v["bench"]["change"]

@@ -29,6 +29,7 @@ from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
 from ..harness.ab_bench import DEFAULT_MAX_RUNS, PairPlan, run_ab
 from ..harness.bench import BenchOptions
+from .hotspots import hotspot_step
 from .probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..harness.stack import StackOptions
@@ -246,11 +247,15 @@ def measure(run: RunRecord, findings: list[Finding], key: str, rems: list[Remedi
     for c in checks:
         if not c.ok:     # the verdict stands, but "gone" rests on a thinner capture than promised
             say(f"[reprofile] warning: check failed on the re-capture: {c.name}: {c.detail}")
-    after = detect(build_context(after_bundle, run.thresholds))
+    after_ctx = build_context(after_bundle, run.thresholds)
+    after = detect(after_ctx)
     dismissed: list[dict] = []
     if probe:   # as `run` does, so a candidate its probe dismissed is not "still there" here
         after, dismissed = check_repeated_calls(t, after, run.thresholds, work / "probe-run",
                                                 php_ini=after_ini, remedy=patch, say=say)
+        # and its hotspot step: "gone" and "new" judged on the hotspot findings `run` reports
+        after = hotspot_step(t, after_ctx, after, dismissed, work / "hotspot-probe-run",
+                             php_ini=after_ini, remedy=patch, say=say)
     left = {g.key: still_there(g, after) for g in findings}
     contributions = each_adds(left_out, ab) if left_out else None
     remaining = list({h.key: h for g in findings for h in left[g.key]}.values())
