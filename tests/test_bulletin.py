@@ -168,6 +168,10 @@ def test_the_missing_modules_warning_is_found_with_the_registry_and_its_log_writ
     assert len(d["messages"]) == 2 and sorted(f["urls"]) == sorted(PAGES.values())
     assert d["registry"]["table"] == "modules" and d["registry"]["column"] == "filename"
     assert d["registry"]["repair"] == "DELETE FROM modules WHERE filename = 'modules/legacy_poll/legacy_poll.module.php'"
+    # the repair, proposed as SQL and checked on a copy of the database
+    [rem] = f["remediations"]
+    assert (rem["kind"], rem["origin"]) == ("sql", "generated") and d["registry"]["repair"] in rem["content"]
+    assert rem["checked"].startswith("runs without error on a copy of the prepared database")
     # its cost is the log row written for it, which write-on-read names as a log write
     [w] = by_id(data)["write-on-read"]
     assert {x["log_writes"] for x in t.values()} == {1}

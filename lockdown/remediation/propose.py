@@ -8,11 +8,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ..analyzers.findings import Finding
+from ..analyzers.findings import Finding, Remediation
+from ..errors import LockdownError
 from ..bundle.model import Statement
 from ..harness.prepare import prepare
 from ..targets.config import Target
-from . import generate, memoize, recipes, registry_probe
+from . import generate, memoize, recipes, registry_probe, user_patch
 from .base import Base, base_refused, patched_tree
 
 
@@ -48,9 +49,30 @@ def _propose(findings: list[Finding], statements: list[Statement], target: Targe
         f.remediations.extend(recipes.propose(f, list(target.patchable), app, catalogue, tree))
         if f.id == "repeated-call" and not f.remediations:
             f.remediations.extend(memoize.propose(f, list(target.patchable), app, tree))
+        if f.id == "php-warning" and not f.remediations:
+            f.remediations.extend(registry_repair(f, target, say))
         if not f.remediations:
             made = generate.propose(f, target.patchable, app, called, tree)
             if made:
                 say(f"[remedy] {f.id}: generated {made[0].kind} of {made[0].file} (no recipe applies)")
             f.remediations.extend(made)
     return findings
+
+
+def registry_repair(f: Finding, target: Target, say) -> list[Remediation]:
+    """php-warning naming a missing file that a registry table lists: the DELETE the detector
+    derived (details.registry.repair), checked on a copy of the prepared database."""
+    registry = f.details.get("registry") or {}
+    repair = registry.get("repair")
+    if not repair or not target.database:
+        return []
+    rem = Remediation(kind="sql", content=f"-- drop the registry entry naming the missing file\n{repair};\n",
+                      origin="generated",
+                      description=(f"the registry entry naming the missing file removed from `{registry.get('table')}` "
+                                   f"(the lookup that reads it: `{registry.get('statement')}`), so the file is no longer "
+                                   f"looked for and the warning is no longer raised"))
+    try:
+        return user_patch.check_sql(prepare(target, say=say), [rem], say=say)
+    except LockdownError as e:
+        f.details["no_patch"] = f"the registry repair does not run on a copy of the database: {e}"
+        return []
