@@ -25,12 +25,14 @@ NOWHERE = "/nonexistent/lockdown-exit-codes"
 # command -> a usage error lockdown itself finds (click's own, an unknown option, is tried for
 # every command too), and the words of its one line
 USAGE = {
+    "agent": (("off", NOWHERE), "not a directory"),
     "analyze": ((NOWHERE,), "no such bundle directory"),
     "bench": (("no-such-target",), "unknown target 'no-such-target'"),
     "compare": (("hello",), "nothing to compare"),
     "doctor": (("extra",), "unexpected extra argument"),
     "export": ((NOWHERE, "-o", "{tmp}/x"), "no such bundle directory"),
     "flamegraph": ((GOLDEN, "-o", "{tmp}/graph.png"), "cannot tell the format from 'graph.png'"),
+    "fleet": (("urls", "--store", "{tmp}", "--since", "soon"), "--since: 'soon' is not a duration"),
     "init": (("-o", "{tmp}/t", "--app", NOWHERE, "--db-dump", "{tmp}/x.sql"), f"--app {NOWHERE}: no such directory"),
     "profile": (("hello", "-o", "{tmp}/b", "--requests", "5", "--duration", "2"),
                 "give --requests or --duration, not both"),
@@ -48,12 +50,14 @@ SCHEMA = REPO / "fixtures" / "apps" / "catalog" / "schema.sql"     # a dump for 
 BROKEN = "{tmp}/broken"       # hello with an [install] command that fails
 # command -> (args, stdout to /dev/full) of a runtime failure; {run}: a `lockdown run hello`
 FAILURE = {
+    "agent": (("snippet",), True),
     "analyze": ((GOLDEN,), True),
     "bench": ((BROKEN,), False),
     "compare": ((BROKEN, "--with", "opcache.enable=0"), False),
     "doctor": ((), True),
     "export": ((GOLDEN, "-o", "{tmp}/exported"), True),
     "flamegraph": ((GOLDEN, "-o", "/dev/full", "--format", "svg"), False),
+    "fleet": (("collect", "--redis", "redis://127.0.0.1:1/0", "--store", "{tmp}/store"), False),
     "init": (("-o", "{tmp}/t", "--app", HELLO / "app", "--db-dump", SCHEMA), True),
     "profile": ((BROKEN, "-o", "{tmp}/b"), False),
     "report": (("{run}", "-o", "/dev/full"), False),
@@ -70,7 +74,8 @@ FAILURE = {
 # command -> args that succeed, where that is cheap; None: in the named tests
 SUCCESS = {
     "analyze": (GOLDEN,), "flamegraph": (GOLDEN, "-o", "{tmp}/g.svg"), "export": (GOLDEN, "-o", "{tmp}/x"),
-    "validate": (GOLDEN,), "targets": (), "restore": (), "report": ("{run}",),
+    "validate": (GOLDEN,), "targets": (), "restore": (), "report": ("{run}",), "agent": ("snippet",),
+    "fleet": None,       # test_fleet_server.py (collect, report, urls on real agents)
     "writeup": ("{run}", "-o", "{tmp}/w"), "run": None,    # the `run` fixture below
     "init": ("-o", "{tmp}/t", "--app", HELLO / "app", "--db-dump", SCHEMA),   # test_init.py: with a stack
     "bench": None,       # test_bench_hello.py
@@ -145,7 +150,8 @@ def test_runtime_failures_exit_1(command, home, hello_run, tmp_path):
     assert r.returncode == 1, (command, r.stderr[-2000:])
     line = r.stderr.strip().splitlines()[0]
     assert line.startswith("lockdown: error: ") and "Traceback" not in r.stderr, r.stderr
-    assert any(w in line for w in ("No space left on device", "install command failed", "timed out after 1 s")), line
+    assert any(w in line for w in ("No space left on device", "install command failed", "timed out after 1 s",
+                                   "cannot reach Redis")), line
 
 
 @pytest.mark.server

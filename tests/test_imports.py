@@ -39,6 +39,7 @@ LAYERS = {
     "lockdown.remediation": "remediation",    # findings -> checked changes, verified
     "lockdown.reports": "reports",        # rendering only
     "lockdown.pipeline": "pipeline",      # the stages in sequence, callable from Python
+    "lockdown.fleet": "pipeline",         # production agent, collector, store, fleet reports (starts Redis, stacks)
     "lockdown.intake": "pipeline",        # lockdown init: a user's site made into a target (starts a stack)
     "lockdown.cli": "cli", "lockdown.__main__": "cli",    # argument parsing
 }

@@ -59,6 +59,7 @@ def deadline(seconds: float | None):
 # run is imported: all of them together took 0.3 s at every start.
 COMMANDS = ("analyze", "bench", "compare", "doctor", "export", "flamegraph", "init", "profile",
             "report", "restore", "run", "serve", "targets", "validate", "verify", "writeup")
+COMMANDS = tuple(sorted(COMMANDS + ("agent", "fleet")))     # the fleet's (docs/fleet.md)
 
 
 def one_line(message) -> str:

@@ -69,8 +69,11 @@ def _help(command: click.Command, path: list[str]) -> str:
 def reference() -> str:
     parts = [INTRO, "## lockdown\n", "```text", _help(main, ["lockdown"]), "```\n"]
     for name in sorted(main.list_commands(None)):
-        parts += [f"## lockdown {name}\n", "```text", _help(main.get_command(None, name), ["lockdown", name]),
-                  "```\n"]
+        command = main.get_command(None, name)
+        parts += [f"## lockdown {name}\n", "```text", _help(command, ["lockdown", name]), "```\n"]
+        for sub in sorted(command.list_commands(None)) if isinstance(command, click.Group) else []:
+            parts += [f"### lockdown {name} {sub}\n", "```text",
+                      _help(command.get_command(None, sub), ["lockdown", name, sub]), "```\n"]
     return "\n".join(parts)
 
 

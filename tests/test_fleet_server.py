@@ -1,0 +1,171 @@
+"""The fleet on real parts (issue 34's "Done when"): a private Redis and two minicms stacks with
+the agent ("hosts" a and b on loopback), load through both, and `lockdown fleet collect` into a
+store. Phase 1 kills the collector with SIGKILL mid-load and starts it again; phase 2 stops Redis
+mid-load and starts it again. Then: one record per request served, the agents' counted losses
+equal to the requests not recorded, no request failed, the report's top finding the module scan
+on its route, and `lockdown fleet urls` the driven mix."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from lockdown.fleet import analysis, store
+from lockdown.fleet.lab import agent_stack, state_dir
+from lockdown.fleet.redis_server import PrivateRedis
+from lockdown.harness.driver import drive
+from lockdown.harness.processes import ProcessGroup
+from lockdown.targets.registry import resolve
+
+pytestmark = pytest.mark.server
+
+PER_PHASE = 36          # requests per host and phase (4 mix cycles of 9)
+STREAM = "lockdown:fleet"
+
+
+def collector(redis: PrivateRedis, store_dir: Path, idle: float) -> subprocess.Popen:
+    env = {**os.environ, "LOCKDOWN_REDIS_PASSWORD": redis.password}
+    return subprocess.Popen([sys.executable, "-m", "lockdown", "fleet", "collect", "--redis",
+                             f"redis://127.0.0.1:{redis.port}/0", "--store", str(store_dir),
+                             "--consumer", "test", "--exit-when-idle", str(idle)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def load(stacks: dict, paths: list[str], n: int, events=()) -> dict:
+    """`n` requests through each stack at once (one connection each); each (at, action) of
+    `events` run once both stacks have sent `at`. Returns host -> DriveResult."""
+    sent = {h: 0 for h in stacks}
+    results = {}
+
+    def run(host, stack):
+        def progress(k):
+            sent[host] = k
+        results[host] = drive(stack.base_url, paths, 1, requests=n, progress=progress)
+    threads = [threading.Thread(target=run, args=(h, s)) for h, s in stacks.items()]
+    for t in threads:
+        t.start()
+    for at, action in events:
+        while any(t.is_alive() for t in threads) and min(sent.values()) < at:
+            time.sleep(0.02)
+        action()
+    for t in threads:
+        t.join()
+    return results
+
+
+def served(*phases: dict) -> Counter:
+    """host -> requests answered 2xx over the phases; any other answer fails the test."""
+    out = Counter()
+    for results in phases:
+        for host, res in results.items():
+            bad = [(r.url, r.status, r.error) for r in res.requests if r.error or r.status != 200]
+            assert not bad, bad
+            out[host] += len(res.requests)
+    return out
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    base = tmp_path_factory.mktemp("fleet")
+    target = resolve("minicms")
+    paths = [u.path for u in target.urls for _ in range(u.weight)]
+    procs = ProcessGroup(base / "redis-run")
+    redis = PrivateRedis(procs, base / "redis-run" / "redis").start()
+    facts = {"store": base / "store", "paths": paths, "base": base}
+    collectors = [collector(redis, facts["store"], idle=8)]
+
+    def kill_and_restart():
+        time.sleep(0.3)                        # let it write and acknowledge some first
+        collectors[0].send_signal(signal.SIGKILL)
+        facts["killed_rc"] = collectors[0].wait(30)
+        collectors.append(collector(redis, facts["store"], idle=8))
+    try:
+        with agent_stack(target, base / "a", redis.where, redis.password, "a", STREAM, say=lambda m: None) as a, \
+                agent_stack(target, base / "b", redis.where, redis.password, "b", STREAM, say=lambda m: None) as b:
+            stacks = {"a": a, "b": b}
+            # phase 1: the collector killed mid-load and started again; phase 2: Redis stopped
+            # mid-load and started again; phase 3: more requests, which report the losses
+            phases = [load(stacks, paths, PER_PHASE, [(PER_PHASE // 3, kill_and_restart)]),
+                      load(stacks, paths, PER_PHASE, [(PER_PHASE // 3, redis.stop),
+                                                      (2 * PER_PHASE // 3, redis.restart)]),
+                      load(stacks, paths, 9)]
+            facts["served"] = served(*phases)
+            facts["unreported"] = {h: agent_lost_file(base / h) for h in stacks}
+            _, facts["collector_err"] = collectors[-1].communicate(timeout=300)
+            facts["collector_rc"] = collectors[-1].returncode
+    finally:
+        for c in collectors:
+            if c.poll() is None:
+                c.kill()
+                c.wait()
+        procs.stop_all()
+    facts["redis_alive"] = redis.child is not None and redis.child.alive()
+    return facts
+
+
+def agent_lost_file(run_dir: Path) -> int:
+    path = state_dir(run_dir) / "lost"
+    return int(path.read_text() or 0) if path.exists() else 0
+
+
+def test_one_record_per_request_served_across_kill_and_outage(fleet):
+    assert fleet["killed_rc"] == -signal.SIGKILL
+    assert fleet["collector_rc"] == 0, fleet["collector_err"]
+    assert "Redis unreachable" in fleet["collector_err"] and "Redis is back" in fleet["collector_err"]
+    stats = store.ReadStats()
+    records = list(store.read_records(fleet["store"], stats=stats))
+    assert stats.damaged <= 1                  # at most the line the SIGKILL cut
+    recorded = Counter(r["host"] for r in records)
+    lost = analysis.losses(records)
+    assert fleet["unreported"] == {"a": 0, "b": 0}       # phase 3 carried every count
+    for host in ("a", "b"):
+        # every request served is in the store once, or counted lost by its agent
+        assert recorded[host] + lost.get(f"{host}/www", 0) == fleet["served"][host], (recorded, lost)
+    print(f"served {dict(fleet['served'])}, recorded {dict(recorded)}, lost {lost}, store lines "
+          f"{stats.lines}, duplicates {stats.duplicates}, damaged {stats.damaged}")
+    assert sum(lost.values()) > 0              # the outage did lose records
+    assert len({r["id"] for r in records}) == len(records)
+
+
+def test_records_hold_the_request_facts(fleet):
+    records = list(store.read_records(fleet["store"]))
+    r = next(r for r in records if r["uri"] == "/?p=list")
+    assert (r["method"], r["status"], r["route"], r["script"], r["pool"]) == ("GET", 200, "/?p=list", "/index.php", "www")
+    assert r["stmts"] > 50 and r["wall"] >= r["cpu"] > 0 and r["mem"] > 0
+    # Excimer at 10 ms on pages of a few hundred ms: several samples a request on average
+    assert sum(sum(x.get("stacks", {}).values()) for x in records) > len(records)
+
+
+def test_the_report_shows_the_module_scan_on_its_route(fleet, tmp_path):
+    out = tmp_path / "report"
+    result = subprocess.run([sys.executable, "-m", "lockdown", "fleet", "report", "--store", str(fleet["store"]),
+                             "--since", "1h", "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((out / "report.json").read_text())
+    top = doc["findings"][0]
+    assert (top["kind"], top["walker"], top["function"]) == ("directory-walk", "drupal_system_listing",
+                                                             "drupal_get_filename")
+    assert top["route"] == "GET /" and set(top["routes"]) == {"GET /", "GET /?p=list", "GET /?p=page&id={n}", "GET /list"}
+    assert doc["hosts"] == ["a", "b"]
+
+
+def test_urls_reproduce_the_driven_mix(fleet):
+    result = subprocess.run([sys.executable, "-m", "lockdown", "fleet", "urls", "--store", str(fleet["store"]),
+                             "--since", "1h"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    urls = tomllib.loads(result.stdout)["urls"]
+    total = sum(u["weight"] for u in urls)
+    driven = Counter(fleet["paths"])
+    want = {p: 100 * n / sum(driven.values()) for p, n in driven.items()}
+    got = {u["path"]: 100 * u["weight"] / total for u in urls}
+    assert set(got) == set(want)
+    assert all(abs(got[p] - want[p]) < 3 for p in want), (got, want)
