@@ -138,10 +138,11 @@ def test_database_time_is_left_out():
 
 def test_detect_runs_it_last_on_the_others_findings_and_ranks_it():
     found = detect(ctx_of())
-    # money, 40 calls of 150 us with the same callees, is repeated-call's (min_calls_when_costly):
-    # its time is explained, and only render is left a hotspot
+    # money, 40 calls of 150 us with the same callees, is repeated-call's (min_calls_when_costly),
+    # and per-call-setup's (str_getcsv 25 times on every call): its time is explained, and only
+    # render is left a hotspot
     assert [(f.key, f.details.get("function")) for f in found if f.is_defect] == [
-        ("hotspot", "render"), ("repeated-call", "money")]
+        ("hotspot", "render"), ("per-call-setup", "money"), ("repeated-call", "money")]
 
 
 def test_after_probe_makes_them_again_with_the_probes_verdict():

@@ -7,10 +7,12 @@ page with 32 distinct argument pairs: under repeated-call's call count (50) and 
 argument probe's repeats (25%), so no known detector reports it, yet it is most of the request.
 
 (a) every page answers 200 and its ground truth (X-Ledger-Truth) follows the switches;
-(b) one `lockdown run ledger`: a hotspot finding reports the formatter, with the app's own
-    counts, the probe's verdict, and no share of it counted as explained; the time accounting
-    tiles the sampled time;
-(c) one `lockdown run ledger-clean`: no defect finding.
+(b) one `lockdown run ledger` with per-call-setup's loop floor just above the formatter's loop
+    (UNDER): a hotspot finding reports the formatter, with the app's own counts, the probe's
+    verdict, and no share of it counted as explained; the time accounting tiles the sampled time;
+(c) one `lockdown run ledger-clean`: no defect finding;
+(d) one `lockdown run ledger` with the default thresholds: a per-call-setup finding on the
+    formatter with the app's counts (setups, rows parsed), and its fix verified.
 """
 import json
 import sys
@@ -58,15 +60,27 @@ def truth(pages):
     return {target: {name: json.loads(p[name]["header"]) for name in PAGES} for target, p in pages.items()}
 
 
-def run_target(home, tmp_path_factory, target):
+# per-call-setup's loop floor one above the formatter's loop (the table's 24 rows and its header:
+# 25 str_getcsv calls a call): the pattern just under a known detector's threshold
+UNDER = "[per-call-setup]\nmin_loop_calls = 26\n"
+
+
+def run_target(home, tmp_path_factory, target, *extra):
     out = tmp_path_factory.mktemp(target) / "out"
-    r = lockdown_runner(home, 900)("run", target, "-o", out, *RUN_ARGS)
+    r = lockdown_runner(home, 900)("run", target, "-o", out, *RUN_ARGS, *extra)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r, out, json.loads((out / "findings.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def ledger_run(home, tmp_path_factory):
+    under = tmp_path_factory.mktemp("ledger-under") / "thresholds.toml"
+    under.write_text(UNDER)
+    return run_target(home, tmp_path_factory, "ledger", "--thresholds", under)
+
+
+@pytest.fixture(scope="module")
+def setup_run(home, tmp_path_factory):
     return run_target(home, tmp_path_factory, "ledger")
 
 
@@ -104,6 +118,10 @@ def test_pages_answer_and_report_what_they_did(pages, truth):
     assert all(strip(pages["ledger"][n]["body"]) == strip(pages["ledger-clean"][n]["body"]) for n in PAGES)
 
 
+def found_ids(data, id) -> list:
+    return [f["key"] for f in data["findings"] if f["id"] == id]
+
+
 def by_id(data) -> dict:
     out: dict = {}
     for f in data["findings"]:
@@ -116,8 +134,10 @@ def test_a_pattern_under_known_thresholds_is_a_hotspot_finding(ledger_run, truth
     calls = {t["money"]["calls"] for t in truth["ledger"].values()}
     distinct = {t["money"]["distinct"] for t in truth["ledger"].values()}
     assert calls == {40} and distinct == {32}
-    # under the known detector's thresholds: fewer calls than repeated-call wants, fewer repeats
+    # under the known detectors' thresholds: fewer calls than repeated-call wants, fewer repeats,
+    # a loop of 25 a call under per-call-setup's floor for this run
     assert 40 < THRESHOLDS["repeated-call"]["min_calls_per_request"]
+    assert not found_ids(data, "per-call-setup") and 25 < 26 == tomllib.loads(UNDER)["per-call-setup"]["min_loop_calls"]
     assert 100.0 * (40 - 32) / 40 < THRESHOLDS["repeated-call"]["min_repeat_pct"]
     found = by_id(data)
     assert not any(f["details"].get("function") == "ledger_money" for f in found.get("repeated-call", []))
@@ -165,6 +185,29 @@ def test_the_accounting_tiles_the_time_and_the_hotspot_explains_none_of_it(ledge
     assert [h["name"] for h in acc["hotspots"]["self"] if not h["name"].startswith("[")][0] == "ledger_money"
     row = next(h for h in acc["hotspots"]["inclusive"] if h["name"] == "ledger_money")
     assert [k for k in row["noted_by"] if k.startswith("hotspot")] == [hot[0]["key"]]
+
+
+def test_per_call_setup_with_the_apps_counts(setup_run, truth):
+    """Default thresholds: the formatter's setup is per-call-setup's, with the app's counts."""
+    _, out, data = setup_run
+    money = [t["money"] for t in truth["ledger"].values()]
+    assert {m["setups"] for m in money} == {m["calls"] for m in money} == {40}     # a setup on every call
+    rows = {m["rows_parsed"] // m["setups"] for m in money}
+    assert len(rows) == 1 and all(m["rows_parsed"] % m["setups"] == 0 for m in money)
+    (n,) = rows                                                                      # the table's rows
+    found = [f for f in data["findings"] if f["id"] == "per-call-setup"]
+    assert [f["details"]["function"] for f in found] == ["ledger_money"], by_id(data).keys()
+    d = found[0]["details"]
+    assert d["calls_per_request"] == 40 and d["calls_seen"] == [40]
+    loops = {x["builtin"]: x["per_call"] for x in d["loops"]}
+    assert loops == {"str_getcsv": n + 1, "array_combine": n}                       # header + rows; rows
+    assert found[0]["share_pct"] >= THRESHOLDS["per-call-setup"]["min_share_pct"]
+    assert set(found[0]["urls"]) == set(PAGES.values())
+    # its time is explained: no hotspot on it, and the accounting counts it
+    assert not any(f["details"].get("function") == "ledger_money" for f in by_id(data).get("hotspot", []))
+    acc = json.loads((out / "accounting.json").read_text())
+    assert acc["by_finding_pct"][found[0]["key"]] > 0
+    assert abs(acc["explained_pct"] + acc["unexplained_pct"] - 100.0) <= 0.02
 
 
 def test_clean_control_has_no_defect(clean_run):
@@ -233,3 +276,16 @@ def test_fix_is_verified_with_a_ci_above_zero(home, ledger_run, tmp_path, findin
     assert v["responses"]["same"] == v["responses"]["urls"] == len(PAGES)
     if switch:        # the generated map's gain is measured in the closing note, not asserted twice
         assert v["confirmed"] and v["bench"]["change"]["ci95_pct"][0] > 0, v["bench"]["change"]
+
+
+def test_per_call_setups_fix_is_verified(home, setup_run, tmp_path):
+    """The one-line switch (money_table_static: the table kept in a static) as `verify --patch`."""
+    _, out, data = setup_run
+    key = next(f["key"] for f in data["findings"] if f["id"] == "per-call-setup")
+    patch = tmp_path / "static.diff"
+    patch.write_text(flip("money_table_static"))
+    r = lockdown_runner(home, 900)("verify", out, "--finding", key, "--patch", patch, *VERIFY_ARGS)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    v = json.loads((out / "verify" / key / "verify.json").read_text())
+    assert v["reprofile"]["gone"] and v["responses"]["same"] == v["responses"]["urls"] == len(PAGES)
+    assert v["confirmed"] and v["bench"]["change"]["ci95_pct"][0] > 0, v["bench"]["change"]
