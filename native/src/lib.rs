@@ -45,6 +45,9 @@ impl Patterns {
     }
 }
 
+/// A byte range of a line.
+type Span = (usize, usize);
+
 fn is_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0B | 0x0C)
 }
@@ -66,8 +69,8 @@ fn ws_end(b: &[u8], mut i: usize) -> usize {
 /// HEADER matched without the regex engine (the backtracker took most of the time): the comm
 /// is the shortest text of 2+ characters followed by `\s+(\d+)/*(\d+)*\s+`, and once the
 /// whitespace and digits after it are taken whole, nothing given back makes the rest match.
-/// Returns (comm, pid, tid) as byte ranges; `tests::header_as_regex` holds it to HEADER.
-fn header_match(line: &str) -> Option<(usize, usize, usize, Option<(usize, usize)>)> {
+/// Returns the comm's end and the pid's and tid's byte ranges; `tests::header_as_regex` holds it to HEADER.
+fn header_match(line: &str) -> Option<(usize, Span, Option<Span>)> {
     let b = line.as_bytes();
     let first = line.chars().next()?;
     if first.is_ascii_whitespace() || first == '\x0B' {
@@ -86,7 +89,7 @@ fn header_match(line: &str) -> Option<(usize, usize, usize, Option<(usize, usize
                 let d2_end = digits_end(b, q);
                 if d2_end < b.len() && is_ws(b[d2_end]) {
                     let tid = if d2_end > q { Some((q, d2_end)) } else { None };
-                    return Some((p, d1, d1_end, tid));
+                    return Some((p, (d1, d1_end), tid));
                 }
             }
         }
@@ -98,7 +101,7 @@ fn header_match(line: &str) -> Option<(usize, usize, usize, Option<(usize, usize
 /// PERIOD_EVENT searched without the regex engine: the line's last token (trailing whitespace
 /// aside) is `EVENT:`, and between the leftmost ":" that works and that token lies
 /// `\s*(\d+)*\s+`. Returns (period digits, if any; event) as byte ranges.
-fn period_event_match(line: &str) -> Option<(Option<(usize, usize)>, (usize, usize))> {
+fn period_event_match(line: &str) -> Option<(Option<Span>, Span)> {
     let b = line.as_bytes();
     let mut end = b.len();
     while end > 0 && is_ws(b[end - 1]) {
@@ -257,7 +260,7 @@ impl<'a> Folder<'a> {
     /// The header branch: Some(None) for a header filtered out, Some(Some((period, root id,
     /// java))) for a header, None for a line that is not one.
     fn header(&mut self, line: &str) -> PyResult<Option<Option<(u128, u32, bool)>>> {
-        let Some((comm_end, d1, d1_end, tid)) = header_match(line) else { return Ok(None) };
+        let Some((comm_end, (d1, d1_end), tid)) = header_match(line) else { return Ok(None) };
         let mut weight: Option<&str> = None;
         if let Some((period, (e0, e1))) = period_event_match(line) {
             weight = period.map(|(a, b)| &line[a..b]);
@@ -296,7 +299,7 @@ impl<'a> Folder<'a> {
                 continue;
             }
             let bytes = raw.strip_suffix(b"\n").unwrap_or(raw);
-            // valid UTF-8 (checked once for the whole input), cut at "\n"
+            // valid UTF-8 (fold_all checks each piece first), cut at "\n"
             let line = unsafe { std::str::from_utf8_unchecked(bytes) };
             if line.starts_with('#') {
                 continue;
@@ -337,9 +340,7 @@ impl<'a> Folder<'a> {
         }
         Ok(())
     }
-}
 
-impl<'a> Folder<'a> {
     fn new(o: Options, event_filter: Option<String>) -> Self {
         Folder { o, p: Patterns::new(), names: Names::default(), caches: [FxHashMap::default(), FxHashMap::default()],
                  out: FxHashMap::default(), event_filter }
@@ -488,7 +489,7 @@ mod tests {
         let mut matched = 0;
         for line in lines(400_000).iter().chain(["php-fpm8.2 14316/14316 1.2: 10 cpu-clock: ".to_string(),
                                                   "a 1234/1234 5.6: 7 e:".to_string()].iter()) {
-            let ours = header_match(line).map(|(c, a, b, t)| (&line[..c], &line[a..b], t.map(|(x, y)| &line[x..y])));
+            let ours = header_match(line).map(|(c, (a, b), t)| (&line[..c], &line[a..b], t.map(|(x, y)| &line[x..y])));
             let theirs = re.captures(line).map(|c| (c.get(1).unwrap().as_str(), c.get(2).unwrap().as_str(),
                                                     c.get(3).map(|m| m.as_str())));
             assert_eq!(ours, theirs, "{line:?}");
