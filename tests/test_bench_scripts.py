@@ -95,10 +95,10 @@ def test_fold_speed_times_lockdowns_folder_against_the_others(home):
 
 
 def test_fold_speed_captures_when_given_no_script(home):
-    out = bench_script(home, "fold_speed.py", "--target", "hello", "--requests", "20", "--perf-freq", "999",
+    out = bench_script(home, "fold_speed.py", "--target", "hello", "--requests", "60", "--perf-freq", "999",
                        "--repeat", "1", "--no-python")
     m = re.match(r"^input: [\d.]+ MB of perf script, [\d,]+ lines, ([\d,]+) samples \(captured now: hello, "
-                 r"20 requests at 999 Hz\)$", out.splitlines()[0])
+                 r"60 requests at 999 Hz\)$", out.splitlines()[0])
     assert m and int(m.group(1).replace(",", "")) > 0 and "DIFFERS" not in out
 
 
