@@ -142,7 +142,7 @@ def test_detect_runs_it_last_on_the_others_findings_and_ranks_it():
     # and per-call-setup's (str_getcsv 25 times on every call): its time is explained, and only
     # render is left a hotspot
     assert [(f.key, f.details.get("function")) for f in found if f.is_defect] == [
-        ("hotspot", "render"), ("per-call-setup", "money"), ("repeated-call", "money")]
+        ("hotspot", "render"), ("repeated-call", "money"), ("per-call-setup", "money")]
 
 
 def test_after_probe_makes_them_again_with_the_probes_verdict():

@@ -12,9 +12,10 @@ Signature, from xhprof's call graph of the profiled requests: a user function ca
 builtin it calls `k` times per call, `k` a whole number at least `min_loop_calls`, the same
 `k` in every profiled request (on every URL, with whatever arguments each page passes; the
 function's own call count may differ). A loop the same size on every call, whatever the
-call, runs over something the arguments do not change. The loop callees (every builtin
-called a whole `k >= min_loop_calls` times per call) must hold `min_setup_fraction` of the
-function's inclusive time (xhprof's wt): the setup dominates the call.
+call, runs over something the arguments do not change. The setup -- the loop callees (every builtin called a
+whole `k >= min_loop_calls` times per call) and the function's own code, which runs the loop
+-- must hold `min_setup_fraction` of the function's inclusive time (xhprof's wt): the other
+callees, the per-call part, hold the rest. The setup dominates the call.
 
 What is not flagged: ordinary per-row work -- a renderer called once per row calls its
 builtins a few times per call (fewer than `min_loop_calls`), and a per-row loop over the row's
@@ -108,7 +109,10 @@ def _case(ctx: Context, fn: str, cfg: dict, kids: dict) -> Case | None:
              and builtin(ctx, c, kids)]
     if not loops:
         return None
-    fraction = min(1.0, sum(wt[c] for c, _ in loops) / fn_wt)
+    loop_names = {c for c, _ in loops}
+    # the setup: the loop callees and the function's own code (the loop itself); the per-call
+    # part: the other callees
+    fraction = max(0.0, 1.0 - sum(w for c, w in wt.items() if c not in loop_names) / fn_wt)
     if fraction < cfg.get("min_setup_fraction", 0.5):
         return None
     whole, basis = _share(ctx, fn, rows)
@@ -116,7 +120,6 @@ def _case(ctx: Context, fn: str, cfg: dict, kids: dict) -> Case | None:
     share = whole * fraction * (n - 1) / n
     if share < cfg.get("min_share_pct", 2.0):
         return None
-    loop_names = {c for c, _ in loops}
     others = sorted(((c, statistics.mean(r), len(r) == 1 and next(iter(r)).is_integer())
                      for c, r in ratios.items() if c not in loop_names), key=lambda x: -wt[x[0]])[:SHOWN]
     urls = sorted({ctx.url_of.get(rid, "?") for rid in rows})
@@ -153,7 +156,8 @@ def describe(c: Case) -> Finding:
                  f"{c.calls:g} ({', '.join(f'{n:g}' for n in c.calls_seen)})", src_h),
         Evidence("builtins called the same whole number of times on every call, in every profiled request",
                  loops, src_h),
-        Evidence("their part of its inclusive time (xhprof wt)", f"{100 * c.setup_fraction:.0f}%", src_h),
+        Evidence("the setup's part of its inclusive time: all but its other callees (xhprof wt)",
+                 f"{100 * c.setup_fraction:.0f}%", src_h),
         Evidence("its inclusive share of request time, %", round(c.whole_share, 2), src_s),
         Evidence("saved by doing the setup once per request: share x setup part x (calls-1)/calls, %",
                  round(c.share, 2), src_s),
