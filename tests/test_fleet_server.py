@@ -18,8 +18,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import redis as redis_py
 
 from lockdown.fleet import analysis, store
+from lockdown.fleet.collector import CollectOptions, collect, ensure_group
 from lockdown.fleet.lab import agent_stack, state_dir
 from lockdown.fleet.redis_server import PrivateRedis
 from lockdown.harness.driver import drive
@@ -169,3 +171,32 @@ def test_urls_reproduce_the_driven_mix(fleet):
     got = {u["path"]: 100 * u["weight"] / total for u in urls}
     assert set(got) == set(want)
     assert all(abs(got[p] - want[p]) < 3 for p in want), (got, want)
+
+
+def test_the_collector_claims_a_dead_consumers_entries_and_counts_each_once(tmp_path):
+    """A collector that read entries and died before XACK, after writing some of them: another
+    consumer claims them (XAUTOCLAIM after --claim-idle), writes them again, and the store still
+    reads each entry once."""
+    procs = ProcessGroup(tmp_path / "redis-run")
+    server = PrivateRedis(procs, tmp_path / "redis-run" / "redis").start()
+    try:
+        client = redis_py.Redis(host="127.0.0.1", port=server.port, password=server.password, decode_responses=True)
+        ensure_group(client, STREAM, "lockdown")
+        for i in range(10):
+            client.xadd(STREAM, {"r": json.dumps({"route": f"/{i}", "method": "GET", "status": 200, "host": "a"})})
+        (_, taken), = client.xreadgroup("lockdown", "dead", {STREAM: ">"}, count=4)
+        dead = store.StoreWriter(tmp_path / "store", "dead")
+        dead.append([(STREAM, entry_id, json.loads(fields["r"])) for entry_id, fields in taken[:2]])
+        dead.close()
+        time.sleep(1.2)                        # past --claim-idle
+        stats = collect(CollectOptions(f"redis://:{server.password}@127.0.0.1:{server.port}/0",
+                                       tmp_path / "store", (STREAM,), consumer="live", claim_idle_s=1,
+                                       exit_when_idle_s=2), say=lambda m: None)
+        assert (stats.claimed, stats.written, stats.acked) == (4, 10, 10)
+        assert client.xpending(STREAM, "lockdown")["pending"] == 0
+    finally:
+        procs.stop_all()
+    read = store.ReadStats()
+    records = list(store.read_records(tmp_path / "store", stats=read))
+    assert sorted(r["route"] for r in records) == sorted(f"/{i}" for i in range(10))
+    assert (read.lines, read.duplicates) == (12, 2)

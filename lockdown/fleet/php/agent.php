@@ -176,16 +176,16 @@ final class Agent
         $timeout = (float) (\getenv('LOCKDOWN_FLEET_TIMEOUT') ?: 0.05);
         $redis = new \Redis();
         $u = \parse_url($where);
+        // persistent: one connection per worker, authenticated when it is made (the context's
+        // `auth`), not again on every request: AUTH's round trip had doubled the send's cost
+        $auth = (string) \getenv('LOCKDOWN_FLEET_AUTH');
+        $context = $auth !== '' ? ['auth' => $auth] : [];
         $ok = ($u['scheme'] ?? '') === 'unix'
-            ? $redis->pconnect($u['path'], 0, $timeout)
-            : $redis->pconnect($u['host'] ?? '127.0.0.1', (int) ($u['port'] ?? 6379), $timeout);
+            ? $redis->pconnect($u['path'], 0, $timeout, 'lockdown-fleet', 0, $timeout, $context)
+            : $redis->pconnect($u['host'] ?? '127.0.0.1', (int) ($u['port'] ?? 6379), $timeout,
+                'lockdown-fleet', 0, $timeout, $context);
         if (!$ok) {
             throw new \RuntimeException('no connection');
-        }
-        $redis->setOption(\Redis::OPT_READ_TIMEOUT, $timeout);
-        $auth = (string) \getenv('LOCKDOWN_FLEET_AUTH');
-        if ($auth !== '' && !$redis->auth($auth)) {
-            throw new \RuntimeException('AUTH refused');
         }
         return $redis;
     }

@@ -1,0 +1,113 @@
+"""What the fleet agent costs: throughput and latency with the agent against no agent.
+
+Two stacks of the same target run side by side, on one private Redis (docs/fleet.md): one with
+the agent (auto_prepend_file, Excimer loaded, records sent to Redis), one without (no prepend,
+no Excimer: production without the agent). wrk drives each for D seconds in turn, in pairs
+whose order alternates (A B, B A, ...), so that the host's drift falls on both arms alike. The
+throughput change is the geometric mean of the per-pair RPS ratios with a 95% interval
+(stats.compare_paired). The cost per request is the per-pair difference of the time a request
+holds the stacks, concurrency / RPS (at saturation, the default: more connections than
+workers, the agent's work after the response counts as it takes a worker), and the added
+median latency the per-pair difference of wrk's p50; each with its 95% interval. No collector runs: the stream is trimmed by MAXLEN. The
+agent's entries in Redis are counted to show it was sending.
+
+    python3 bench/agent_overhead.py [--target minicms] [--pairs 10] [--duration 5]
+                                    [--concurrency 4] [--period 0.05] [--off] [--json FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from _run import scratch_dir  # noqa: E402
+from lockdown.analyzers.stats import compare_paired, summarize  # noqa: E402
+from lockdown.fleet import agent  # noqa: E402
+from lockdown.fleet.lab import agent_options, state_dir  # noqa: E402
+from lockdown.fleet.redis_server import PrivateRedis  # noqa: E402
+from lockdown.harness.loadgen import run_load  # noqa: E402
+from lockdown.harness.processes import ProcessGroup  # noqa: E402
+from lockdown.harness.stack import Stack, StackOptions  # noqa: E402
+from lockdown.targets.registry import resolve  # noqa: E402
+
+STREAM = "lockdown:bench"
+
+
+def measure(args, tmp: Path) -> dict:
+    target = resolve(args.target)
+    paths = [u.path for u in target.urls for _ in range(u.weight)]
+    procs = ProcessGroup(tmp / "redis-run")
+    redis = PrivateRedis(procs, tmp / "redis-run" / "redis").start()
+    quiet = lambda m: None  # noqa: E731
+    arms = {"none": [], "agent": []}
+    latency = {"none": [], "agent": []}
+    per_request = {"none": [], "agent": []}
+    try:
+        agent_opts = agent_options(tmp / "agent", redis.where, redis.password, "bench", STREAM,
+                                   period=args.period, workers=args.workers)
+        with contextlib.ExitStack() as up:
+            stacks = {"agent": up.enter_context(Stack(target, tmp / "agent", agent_opts, say=quiet)),
+                      "none": up.enter_context(Stack(target, tmp / "none", StackOptions(workers=args.workers),
+                                                     say=quiet))}
+            if args.off:
+                agent.switch(state_dir(tmp / "agent"), on=False)
+            for name, stack in stacks.items():          # warm both (OPcache, buffers)
+                run_load("wrk", procs, stack.base_url, paths, args.concurrency, 3, tmp / "load", f"warm-{name}")
+            for i in range(args.pairs):
+                for name in (("none", "agent") if i % 2 == 0 else ("agent", "none")):
+                    r = run_load("wrk", procs, stacks[name].base_url, paths, args.concurrency, args.duration,
+                                 tmp / "load", f"{name}-{i}")
+                    if r.failed or r.errors:
+                        sys.exit(f"{name} pair {i}: {r.failed} failed responses, {r.errors} socket errors")
+                    arms[name].append(r.rps)
+                    latency[name].append(r.latency_ms["p50"])
+                    per_request[name].append(1000.0 * args.concurrency / r.rps)
+                print(f"pair {i + 1}/{args.pairs}: none {arms['none'][-1]:.1f} rps, agent {arms['agent'][-1]:.1f} rps",
+                      file=sys.stderr)
+            import redis as redis_py
+            sent = redis_py.Redis(host="127.0.0.1", port=redis.port, password=redis.password).xlen(STREAM)
+    finally:
+        procs.stop_all()
+    added = summarize([a - n for a, n in zip(per_request["agent"], per_request["none"])])
+    p50 = summarize([a - n for a, n in zip(latency["agent"], latency["none"])])
+    return {"target": args.target, "agent_off": args.off, "pairs": args.pairs, "duration_s": args.duration,
+            "concurrency": args.concurrency, "period_s": args.period, "workers": args.workers,
+            "rps": arms, "latency_ms": latency, "throughput": compare_paired(arms["none"], arms["agent"]),
+            "per_request_ms": per_request, "added_ms_per_request": added, "added_p50_ms": p50,
+            "entries_in_redis": sent}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--target", default="minicms")
+    ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--duration", type=float, default=5)
+    ap.add_argument("--concurrency", type=int, default=4, help="connections (default: twice the workers)")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--period", type=float, default=0.05, help="Excimer's sampling period (the agent's default)")
+    ap.add_argument("--off", action="store_true",
+                    help="the agent loaded but switched off (`lockdown agent off`): what the switch leaves")
+    ap.add_argument("--json", type=Path, default=None, help="write the result document here too")
+    args = ap.parse_args()
+    with scratch_dir("lockdown-agent-overhead-") as tmp:
+        doc = measure(args, Path(tmp))
+    t, a, m = doc["throughput"], doc["added_ms_per_request"], doc["added_p50_ms"]
+    lo, hi = t["ci95_pct"]
+    alo, ahi = a["ci95"]
+    mlo, mhi = m["ci95"]
+    print(f"{args.target}: agent vs none, {t['pairs']} pairs of {args.duration:g} s, c={args.concurrency}: "
+          f"throughput {t['change_pct']:+.2f}% (95% CI {lo:+.2f} to {hi:+.2f}); "
+          f"per request {a['mean']:+.3f} ms (95% CI {alo:+.3f} to {ahi:+.3f}); "
+          f"p50 latency {m['mean']:+.3f} ms (95% CI {mlo:+.3f} to {mhi:+.3f}); "
+          f"{doc['entries_in_redis']} records sent")
+    if args.json:
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
