@@ -80,8 +80,8 @@ def test_outputs_unchanged(case, tmp_path):
 
 
 def test_samples_are_symbolized_once_per_bundle(monkeypatch):
-    """`run` analyzes a bundle, then builds the detectors' Context from the same Bundle: the
-    perf samples are named once (analysis.symbolized), not once for each."""
+    """`run` analyzes a bundle, builds the detectors' Context and draws the native flame graph
+    from the same Bundle: the perf samples are named once (analysis.symbolized), not once for each."""
     from lockdown.analyzers import analysis
     calls = []
     real = analysis.symbolize
@@ -89,6 +89,8 @@ def test_samples_are_symbolized_once_per_bundle(monkeypatch):
     bundle = open_bundle(GOLDEN / "minicms" / "bundle")
     analyze(bundle)
     ctx = build_context(bundle, load_thresholds())
+    from lockdown.analyzers import stacks           # and the native flame graph of a `run` too
+    assert stacks.native_stacks(bundle, stacks.request_ids(bundle))
     assert len(calls) == 1 and ctx.native
     assert analysis.symbolized(bundle)[0] is analysis.symbolized(bundle)[0]
     analyze(open_bundle(GOLDEN / "minicms" / "bundle"))        # another Bundle: named again

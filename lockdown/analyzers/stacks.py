@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from ..bundle.store import Bundle
 from ..errors import LockdownError
-from .analysis import select
+from .analysis import select, symbolized
 from .folded import fold_excimer, fold_perf_records
 from .off_cpu import app_relative, off_cpu_stacks, wall_clock
-from .symbolize import jit_name, symbolize, tables_for
 
 KINDS = ("native", "php", "php-offcpu")
 # each kind's graph title, in the order a run writes them (php first: what users open first)
@@ -28,9 +27,7 @@ def native_stacks(bundle: Bundle, ids: set[str], counts: bool = False) -> dict[s
     """perf samples of the chosen requests, folded as stackcollapse-perf.pl --kernel --jit
     would fold them (process name as root); weights are the samples' periods (ns of CPU, as
     the script sums them), or sample counts with `counts`."""
-    tables = tables_for(bundle.build_ids())
-    samples = symbolize((s for s in bundle.perf_samples() if s.request in ids), tables,
-                        jit=jit_name(bundle.manifest))
+    samples = [s for s in symbolized(bundle)[0] if s.request in ids]    # named once per bundle
     return fold_perf_records(samples, annotate_kernel=True, annotate_jit=True, counts=counts)
 
 

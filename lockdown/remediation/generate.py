@@ -105,7 +105,7 @@ def diff_of(finding: Finding, site: Site, patchable: list[str], app_dir: Path, t
     kwargs = {"script": script} if script else {}
     text, why = memoized(app_dir / site.file, site.function, site.line, scope=scope, cache=cache, **kwargs)
     if text is None:
-        finding.details["no_patch"] = f"no {what}: {why}"
+        finding.details["no_patch"] = f"none generated, because {why}; the change would be {what}"
         return []
     old = (app_dir / site.file).read_text(errors="replace")
     diff = unified_diff(site.file, old, text)
