@@ -60,9 +60,9 @@ def truth(pages):
     return {target: {name: json.loads(p[name]["header"]) for name in PAGES} for target, p in pages.items()}
 
 
-# per-call-setup's loop floor one above the formatter's loop (the table's 24 rows and its header:
-# 25 str_getcsv calls a call): the pattern just under a known detector's threshold
-UNDER = "[per-call-setup]\nmin_loop_calls = 26\n"
+# per-call-setup's loop floor one above the formatter's loop (the table's 12 rows and its header:
+# 13 str_getcsv calls a call): the pattern just under a known detector's threshold
+UNDER = "[per-call-setup]\nmin_loop_calls = 14\n"
 
 
 def run_target(home, tmp_path_factory, target, *extra):
@@ -135,9 +135,11 @@ def test_a_pattern_under_known_thresholds_is_a_hotspot_finding(ledger_run, truth
     distinct = {t["money"]["distinct"] for t in truth["ledger"].values()}
     assert calls == {40} and distinct == {32}
     # under the known detectors' thresholds: fewer calls than repeated-call wants, fewer repeats,
-    # a loop of 25 a call under per-call-setup's floor for this run
+    # its loop (the table's rows and its header a call) under per-call-setup's floor for this run
     assert 40 < THRESHOLDS["repeated-call"]["min_calls_per_request"]
-    assert not found_ids(data, "per-call-setup") and 25 < 26 == tomllib.loads(UNDER)["per-call-setup"]["min_loop_calls"]
+    rows = {t["money"]["rows_parsed"] // t["money"]["setups"] for t in truth["ledger"].values()}
+    assert all(n + 1 < tomllib.loads(UNDER)["per-call-setup"]["min_loop_calls"] for n in rows)
+    assert not found_ids(data, "per-call-setup")
     assert 100.0 * (40 - 32) / 40 < THRESHOLDS["repeated-call"]["min_repeat_pct"]
     found = by_id(data)
     assert not any(f["details"].get("function") == "ledger_money" for f in found.get("repeated-call", []))
