@@ -80,9 +80,21 @@ def _wordpress_config(app: Path, port: int) -> None:
     (app / "wp-config.php").write_text(text)
 
 
+def _mediawiki_config(app: Path, port: int) -> None:
+    text = (app / "LocalSettings.php").read_text()
+    for key, value in (("wgDBserver", f"127.0.0.1:{port}"), ("wgDBname", "shop"), ("wgDBuser", "owner"),
+                       ("wgDBpassword", PASSWORD), ("wgServer", "https://wiki.example.org")):
+        text = re.sub(rf'^\${key} = "(?:[^"\\]|\\.)*";', lambda m: f'${key} = "{value}";', text, flags=re.M)
+    (app / "LocalSettings.php").unlink()
+    (app / "LocalSettings.php").write_text(text)
+
+
 def _defects(findings_dir: Path) -> Counter:
+    """The defect findings by id; `hotspot` left out: it is the unexplained time above a share,
+    the remainder of the others, and its count moves with sampling noise between two runs of
+    the same target (MediaWiki: 4 in one run, 5 in the next)."""
     data = json.loads((findings_dir / "findings.json").read_text())
-    return Counter(f["id"] for f in data["findings"] if f.get("severity") != "info")
+    return Counter(f["id"] for f in data["findings"] if f.get("severity") != "info" and f["id"] != "hotspot")
 
 
 def _log_counts(log: Path) -> Counter:
@@ -103,7 +115,8 @@ def _run_builtin(home, tmp_path, builtin) -> Path:
 
 
 @pytest.mark.parametrize("builtin, framework, rewrite", [("catalog", "generic", _catalog_config),
-                                                         ("wordpress", "wordpress", _wordpress_config)])
+                                                         ("wordpress", "wordpress", _wordpress_config),
+                                                         ("mediawiki", "mediawiki", _mediawiki_config)])
 def test_init_then_run_finds_what_the_builtin_target_finds(home, tmp_path, builtin, framework, rewrite):
     run = lockdown_runner(home, 1200)
     builtin_run = _run_builtin(home, tmp_path, builtin)            # also prepares what the site is copied from
@@ -140,3 +153,27 @@ def test_init_then_run_finds_what_the_builtin_target_finds(home, tmp_path, built
         assert PASSWORD not in r.stdout + r.stderr
         mysql_dump = subprocess.run(["grep", "-rl", PASSWORD, str(home)], capture_output=True, text=True)
         assert mysql_dump.stdout == ""                              # nothing lockdown keeps holds it
+
+
+def test_init_without_a_log_takes_the_home_page_and_its_links(home, tmp_path):
+    """No access log: the home page and the same-site pages it links to that answer 200."""
+    run = lockdown_runner(home, 1200)
+    _run_builtin(home, tmp_path, "catalog") if not list(prepared_glob("catalog")) else None
+    with ProcessGroup(tmp_path / "site-procs") as procs:
+        site = _site(tmp_path, procs, "catalog", _catalog_config)
+        before = site.state()
+        target = tmp_path / "shop"
+        i = run("init", "-o", target, "--app", site.app, "--db", site.dsn)
+        assert i.returncode == 0, i.stdout[-3000:] + i.stderr[-3000:]
+        doc = __import__("tomllib").loads((target / "target.toml").read_text())
+        paths = [u["path"] for u in doc["urls"]]
+        assert paths[0] == "/" and doc["urls"][0]["weight"] == 3 and len(paths) > 1
+        assert all(u["weight"] == 1 for u in doc["urls"][1:])
+        assert "/products" in paths                          # the home page's own navigation
+        assert doc["sanity"] == {"url": "/", "expect": doc["sanity"]["expect"]} and doc["sanity"]["expect"]
+        assert site.state() == before
+
+
+def prepared_glob(name: str):
+    from conftest import SHARED_PREPARED
+    return (p for p in SHARED_PREPARED.glob(f"{name}-*") if (p / "prepared.json").is_file())

@@ -12,7 +12,7 @@ import pytest
 
 from lockdown.errors import LockdownError
 from lockdown.intake import access_log, configure, detect
-from lockdown.intake.init import links, sanity_string, target_name
+from lockdown.intake.init import links, same_site, sanity_string, target_name
 from lockdown.targets.config import MAX_TOTAL_WEIGHT, MAX_WEIGHT
 
 
@@ -104,6 +104,9 @@ def test_sanity_text_is_raw_text_of_the_title_and_links_are_same_site_pages():
     with pytest.raises(LockdownError, match="no title or heading"):
         sanity_string("<p>x</p>")
     assert target_name(Path("/x/My Site!")) == "My-Site"
+    assert same_site("http://127.0.0.1:8080/index.php/Main_Page", "http://127.0.0.1:8080") == "/index.php/Main_Page"
+    assert same_site("/index.php?title=A&amp;b=1", "http://127.0.0.1:8080") == "/index.php?title=A&b=1"
+    assert same_site("https://wiki.example.org/", "http://127.0.0.1:8080") is None
 
 
 ENV = {"LOCKDOWN_DB_HOST": "127.0.0.1", "LOCKDOWN_DB_PORT": "3399", "LOCKDOWN_DB_SOCKET": "", "LOCKDOWN_DB_NAME": "shop",

@@ -89,8 +89,8 @@ def count_logs(logs: list, files: frozenset) -> access_log.LogCounts:
     return counts
 
 
-def target_document(name: str, options: InitOptions, found: detect.Detected, urls: list, sanity: str,
-                    configured: bool) -> dict:
+def target_document(name: str, options: InitOptions, found: detect.Detected, urls: list,
+                    sanity: tuple[str, str]) -> dict:
     today = datetime.date.today().isoformat()
     return {
         "name": name,
@@ -101,7 +101,7 @@ def target_document(name: str, options: InitOptions, found: detect.Detected, url
         "database": {"seed": "seed.sql"},
         "configure": {"command": ["php", "configure.php"]},
         "urls": [{"path": p, "weight": w} for p, w, _ in urls],
-        "sanity": {"url": "/", "expect": sanity},
+        "sanity": {"url": sanity[0], "expect": sanity[1]},
     }
 
 
@@ -132,33 +132,35 @@ def init(options: InitOptions, say=print) -> InitResult:
     else:
         dump.copy_dump(options.dump_file, out / "seed.sql")
     name = target_name(out)
-    write_toml(out, target_document(name, options, found, urls, "(checked below)", spec is not None))
-    sanity, linked = "", []
+    write_toml(out, target_document(name, options, found, urls, ("/", "(checked below)")))
+    sanity, linked = ("/", ""), []
     if spec is not None:
         sanity, linked = home_page(out, not options.access_logs, say)
-        if linked:
-            urls = [("/", 3, None)] + [(p, 1, None) for p in linked]
-        write_toml(out, target_document(name, options, found, urls, sanity, True))
-    return InitResult(out, found, urls, counts, sanity, spec is not None)
+        if not options.access_logs:          # the home page (where `/` leads) and its links
+            urls = [(sanity[0], 3 if linked else 1, None)] + [(p, 1, None) for p in linked if p != sanity[0]]
+        write_toml(out, target_document(name, options, found, urls, sanity))
+    return InitResult(out, found, urls, counts, sanity[1], spec is not None)
 
 
-def home_page(target_dir: Path, want_links: bool, say) -> tuple[str, list[str]]:
-    """Serve the new target once: the sanity string from its home page and, when asked, the
-    pages it links to that answer 200."""
+def home_page(target_dir: Path, want_links: bool, say) -> tuple[tuple[str, str], list[str]]:
+    """Serve the new target once: ((the home page's path, followed if `/` redirects, its sanity
+    string), and, when asked, the pages it links to that answer 200)."""
     target = load_target(target_dir)
     run_dir = paths.new_run_dir(target.name, "init")
     with Stack(target, run_dir, StackOptions(workers=2), say=say) as stack:
-        status, body = fetch(stack.base_url + "/")
+        home, (status, body) = "/", fetch(stack.base_url + "/")
+        if 300 <= status < 400 and (moved := same_site(body, stack.base_url)):
+            home, (status, body) = moved, fetch(stack.base_url + moved)     # the sanity URL may not redirect
         if status != 200:
             raise LockdownError(f"the home page answered {status} on lockdown's copy; see {run_dir / 'logs'} "
                                 f"(configure: {run_dir / 'logs' / 'configure.log'})")
-        sanity = sanity_string(body)
+        sanity = (home, sanity_string(body))
         linked = []
         if want_links:
             for path in links(body, stack.base_url)[:HOME_LINKS * 3]:
                 if len(linked) < HOME_LINKS and fetch(stack.base_url + path)[0] == 200:
                     linked.append(path)
-    say(f"[init] home page: sanity text {sanity!r}" + (f", {len(linked)} linked pages" if want_links else ""))
+    say(f"[init] home page {home}: sanity text {sanity[1]!r}" + (f", {len(linked)} linked pages" if want_links else ""))
     return sanity, linked
 
 
@@ -168,12 +170,13 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 
 
 def fetch(url: str) -> tuple[int, str]:
+    """(status, body) of one GET, redirects not followed (a redirect's body is its Location)."""
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         with opener.open(url, timeout=FETCH_TIMEOUT_S) as r:
             return r.status, r.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as e:
-        return e.code, ""
+        return e.code, (e.headers.get("Location") or "") if 300 <= e.code < 400 else ""
     except (urllib.error.URLError, OSError) as e:
         raise LockdownError(f"cannot fetch {url} from lockdown's copy: {e}")
 
@@ -192,15 +195,19 @@ def sanity_string(body: str) -> str:
                         "into target.toml (text the home page always holds)")
 
 
+def same_site(href: str, base_url: str) -> str | None:
+    """`href` as a path with its query when it is on the site at `base_url`, else None."""
+    u = urllib.parse.urlsplit(urllib.parse.urljoin(base_url + "/", html.unescape(href)))
+    if u.scheme not in ("http", "https") or u.netloc != urllib.parse.urlsplit(base_url).netloc:
+        return None
+    return (u.path or "/") + (f"?{u.query}" if u.query else "")
+
+
 def links(body: str, base_url: str) -> list[str]:
     """Same-site links of a page, as paths with their query, static files and fragments left out."""
-    base = urllib.parse.urlsplit(base_url)
     out = []
     for href in re.findall(r"""<a\s[^>]*?href\s*=\s*["']([^"'#]+)""", body, re.I):
-        u = urllib.parse.urlsplit(urllib.parse.urljoin(base_url + "/", html.unescape(href)))
-        if u.scheme not in ("http", "https") or u.netloc != base.netloc:
-            continue
-        path = u.path + (f"?{u.query}" if u.query else "")
-        if path != "/" and path not in out and not access_log.is_static(path):
+        path = same_site(href, base_url)
+        if path and path != "/" and path not in out and not access_log.is_static(path):
             out.append(path)
     return out
