@@ -1,7 +1,7 @@
 """The fleet on real parts (issue 34's "Done when"): a private Redis and two minicms stacks with
 the agent ("hosts" a and b on loopback), load through both, and `lockdown fleet collect` into a
 store. Phase 1 kills the collector with SIGKILL mid-load and starts it again; phase 2 stops Redis
-mid-load and starts it again. Then: one record per request served, the agents' counted losses
+mid-load and starts it again; last, host b's agent is switched off for 9 requests. Then: one record per request served, the agents' counted losses
 equal to the requests not recorded, no request failed, the report's top finding the module scan
 on its route, and `lockdown fleet urls` the driven mix."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import redis as redis_py
 
-from lockdown.fleet import analysis, store
+from lockdown.fleet import agent, analysis, store
 from lockdown.fleet.collector import CollectOptions, collect, ensure_group
 from lockdown.fleet.lab import agent_stack, state_dir
 from lockdown.fleet.redis_server import PrivateRedis
@@ -101,6 +101,10 @@ def fleet(tmp_path_factory):
                                                       (2 * PER_PHASE // 3, redis.restart)]),
                       load(stacks, paths, 9)]
             facts["served"] = served(*phases)
+            # host b's agent switched off (the switch file, no restart): its requests go unrecorded
+            agent.switch(state_dir(base / "b"), on=False)
+            facts["served_off"] = served(load({"b": b}, paths, 9))["b"]
+            agent.switch(state_dir(base / "b"), on=True)
             facts["unreported"] = {h: agent_lost_file(base / h) for h in stacks}
             _, facts["collector_err"] = collectors[-1].communicate(timeout=300)
             facts["collector_rc"] = collectors[-1].returncode
@@ -135,6 +139,7 @@ def test_one_record_per_request_served_across_kill_and_outage(fleet):
     print(f"served {dict(fleet['served'])}, recorded {dict(recorded)}, lost {lost}, store lines "
           f"{stats.lines}, duplicates {stats.duplicates}, damaged {stats.damaged}")
     assert sum(lost.values()) > 0              # the outage did lose records
+    assert fleet["served_off"] == 9             # served while off, neither recorded nor lost
     assert len({r["id"] for r in records}) == len(records)
 
 
