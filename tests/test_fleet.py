@@ -248,6 +248,15 @@ def test_snippet_lines_and_refused_values(tmp_path):
     assert result.exit_code == 0 and 'env[LOCKDOWN_FLEET_AUTH] = "pw"' in result.output
 
 
+def test_collect_refuses_a_store_that_is_a_file(tmp_path):
+    (tmp_path / "f").write_text("")
+    r = CliRunner().invoke(main, ["fleet", "collect", "--redis", "redis://127.0.0.1:1/0", "--store", str(tmp_path / "f")])
+    assert r.exit_code == 2 and "not a directory" in r.output
+    r = CliRunner().invoke(main, ["fleet", "collect", "--redis", "redis://127.0.0.1:1/0", "--store", str(tmp_path / "s"),
+                                  "--retention", "forever"])
+    assert r.exit_code == 2 and "--retention" in r.output
+
+
 def test_switch_off_and_on(tmp_path):
     assert CliRunner().invoke(main, ["agent", "off", str(tmp_path)]).exit_code == 0
     assert (tmp_path / agent.SWITCH).is_file()

@@ -47,6 +47,8 @@ def collect_cmd(redis_url, store_dir, streams, group, consumer, claim_idle, rete
                           retention_s=store.parse_duration(retention, "--retention") if retention else None)
     if consumer:
         opts.consumer = consumer
+    if store_dir.exists() and not store_dir.is_dir():
+        raise UsageError(f"--store {store_dir}: not a directory; give the store's directory")
     with working():
         collect(opts, say=lambda m: click.echo(m, err=True))
 
