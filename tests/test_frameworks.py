@@ -120,6 +120,20 @@ def dbcache_run(home, tmp_path_factory):
     return run_findings(lockdown_runner(home), tmp_path_factory.mktemp("dbcache"), "mediawiki-dbcache")
 
 
+def test_mediawiki_without_a_local_cache_refills_objectcache(home, tmp_path_factory):
+    """MediaWiki installed where PHP has no APCu ($wgMainCacheType = CACHE_NONE) keeps what it
+    caches in the objectcache table and refills it on views: write-on-read says it is a cache
+    refill (not "disable the write") and the recipe configures the local cache, APCu."""
+    out, by_id = run_findings(lockdown_runner(home), tmp_path_factory.mktemp("nocache"), "mediawiki-nocache")
+    [w] = by_id["write-on-read"]
+    d = w["details"]
+    assert d["refills"] == "objectcache" and d["cause"] == {"kind": "cache refill", "table": "objectcache"}
+    assert "not removing the write" in w["summary"] and "disable it" not in w["summary"]
+    [r] = w["remediations"]
+    assert (r["kind"], r["file"], r["origin"]) == ("diff", "LocalSettings.php", "recipe") and r["checked"]
+    assert "-$wgMainCacheType = CACHE_NONE;" in r["content"] and "+$wgMainCacheType = CACHE_ACCEL;" in r["content"]
+
+
 def test_mediawiki_localisation_cache_read_from_the_database(dbcache_run):
     """Upstream MediaWiki's installer leaves $wgCacheDirectory unset, and the localisation cache
     is then read from l10n_cache one message at a time: about a hundred lookups per page view.
