@@ -246,6 +246,10 @@ def test_snippet_lines_and_refused_values(tmp_path):
         agent.pool_env("tcp://127.0.0.1:6390", pool='x"; evil')
     result = CliRunner().invoke(main, ["agent", "snippet", "--stream", "s1"], env={"LOCKDOWN_REDIS_PASSWORD": "pw"})
     assert result.exit_code == 0 and 'env[LOCKDOWN_FLEET_AUTH] = "pw"' in result.output
+    assert "no --state: records lost are not counted" in result.output
+    copied = CliRunner().invoke(main, ["agent", "snippet", "--agent", "/srv/php/agent.php", "--state", str(tmp_path)])
+    assert 'php_admin_value[auto_prepend_file] = "/srv/php/agent.php"' in copied.output
+    assert "no --state" not in copied.output
 
 
 def test_collect_refuses_a_store_that_is_a_file(tmp_path):

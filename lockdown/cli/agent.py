@@ -31,14 +31,17 @@ def agent_group():
               help="Approximate length the stream is trimmed to (XADD MAXLEN ~).")
 @click.option("--timeout", type=click.FloatRange(min=0.001, max=5), default=0.05, show_default=True,
               help="Connect and read timeout in seconds; after the response, never before.")
+@click.option("--agent", "agent_path", type=click.Path(path_type=Path), default=None,
+              help="Where you copied agent.php (default: the file in lockdown's package, which an "
+                   "upgrade of lockdown replaces).")
 @click.option("--ini", "form", flag_value="ini", help="php.ini lines instead of a php-fpm pool's.")
 @click.option("--fpm", "form", flag_value="fpm", default=True, help="php-fpm pool lines (the default).")
-def snippet_cmd(redis_at, stream, pool, state, period, maxlen, timeout, form):
+def snippet_cmd(redis_at, stream, pool, state, period, maxlen, timeout, agent_path, form):
     """Print the lines that load the agent. The Redis password, if any, is taken from
     $LOCKDOWN_REDIS_PASSWORD (never from the command line)."""
     env = agent.pool_env(redis_at, stream, pool, state.absolute() if state else None, period,
                          password=os.environ.get(PASSWORD_ENV) or None, maxlen=maxlen, timeout=timeout)
-    click.echo(agent.snippet(env, form), nl=False)
+    click.echo(agent.snippet(env, form, agent_path.absolute() if agent_path else agent.AGENT), nl=False)
 
 
 @agent_group.command("off")

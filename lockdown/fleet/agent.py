@@ -50,6 +50,8 @@ def snippet(env: dict, form: str = "fpm", agent: Path = AGENT) -> str:
                  "; needs php-redis, and php-excimer for the stacks",
                  f'php_admin_value[auto_prepend_file] = "{agent}"']
         lines += [f'env[{k}] = "{v}"' for k, v in env.items()]
+        if "LOCKDOWN_FLEET_STATE" not in env:
+            lines.append("; no --state: records lost are not counted, and `lockdown agent off` cannot reach it")
         if "LOCKDOWN_FLEET_AUTH" in env:
             lines.append("; the pool file now holds the Redis password: keep it readable by root only")
         return "\n".join(lines) + "\n"
