@@ -294,3 +294,19 @@ def test_no_perf_no_native_hotspots():
     ctx.native = []
     ctx.manifest["capture"]["collect"] = ["excimer", "xhprof"]
     assert [getattr(c, "function", None) for c in hotspot.decide(ctx, [])] == ["render"]
+
+
+def test_a_dispatcher_hotspot_is_not_told_to_cache_its_result():
+    """A hook runner (WordPress's WP_Hook::apply_filters: 36% of a page) runs what it is given:
+    its calls repeat their arguments, yet a cache of its result would skip its callbacks' work.
+    The finding points at the callbacks instead, whatever the probe counted."""
+    rows = [("/app/index.php;page;hooks", 6), ("/app/index.php;page", 1)]
+    xhprof = xh(page=("main()", 1, {}), hooks=("page", 20, {"call_user_func_array": 1}))
+    xhprof.update({"call_user_func_array==>cb_one": {"ct": 10, "wt": 100}, "call_user_func_array==>cb_two": {"ct": 10, "wt": 100},
+                   "page==>cb_three": {"ct": 1, "wt": 10}})
+    [c] = hotspot.decide(ctx_of(rows, xhprof=xhprof), [])      # no other finding explains it
+    assert c.function == "hooks" and c.dispatcher
+    c.probe = {"repeat_pct": 54.0}
+    assert "cache of its result would skip" in hotspot.describe_look(c) and "first thing to try" not in hotspot.describe_look(c)
+    [d] = hotspot.decide(ctx_of(rows, xhprof=xh(page=("main()", 1, {}), hooks=("page", 20, {"str_repeat": 3}))), [])
+    assert not d.dispatcher

@@ -52,6 +52,7 @@ from .. import accounting, subsystems
 from ..builtins import ROOT
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
+from .repeated_call import dispatchers
 
 ID = "hotspot"
 SUBJECT = "function"  # what tells its findings apart (findings.SUBJECT_KEYS)
@@ -134,6 +135,7 @@ class Case:
     basis: str = ""
     high: float = 15.0              # severity: high from this share, medium from the next
     medium: float = 8.0
+    dispatcher: bool = False        # it runs callbacks it is given (repeated_call.dispatchers)
 
 
 def others(ctx: Context) -> list[Finding]:
@@ -201,6 +203,7 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
     by_fn = spots(acc.unexplained_slices, db, ctx.url_of)
     chosen = _candidates(ctx, by_fn, total, sampled, acc.period_ms * 1000.0)
     cfg = ctx.thresholds.get(ID, {})
+    given = set().union(*(dispatchers(edges, ctx.is_internal) for edges in ctx.xhprof_edges.values()))
     cases = []
     for fn in sorted(chosen, key=lambda f: (-by_fn[f].inclusive_us, f))[:cfg.get("max_findings", 5)]:
         sp = by_fn[fn]
@@ -212,7 +215,8 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
                           [r for r, _ in sp.requests.most_common(SHOWN)], len(sp.requests),
                           [u for u, _ in sp.urls.most_common()], callers, callees, uniform,
                           acc.overall.explained_pct, profiles, basis=acc.basis,
-                          high=cfg.get("high_share_pct", 15.0), medium=cfg.get("medium_share_pct", 8.0)))
+                          high=cfg.get("high_share_pct", 15.0), medium=cfg.get("medium_share_pct", 8.0),
+                          dispatcher=fn in given))
     if acc.perf:
         cases += decide_native(ctx, acc, db, {c.function for c in cases})
     return cases
@@ -432,6 +436,9 @@ def describe_probe(p: dict) -> Evidence:
 
 def describe_look(c: Case) -> str:
     """What to look at, from what is known."""
+    if c.dispatcher:       # its calls run what it is given: a cache of its result is no fix
+        return ("It runs callbacks it is given (a hook or event dispatcher), so its time is theirs and a cache of "
+                "its result would skip their work: look at the heaviest callbacks under it in the flame graph.")
     if c.probe and c.probe.get("repeat_pct", 0) >= 25:
         return (f"The argument probe saw {c.probe['repeat_pct']:.0f}% of its calls repeat an earlier (object, "
                 f"arguments) pair: a per-request cache of its result is the first thing to try.")
