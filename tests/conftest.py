@@ -287,7 +287,7 @@ SERVER_FIXTURES = ("lockdown", "env", "home", "minicms_run", "wordpress_bundle",
 
 # Programs that are servers, or load generators and browsers that need one
 SERVERS = re.compile(r"mariadbd|mysqld|mariadbd-safe|mysqld_safe|mariadb-install-db|mysql_install_db"
-                     r"|php-fpm[0-9.]*|nginx|wrk|siege|ab|chromedriver|chromium|chrome|google-chrome")
+                     r"|php-fpm[0-9.]*|nginx|redis-server|wrk|siege|ab|chromedriver|chromium|chrome|google-chrome")
 # ... unless asked a question they answer and exit: a version, a config test, their modules
 QUESTIONS = {"-v", "-V", "--version", "-h", "--help", "-i", "-t", "-tt", "-T", "-m"}
 
