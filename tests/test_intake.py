@@ -215,3 +215,21 @@ def test_generic_configuration_found_by_its_keys(tmp_path):
     assert configure.generic_spec(tree(tmp_path / "bare", {"index.php": ""}), None) is None
     r, _ = _configure(tmp_path / "none", None, {})
     assert r.returncode == 1 and "fill in this script" in r.stderr
+
+
+def test_a_dump_file_is_copied_as_it_is_and_one_that_selects_its_database_refused(tmp_path):
+    from lockdown.intake import dump
+    good = tmp_path / "good.sql"
+    good.write_bytes(b"-- MariaDB dump\nCREATE TABLE t (id INT);\nINSERT INTO t VALUES (1),(2);\n\xff raw bytes\n")
+    dump.copy_dump(good, tmp_path / "seed.sql")
+    assert (tmp_path / "seed.sql").read_bytes() == good.read_bytes()
+    for text, words in ((b"CREATE DATABASE live;\nUSE `live`;\n", "selects its database"),
+                        (b"\x1f\x8b\x08\x00", "compressed")):
+        bad = tmp_path / "bad.sql"
+        bad.write_bytes(text)
+        with pytest.raises(LockdownError, match=words):
+            dump.copy_dump(bad, tmp_path / "other.sql")
+    with pytest.raises(LockdownError, match="names no database") as e:
+        dump.dsn_database("mysql://reader:secret@127.0.0.1:3306/")
+    assert "secret" not in str(e.value)
+    assert dump.dsn_database("mysql://reader@db:3307/my%2Dshop?socket=/run/x.sock") == "my-shop"
