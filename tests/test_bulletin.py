@@ -12,12 +12,12 @@ fixtures/apps/bulletin/README.md). Every response says what the request did
 """
 import json
 import re
-import sys
 from collections import defaultdict
 
 import pytest
 
 from conftest import REPO, lockdown_runner
+from ground_truth import fetch_pages, truths
 from lockdown.bundle.store import open_bundle
 
 APPS = REPO / "fixtures" / "apps"
@@ -27,41 +27,17 @@ TRAILER = re.compile(r"<!-- bulletin-truth (.*?) -->\n\Z")
 RUN_ARGS = ("--runs", "1", "--duration", "2", "--warmup-duration", "1", "--requests", "60")
 PROBE = "SELECT @@GLOBAL.read_only"
 
-FETCH = """\
-import json, os, sys, urllib.error, urllib.request
-pages = json.loads(sys.argv[2])
-out = {}
-for name, path in pages.items():
-    try:
-        with urllib.request.urlopen(os.environ["LOCKDOWN_BASE_URL"] + path) as r:
-            status, headers, body = r.status, r.headers, r.read().decode()
-    except urllib.error.HTTPError as e:
-        status, headers, body = e.code, e.headers, e.read().decode()
-    out[name] = {"status": status, "header": headers.get("X-Bulletin-Truth"), "body": body}
-open(sys.argv[1], "w").write(json.dumps(out))
-"""
-
 
 @pytest.fixture(scope="module")
 def pages(home, tmp_path_factory):
     """{target: {page: {status, header, body}}}, each page fetched once after a short warmup."""
-    tmp = tmp_path_factory.mktemp("bulletin-pages")
-    (tmp / "fetch.py").write_text(FETCH)
-    run = lockdown_runner(home, 600)
-    out = {}
-    for target in ("bulletin", "bulletin-clean"):
-        dest = tmp / f"{target}.json"
-        hook = f"{sys.executable} {tmp / 'fetch.py'} {dest} '{json.dumps(PAGES)}'"
-        r = run("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
-                "--warmup-requests", "3", "--exec-after-warmup", hook)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        out[target] = json.loads(dest.read_text())
-    return out
+    return fetch_pages(home, tmp_path_factory.mktemp("bulletin-pages"), ("bulletin", "bulletin-clean"), PAGES,
+                       "X-Bulletin-Truth")
 
 
 @pytest.fixture(scope="module")
 def truth(pages):
-    return {target: {name: json.loads(p[name]["header"]) for name in PAGES} for target, p in pages.items()}
+    return truths(pages, PAGES)
 
 
 def run_target(home, tmp_path_factory, target):
@@ -106,6 +82,7 @@ def test_clean_shares_bulletins_files_except_its_settings():
 
 # -- (a) the app and its ground truth ------------------------------------------------------------
 
+
 def test_pages_answer_and_report_what_they_did(pages, truth):
     for target, dirty in (("bulletin", True), ("bulletin-clean", False)):
         for name, page in pages[target].items():
@@ -134,6 +111,7 @@ def test_switches_change_no_page(pages):
 
 
 # -- (b) what `lockdown run bulletin` finds ---------------------------------------------------------
+
 
 def test_the_read_only_probe_is_found_with_the_apps_counts_and_its_sender(bulletin_run, truth):
     _, data = bulletin_run
@@ -190,6 +168,7 @@ def test_the_missing_modules_warning_is_found_with_the_registry_and_its_log_writ
 
 
 # -- (c) the control ----------------------------------------------------------------------------
+
 
 def test_bulletin_clean_reports_no_defect(clean_run):
     out, data = clean_run

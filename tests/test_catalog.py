@@ -15,12 +15,12 @@ planted problem is one switch in app/config.php, and every response says what th
 """
 import json
 import re
-import sys
 from collections import Counter, defaultdict
 
 import pytest
 
 from conftest import REPO, lockdown_runner
+from ground_truth import fetch_pages, truths
 from lockdown.bundle.store import open_bundle
 
 APPS = REPO / "fixtures" / "apps"
@@ -39,43 +39,20 @@ BADGES = "Catalog\\Text\\BadgeMatcher::badges"
 TEMPLATES = "Catalog\\View\\TemplateLocator::find"
 WALKER = "Catalog\\Plugin\\PluginRegistry::discover"
 
-FETCH = """\
-import json, os, sys, urllib.error, urllib.request
-pages = json.loads(sys.argv[2])
-out = {}
-for name, path in pages.items():
-    try:
-        with urllib.request.urlopen(os.environ["LOCKDOWN_BASE_URL"] + path) as r:
-            status, headers, body = r.status, r.headers, r.read().decode()
-    except urllib.error.HTTPError as e:
-        status, headers, body = e.code, e.headers, e.read().decode()
-    out[name] = {"status": status, "header": headers.get("X-Catalog-Truth"), "body": body}
-open(sys.argv[1], "w").write(json.dumps(out))
-"""
-
 
 @pytest.fixture(scope="module")
 def pages(home, tmp_path_factory):
     """{target: {page: {status, header, body}}}: each page fetched once after a short bench's
     warmup (the hook sees the served app, as the load does)."""
-    tmp = tmp_path_factory.mktemp("catalog-pages")
-    (tmp / "fetch.py").write_text(FETCH)
-    run = lockdown_runner(home, 600)
-    out = {}
-    for target in ("catalog", "catalog-clean"):
-        dest = tmp / f"{target}.json"
-        hook = f"{sys.executable} {tmp / 'fetch.py'} {dest} '{json.dumps({**PAGES, 'missing': MISSING})}'"
-        r = run("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
-                "--warmup-requests", "3", "--exec-after-warmup", hook)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        out[target] = json.loads(dest.read_text())
-    return out
+    return fetch_pages(home, tmp_path_factory.mktemp("catalog-pages"), ("catalog", "catalog-clean"),
+                       {**PAGES, "missing": MISSING},
+                       "X-Catalog-Truth")
 
 
 @pytest.fixture(scope="module")
 def truth(pages):
     """{target: {page: the app's ground truth}} for the pages of PAGES."""
-    return {target: {name: json.loads(p[name]["header"]) for name in PAGES} for target, p in pages.items()}
+    return truths(pages, PAGES)
 
 
 def run_target(home, tmp_path_factory, target):
@@ -140,6 +117,7 @@ def calls(profile: dict, fn: str) -> int:
 
 # -- the files -------------------------------------------------------------------------------
 
+
 def test_clean_shares_catalogs_files_except_its_config():
     """catalog-clean is catalog's files through per-file symlinks (so that its cache key, which
     hashes only its own directory, changes with catalog's), plus its target.toml and config.php."""
@@ -165,6 +143,7 @@ def test_each_switch_is_one_config_line():
 
 
 # -- (a) the app and its ground truth ------------------------------------------------------------
+
 
 @pytest.mark.parametrize("target", ["catalog", "catalog-clean"])
 def test_pages_answer_and_report_what_they_did(pages, target):
@@ -476,6 +455,7 @@ def test_verify_all_confirms_the_generated_fixes_together(catalog_run, home):
 
 
 # -- (c) the control -----------------------------------------------------------------------------
+
 
 def test_catalog_clean_has_no_defect(clean_run):
     _, out, data = clean_run

@@ -12,11 +12,11 @@ per-row work (three htmlspecialchars a call).
 (d) the fix (the switch, as `verify --patch`) verified with a CI above zero.
 """
 import json
-import sys
 
 import pytest
 
 from conftest import REPO, lockdown_runner
+from ground_truth import fetch_pages, truths
 
 APPS = REPO / "fixtures" / "apps"
 PAGES = {"list": "/", "term7": "/term?id=7", "term20": "/term?id=20"}
@@ -24,36 +24,16 @@ RUN_ARGS = ("--no-bench", "--requests", "200")
 VERIFY_ARGS = ("--runs", "8", "--max-runs", "8", "--duration", "3", "--warmup-duration", "1", "--requests", "100")
 SLUG = "Glossary\\Slug::make"
 
-FETCH = """\
-import json, os, sys, urllib.request
-pages = json.loads(sys.argv[2])
-out = {}
-for name, path in pages.items():
-    with urllib.request.urlopen(os.environ["LOCKDOWN_BASE_URL"] + path) as r:
-        out[name] = {"status": r.status, "header": r.headers.get("X-Glossary-Truth"), "body": r.read().decode()}
-open(sys.argv[1], "w").write(json.dumps(out))
-"""
-
 
 @pytest.fixture(scope="module")
 def pages(home, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("glossary-pages")
-    (tmp / "fetch.py").write_text(FETCH)
-    run = lockdown_runner(home, 600)
-    out = {}
-    for target in ("glossary", "glossary-clean"):
-        dest = tmp / f"{target}.json"
-        hook = f"{sys.executable} {tmp / 'fetch.py'} {dest} '{json.dumps(PAGES)}'"
-        r = run("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
-                "--warmup-requests", "3", "--exec-after-warmup", hook)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        out[target] = json.loads(dest.read_text())
-    return out
+    return fetch_pages(home, tmp_path_factory.mktemp("glossary-pages"), ("glossary", "glossary-clean"), PAGES,
+                       "X-Glossary-Truth")
 
 
 @pytest.fixture(scope="module")
 def truth(pages):
-    return {target: {name: json.loads(p[name]["header"]) for name in PAGES} for target, p in pages.items()}
+    return truths(pages, PAGES)
 
 
 def run_target(home, tmp_path_factory, target):

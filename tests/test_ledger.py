@@ -15,49 +15,29 @@ argument probe's repeats (25%), so no known detector reports it, yet it is most 
     formatter with the app's counts (setups, rows parsed), and its fix verified.
 """
 import json
-import sys
 import tomllib
 
 import pytest
 
 from conftest import REPO, lockdown_runner
+from ground_truth import fetch_pages, truths
 
 APPS = REPO / "fixtures" / "apps"
 PAGES = {"home": "/", "invoice7": "/invoice?id=7", "invoice12": "/invoice?id=12", "report": "/report"}
 RUN_ARGS = ("--no-bench", "--requests", "60")
 THRESHOLDS = tomllib.loads((REPO / "lockdown" / "analyzers" / "detectors" / "thresholds.toml").read_text())
 
-FETCH = """\
-import json, os, sys, urllib.request
-pages = json.loads(sys.argv[2])
-out = {}
-for name, path in pages.items():
-    with urllib.request.urlopen(os.environ["LOCKDOWN_BASE_URL"] + path) as r:
-        out[name] = {"status": r.status, "header": r.headers.get("X-Ledger-Truth"), "body": r.read().decode()}
-open(sys.argv[1], "w").write(json.dumps(out))
-"""
-
 
 @pytest.fixture(scope="module")
 def pages(home, tmp_path_factory):
     """{target: {page: {status, header, body}}}, each page fetched once after a short warmup."""
-    tmp = tmp_path_factory.mktemp("ledger-pages")
-    (tmp / "fetch.py").write_text(FETCH)
-    run = lockdown_runner(home, 600)
-    out = {}
-    for target in ("ledger", "ledger-clean"):
-        dest = tmp / f"{target}.json"
-        hook = f"{sys.executable} {tmp / 'fetch.py'} {dest} '{json.dumps(PAGES)}'"
-        r = run("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
-                "--warmup-requests", "3", "--exec-after-warmup", hook)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        out[target] = json.loads(dest.read_text())
-    return out
+    return fetch_pages(home, tmp_path_factory.mktemp("ledger-pages"), ("ledger", "ledger-clean"), PAGES,
+                       "X-Ledger-Truth")
 
 
 @pytest.fixture(scope="module")
 def truth(pages):
-    return {target: {name: json.loads(p[name]["header"]) for name in PAGES} for target, p in pages.items()}
+    return truths(pages, PAGES)
 
 
 # per-call-setup's loop floor one above the formatter's loop (the table's 12 rows and its header:

@@ -15,11 +15,11 @@ is_readable() along a locale chain. Every response says what it did (X-Notes-Tru
 """
 import json
 import re
-import sys
 
 import pytest
 
 from conftest import REPO, lockdown_runner
+from ground_truth import fetch_pages
 
 pytestmark = pytest.mark.server
 
@@ -31,20 +31,6 @@ RUN_ARGS = ("--runs", "2", "--duration", "2", "--warmup-duration", "1", "--reque
 # 8 pairs of 3 s: with 5 pairs of 2 s the partials fix (servers' CPU per request -28%, CI -31 .. -25%)
 # gave +39.5% (CI +12.5 .. +72.9%) once and +27.8% (CI -25 .. +118%) once on the shared 2-core host
 VERIFY_ARGS = ("--runs", "8", "--max-runs", "8", "--duration", "3", "--warmup-duration", "1", "--requests", "40")
-
-FETCH = """\
-import json, os, sys, urllib.error, urllib.request
-pages = json.loads(sys.argv[2])
-out = {}
-for name, path in pages.items():
-    try:
-        with urllib.request.urlopen(os.environ["LOCKDOWN_BASE_URL"] + path) as r:
-            status, headers, body = r.status, r.headers, r.read().decode()
-    except urllib.error.HTTPError as e:
-        status, headers, body = e.code, e.headers, e.read().decode()
-    out[name] = {"status": status, "header": headers.get("X-Notes-Truth"), "body": body}
-open(sys.argv[1], "w").write(json.dumps(out))
-"""
 
 
 def flip(switch: str) -> str:
@@ -61,18 +47,8 @@ def flip(switch: str) -> str:
 
 @pytest.fixture(scope="module")
 def pages(home, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("notes-pages")
-    (tmp / "fetch.py").write_text(FETCH)
-    run = lockdown_runner(home, 600)
-    out = {}
-    for target in ("notes", "notes-clean"):
-        dest = tmp / f"{target}.json"
-        hook = f"{sys.executable} {tmp / 'fetch.py'} {dest} '{json.dumps({**PAGES, 'missing': '/?page=nope'})}'"
-        r = run("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
-                "--warmup-requests", "3", "--exec-after-warmup", hook)
-        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-        out[target] = json.loads(dest.read_text())
-    return out
+    return fetch_pages(home, tmp_path_factory.mktemp("notes-pages"), ("notes", "notes-clean"),
+                       {**PAGES, "missing": "/?page=nope"}, "X-Notes-Truth")
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +74,7 @@ def by_function(data, finding_id) -> dict:
 
 
 # -- the files and (a) the app -------------------------------------------------------------------
+
 
 def test_clean_shares_notes_files_except_its_config():
     dirty, clean = APPS / "notes", APPS / "notes-clean"
@@ -139,6 +116,7 @@ def test_pages_and_ground_truth(pages, truth):
 
 # -- (b) the findings, with the app's counts -------------------------------------------------------
 
+
 def test_fresh_placeholder_patterns_are_found_in_their_function(notes_run, truth):
     _, data = notes_run
     found = by_function(data, "regex-compile")
@@ -168,12 +146,14 @@ def test_failed_lookups_are_found_per_function_with_the_apps_misses(notes_run, t
 
 # -- (c) the control ----------------------------------------------------------------------------
 
+
 def test_notes_clean_has_no_defect(home, tmp_path_factory):
     _, data = run_target(home, tmp_path_factory, "notes-clean")
     assert [f["id"] for f in data["findings"]] == ["hot-builtins"], [f["title"] for f in data["findings"]]
 
 
 # -- (d) the fixes, verified ----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("finding,function,switch", [("regex-compile", "restore_placeholders", "fixed_placeholder"),
                                                      ("failed-lookups", "partial_path", "partial_index")])
