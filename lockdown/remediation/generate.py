@@ -95,6 +95,18 @@ def defined(function: str, app_dir: Path, called: dict[str, float]) -> tuple[Sit
                 + (f", called {seen:g} times per request in the capture's xhprof" if seen else "")), ""
 
 
+def named_site(finding: Finding, key: str, app_dir: Path, called: dict[str, float]) -> Site | None:
+    """Where the function the finding names in `details[key]` is defined; None, with
+    `no_patch` saying why when it names one that cannot be found."""
+    fn = finding.details.get(key)
+    if not fn:
+        return None
+    site, why = defined(fn, app_dir, called)
+    if site is None:
+        finding.details["no_patch"] = f"no remediation generated: {why}"
+    return site
+
+
 def diff_of(finding: Finding, site: Site, patchable: list[str], app_dir: Path, tree: str, what: str,
             scope: str = "request", cache: dict | None = None, script: Path | None = None) -> list[Remediation]:
     """The checked diff that rewrites `site`, or [] with no_patch set."""
@@ -189,13 +201,9 @@ def _rel_expr(patched: str, target: str) -> str:
 
 def file_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
     """file-static-cache: the reading function's result kept, rebuilt when the file changes."""
-    fn = finding.details.get("function")
-    if not fn:
-        finding.details["no_patch"] = "the finding names no reading function"
-        return []
-    site, why = defined(fn, app_dir, called)
+    site = named_site(finding, "function", app_dir, called)
     if site is None:
-        finding.details["no_patch"] = f"no remediation generated: {why}"
+        finding.details.setdefault("no_patch", "the finding names no reading function")
         return []
     version, watched = "", ""
     path = finding.details.get("reader_path") or ""
@@ -226,12 +234,8 @@ def scan_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list
     """fs-scan when the walk is the discovery itself: the walker's result kept."""
     if finding.remediations or finding.details.get("walk") == "miss-fallback":
         return []
-    fn = finding.details.get("walker")
-    if not fn:
-        return []
-    site, why = defined(fn, app_dir, called)
+    site = named_site(finding, "walker", app_dir, called)
     if site is None:
-        finding.details["no_patch"] = f"no remediation generated: {why}"
         return []
     what = (f"the result of {site.function}'s walk kept in a generated PHP array file (.lockdown-cache/ beside "
             f"{Path(site.file).name}), which OPcache keeps in memory, keyed on its arguments and the object's "
@@ -243,12 +247,8 @@ def scan_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list
 
 def lookup_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
     """failed-lookups: the function that tries the candidates keeps what it resolved."""
-    fn = finding.details.get("function")
-    if not fn:
-        return []
-    site, why = defined(fn, app_dir, called)
+    site = named_site(finding, "function", app_dir, called)
     if site is None:
-        finding.details["no_patch"] = f"no remediation generated: {why}"
         return []
     what = (f"what {site.function} resolves kept in a generated PHP array file (.lockdown-cache/ beside "
             f"{Path(site.file).name}), which OPcache keeps in memory, keyed on its arguments and the object's "
