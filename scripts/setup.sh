@@ -45,6 +45,8 @@ fi
 PYTHON=${PYTHON:-python3}
 # native/ (the perf script folder in Rust) when cargo is present; never fails the set-up
 PYTHON="$PYTHON" bash scripts/build_native.sh
+# inferno, the reference the folded-format tests compare with, when cargo is present
+bash scripts/inferno.sh
 stamp=".setup-stamp"
 want="$(sha256sum < pyproject.toml | cut -c1-16) $(pwd) $($PYTHON -c 'import sys; print(sys.executable)')"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] \
