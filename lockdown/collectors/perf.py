@@ -38,7 +38,7 @@ class PerfRecorder:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         argv = self.argv(pids)
         if controlled:
-            ctl, ack = self.out_dir / "control.fifo", self.out_dir / "ack.fifo"
+            ctl, ack = self._fifos()
             for fifo in (ctl, ack):
                 fifo.unlink(missing_ok=True)
                 os.mkfifo(fifo, 0o600)
@@ -63,8 +63,13 @@ class PerfRecorder:
         return [tool("perf"), "record", "-F", str(self.freq), "--call-graph", "dwarf",
                 "-k", "CLOCK_MONOTONIC", "-p", ",".join(map(str, pids)), "-o", str(self.data)]
 
+    def _fifos(self) -> tuple[Path, Path]:
+        """This recorder's control and ack FIFOs, named after it: two recorders share the
+        capture's perf directory (the sampler and engine_events'), and one pair each."""
+        return self.out_dir / f"{self.NAME}.control.fifo", self.out_dir / f"{self.NAME}.ack.fifo"
+
     def _command(self, word: str, timeout: float = 10) -> None:
-        ctl = self.out_dir / "control.fifo"
+        ctl = self._fifos()[0]
         deadline = time.monotonic() + timeout
         fd = None
         while fd is None:
