@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from .. import paths
-from ..errors import LockdownError, PhaseFailed
+from ..errors import LockdownError, PhaseFailed, UsageError
 from .mariadb import DatabaseServer, dsn_server
 from .processes import dead_records, owner_record
 from .service_account import die_with_parent
@@ -181,7 +181,7 @@ class Claim:
         try:
             self.lock = ServerLock.take(db, lock_name(database))
         except LockHeld as e:
-            raise LockdownError(f"database {database} on {db.where()} is in use by another lockdown "
+            raise UsageError(f"database {database} on {db.where()} is in use by another lockdown "
                                 f"command ({e.holder}, maybe of another LOCKDOWN_HOME): run the two "
                                 f"commands one after the other, or give this one another --mysql server")
         except PhaseFailed as e:
@@ -240,7 +240,7 @@ def claim(where: "str | DatabaseServer", database: str, run_dir: Path) -> Claim:
         f.seek(0)
         holder = f.read().strip() or "another lockdown command"
         f.close()
-        raise LockdownError(f"database {database} on {db.where()} is in use by {holder}: run the two "
+        raise UsageError(f"database {database} on {db.where()} is in use by {holder}: run the two "
                             f"commands one after the other, or give this one another --mysql server")
     try:
         held = Claim(db, database, run_dir, f)
