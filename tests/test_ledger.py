@@ -142,7 +142,8 @@ def test_a_pattern_under_known_thresholds_is_a_hotspot_finding(ledger_run, truth
     # where it goes and who calls it
     assert d["path"][-2:] == ["Ledger_View::invoice", "ledger_money"] and d["callers"] == ["Ledger_View::invoice"]
     assert d["uniform_callees"] and "str_getcsv" in d["callees"]
-    assert set(f["urls"]) == set(PAGES.values())
+    # the URLs whose sampled requests show it (a page sampled little may miss it): pages of ledger
+    assert f["urls"] and set(f["urls"]) <= set(PAGES.values())
     assert "once per request" in d["look_at"] and "20% repeats" in d["look_at"]
     assert f["remediations"] == [] and d["no_patch"]
 

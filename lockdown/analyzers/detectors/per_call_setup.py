@@ -112,7 +112,15 @@ def _case(ctx: Context, fn: str, cfg: dict, kids: dict) -> Case | None:
     loop_names = {c for c, _ in loops}
     # the setup: the loop callees and the function's own code (the loop itself); the per-call
     # part: the other callees
-    fraction = max(0.0, 1.0 - sum(w for c, w in wt.items() if c not in loop_names) / fn_wt)
+    # per profiled request, then the median: wall times are noisy on a busy host, and one request
+    # preempted inside a per-call builtin must not decide it (the sum over requests let it)
+    per = []
+    for rid in rows:
+        inc = ctx.xhprof[rid][fn].get("inclusive_us", 0)
+        if inc:
+            other = sum(v["wt"] for c, v in kids.get(rid, {}).get(fn, {}).items() if c != fn and c not in loop_names)
+            per.append(max(0.0, 1.0 - other / inc))
+    fraction = statistics.median(per) if per else 0.0
     if fraction < cfg.get("min_setup_fraction", 0.5):
         return None
     whole, basis = _share(ctx, fn, rows)
