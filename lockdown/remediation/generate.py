@@ -195,8 +195,7 @@ def _rel_expr(patched: str, target: str) -> str:
     """A PHP expression for `target` (relative to the app tree) from the patched file's __DIR__."""
     depth = len(Path(patched).parent.parts)
     up = "/".join([".."] * depth)
-    text = f"/{up + '/' if up else ''}{target}"
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return class_maps.php_string(f"/{up + '/' if up else ''}{target}")
 
 
 def file_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
