@@ -109,6 +109,24 @@ def test_functions_that_run_callbacks_they_are_given_are_still_dispatchers():
     assert dispatchers(edges) == {"f"}
 
 
+def test_a_function_that_changes_state_on_every_call_is_no_candidate():
+    """MediaWiki's ExcimerRequestTimeout::enterCriticalSection: 23 calls a page, every call the
+    same callees, but each arms a timer (ExcimerTimer::start, one level down): a memo would
+    skip it. A write done only by the first call (a cache file filled once) does not count."""
+    arm = {f"{PRICING}==>Catalog\\Clock::arm": {"ct": 50, "wt": 500},
+           "Catalog\\Clock::arm==>ExcimerTimer::start": {"ct": 50, "wt": 450},
+           "ExcimerTimer::start==>ExcimerTimer::start@1": {"ct": 50, "wt": 440}}
+    assert PRICING not in functions(ctx_of(pricing_profile(extra=arm)))
+    assert repeated_call.changes_state_each_call(
+        {tuple(k.split("==>")): v for k, v in arm.items()}, PRICING, 50) == "ExcimerTimer::start"
+    once = {f"{PRICING}==>Catalog\\Cache::remember": {"ct": 50, "wt": 500},
+            "Catalog\\Cache::remember==>file_put_contents": {"ct": 1, "wt": 300}}
+    assert PRICING in functions(ctx_of(pricing_profile(extra=once)))
+    # a clock read on every call (a timing wrapper) leaves the work memoizable
+    clock = {f"{PRICING}==>hrtime": {"ct": 100, "wt": 20}}
+    assert PRICING in functions(ctx_of(pricing_profile(extra=clock)))
+
+
 def test_a_builtins_callbacks_are_pooled_over_its_callers():
     """xhprof keeps one level of context: usort's callbacks are those of every function that
     called usort in the request. A closure written in another caller's code is that caller's;

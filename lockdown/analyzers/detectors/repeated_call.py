@@ -23,6 +23,10 @@ filtering with its own closures, was skipped before, at 18.9% of the samples). S
 xhprof saw re-entered (`f@1`): their inclusive time counts nested calls twice (render_block), and a
 recursive walker belongs to fs-scan. Functions that send SQL themselves (wpdb::_do_query) are
 left to the query detectors, and so is any function each of whose calls ends in a query.
+A function each of whose calls reaches a builtin that changes the process's or the world's state
+(starts a timer, sends a header, writes a file, draws a random number: `STATE_CHANGING`) is no
+candidate either: a memo would skip the effect (MediaWiki's `enterCriticalSection`, 23 calls a
+page, each arming an `ExcimerTimer`).
 Loaders are skipped too: when Excimer shows that at least `max_include_share_pct` of the time
 under a function is spent in script files it includes itself (`drupal_load` ->
 `modules/x/x.module`), each call loads a different file -- xhprof, which keeps neither
@@ -179,6 +183,39 @@ def sends_sql_each_call(edges: dict, fn: str, calls: int) -> bool:
                 seen.add(c)
                 todo.append(c)
     return False
+
+
+# Builtins whose effect a memo would skip: timers and signals, output and headers, writes,
+# sessions, shared-memory writes, random numbers. Clocks (microtime, hrtime) are not here: a
+# timing wrapper around pure work is common and leaves the work memoizable.
+STATE_CHANGING = frozenset((
+    "excimertimer::start", "excimertimer::stop", "excimerprofiler::start", "excimerprofiler::stop",
+    "pcntl_alarm", "pcntl_signal", "set_time_limit", "ignore_user_abort",
+    "header", "header_remove", "setcookie", "setrawcookie", "http_response_code", "flush", "ob_flush",
+    "printf", "vprintf", "readfile", "fpassthru",
+    "fwrite", "fputs", "fputcsv", "file_put_contents", "error_log", "syslog", "mail", "unlink", "rename",
+    "mkdir", "rmdir", "touch", "copy", "flock", "socket_write", "socket_send", "stream_socket_sendto",
+    "session_start", "session_write_close", "session_regenerate_id", "session_destroy",
+    "apcu_store", "apcu_add", "apcu_inc", "apcu_dec", "apcu_cas", "apcu_delete",
+    "register_shutdown_function",
+    "mt_rand", "rand", "random_int", "random_bytes", "uniqid", "openssl_random_pseudo_bytes", "shuffle",
+    "str_shuffle", "array_rand", "lcg_value", "mt_srand", "srand"))
+
+
+def changes_state_each_call(edges: dict, fn: str, calls: int) -> str | None:
+    """The state-changing builtin (`STATE_CHANGING`) every call of `fn` reaches, if any: followed
+    only along edges called at least once per call of `fn`, like `sends_sql_each_call`, so a
+    function whose first call writes a cache file is still a candidate."""
+    todo, seen = [fn], {fn}
+    while todo:
+        f = todo.pop()
+        for (p, c), v in edges.items():
+            if p == f and v["ct"] >= calls and c not in seen:
+                if base_name(c).lower() in STATE_CHANGING:
+                    return base_name(c)
+                seen.add(c)
+                todo.append(c)
+    return None
 
 
 def uniform_callees(edges: dict, fn: str, calls: int) -> tuple[bool, int]:
@@ -353,7 +390,7 @@ def _callers(ctx: Context, fn: str) -> set[str]:
 def _hits(ctx: Context) -> dict[str, list[dict]]:
     """Function -> a row per profiled request where it is a candidate (module docstring):
     called often enough, costly enough, the same callees on every call, not a dispatcher, not
-    recursive, not a query sender."""
+    recursive, not a query sender, no state change on every call."""
     min_calls = ctx.threshold(ID, "min_calls_per_request")
     costly_calls = ctx.threshold(ID, "min_calls_when_costly")
     min_share = ctx.threshold(ID, "min_inclusive_share_pct")
@@ -377,6 +414,8 @@ def _hits(ctx: Context) -> dict[str, list[dict]]:
             uniform, ncallees = uniform_callees(edges, fn, t["calls"])
             if not uniform or sends_sql_each_call(edges, fn, t["calls"]):
                 continue
+            if changes_state_each_call(edges, fn, t["calls"]):
+                continue                  # a memo would skip the effect
             once_us, once = once_under_us(edges, fn, graph)
             once_us = min(once_us, t["inclusive_us"])
             if (t["inclusive_us"] - once_us) / t["calls"] < min_per_call:
