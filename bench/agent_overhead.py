@@ -11,6 +11,13 @@ workers, the agent's work after the response counts as it takes a worker), and t
 median latency the per-pair difference of wrk's p50; each with its 95% interval. No collector runs: the stream is trimmed by MAXLEN. The
 agent's entries in Redis are counted to show it was sending.
 
+Beside throughput, which a shared host's drift moves by several percent, the CPU each request
+costs: the user+system time of every process of the arm's stack (php-fpm master and workers,
+nginx, MariaDB; from /proc, by process group) and, for the agent's arm, of Redis, over the
+requests served, per pair; the agent's cost is the per-pair difference. CPU time moves far
+less than throughput with the host's load, and it is what the agent takes from a saturated
+server: its share of the arm without the agent is the throughput it would cost there.
+
     python3 bench/agent_overhead.py [--target minicms] [--pairs 10] [--duration 5]
                                     [--concurrency 4] [--period 0.05] [--off] [--json FILE]
 """
@@ -33,9 +40,24 @@ from lockdown.fleet.redis_server import PrivateRedis  # noqa: E402
 from lockdown.harness.loadgen import run_load  # noqa: E402
 from lockdown.harness.processes import ProcessGroup  # noqa: E402
 from lockdown.harness.stack import Stack, StackOptions  # noqa: E402
+from lockdown.owner import stat_fields  # noqa: E402
 from lockdown.targets.registry import resolve  # noqa: E402
 
 STREAM = "lockdown:bench"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def group_cpu_s(pgids: set[int]) -> float:
+    """User+system CPU seconds of the live processes in process groups `pgids`, their reaped
+    children's included (cutime, cstime)."""
+    total = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        fields = stat_fields(int(entry.name))
+        if fields and int(fields[2]) in pgids:
+            total += sum(int(v) for v in fields[11:15])
+    return total / TICK
 
 
 def measure(args, tmp: Path) -> dict:
@@ -47,6 +69,7 @@ def measure(args, tmp: Path) -> dict:
     arms = {"none": [], "agent": []}
     latency = {"none": [], "agent": []}
     per_request = {"none": [], "agent": []}
+    cpu_ms = {"none": [], "agent": []}
     try:
         agent_opts = agent_options(tmp / "agent", redis.where, redis.password, "bench", STREAM,
                                    period=args.period, workers=args.workers)
@@ -58,12 +81,16 @@ def measure(args, tmp: Path) -> dict:
                 agent.switch(state_dir(tmp / "agent"), on=False)
             for name, stack in stacks.items():          # warm both (OPcache, buffers)
                 run_load("wrk", procs, stack.base_url, paths, args.concurrency, 3, tmp / "load", f"warm-{name}")
+            groups = {name: {c.pid for c in stack.procs.children} for name, stack in stacks.items()}
+            groups["agent"] |= {c.pid for c in procs.children if c.name == "redis-server"}
             for i in range(args.pairs):
                 for name in (("none", "agent") if i % 2 == 0 else ("agent", "none")):
+                    before = group_cpu_s(groups[name])
                     r = run_load("wrk", procs, stacks[name].base_url, paths, args.concurrency, args.duration,
                                  tmp / "load", f"{name}-{i}")
                     if r.failed or r.errors:
                         sys.exit(f"{name} pair {i}: {r.failed} failed responses, {r.errors} socket errors")
+                    cpu_ms[name].append(1000.0 * (group_cpu_s(groups[name]) - before) / max(1, r.ok))
                     arms[name].append(r.rps)
                     latency[name].append(r.latency_ms["p50"])
                     per_request[name].append(1000.0 * args.concurrency / r.rps)
@@ -75,10 +102,13 @@ def measure(args, tmp: Path) -> dict:
         procs.stop_all()
     added = summarize([a - n for a, n in zip(per_request["agent"], per_request["none"])])
     p50 = summarize([a - n for a, n in zip(latency["agent"], latency["none"])])
+    cpu = summarize([a - n for a, n in zip(cpu_ms["agent"], cpu_ms["none"])])
+    cpu_share = compare_paired(cpu_ms["none"], cpu_ms["agent"])
     return {"target": args.target, "agent_off": args.off, "pairs": args.pairs, "duration_s": args.duration,
             "concurrency": args.concurrency, "period_s": args.period, "workers": args.workers,
             "rps": arms, "latency_ms": latency, "throughput": compare_paired(arms["none"], arms["agent"]),
             "per_request_ms": per_request, "added_ms_per_request": added, "added_p50_ms": p50,
+            "cpu_ms_per_request": cpu_ms, "added_cpu_ms_per_request": cpu, "cpu_per_request": cpu_share,
             "entries_in_redis": sent}
 
 
@@ -100,10 +130,15 @@ def main() -> None:
     lo, hi = t["ci95_pct"]
     alo, ahi = a["ci95"]
     mlo, mhi = m["ci95"]
+    c, cs = doc["added_cpu_ms_per_request"], doc["cpu_per_request"]
+    clo, chi = c["ci95"]
+    slo, shi = cs["ci95_pct"]
     print(f"{args.target}: agent vs none, {t['pairs']} pairs of {args.duration:g} s, c={args.concurrency}: "
           f"throughput {t['change_pct']:+.2f}% (95% CI {lo:+.2f} to {hi:+.2f}); "
           f"per request {a['mean']:+.3f} ms (95% CI {alo:+.3f} to {ahi:+.3f}); "
           f"p50 latency {m['mean']:+.3f} ms (95% CI {mlo:+.3f} to {mhi:+.3f}); "
+          f"CPU per request {c['mean']:+.3f} ms (95% CI {clo:+.3f} to {chi:+.3f}), "
+          f"{cs['change_pct']:+.2f}% of the arm without the agent (95% CI {slo:+.2f} to {shi:+.2f}); "
           f"{doc['entries_in_redis']} records sent")
     if args.json:
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
