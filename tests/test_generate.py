@@ -405,3 +405,26 @@ def test_session_probe_gets_a_memo_of_the_function_asking_the_server(tmp_path):
                    "$a = [server_is_read_only(), server_is_read_only(), server_is_read_only()];\n"
                    "echo json_encode(['out' => $a, 'asked' => $GLOBALS['asked']]), \"\\n\";")
     assert out == {"out": [False, False, False], "asked": 1}
+
+
+def test_findings_with_no_safe_rewrite_say_where_to_change(tmp_path):
+    """disk-spill, regex-compile and per-call-setup get no diff (the change is a judgment on the
+    app's query, pattern or setup), but their `no_patch` names the place: the statement's sender
+    found by its text, or the named function's definition. The detector's reason stays first."""
+    app = make_app(tmp_path / "app")
+    spill = Finding("disk-spill", "t", "medium", 8.0, "s",
+                    details={"fingerprint": "select value from settings where name = ?",
+                             "no_patch": "the capture does not know the schema"})
+    setup = Finding("per-call-setup", "t", "medium", 8.0, "s",
+                    details={"function": "Views::bump", "no_patch": "keep the setup in a static."})
+    unknown = Finding("regex-compile", "t", "medium", 8.0, "s",
+                      details={"function": "(unknown)", "no_patch": "keep the pattern fixed"})
+    for f in (spill, setup, unknown):
+        assert generate.propose(f, ["*.php"], app) == []
+    assert spill.details["located"] == "src/Repo/Settings.php:8"
+    assert spill.details["no_patch"].startswith("the capture does not know the schema. Where: the statement is "
+                                                "sent by") and "Acme\\Repo\\Settings::value" in spill.details["no_patch"]
+    assert setup.details["located"] == "lib/Views.php:4"
+    assert setup.details["no_patch"].startswith("keep the setup in a static. Where: Views::bump is defined at "
+                                                "lib/Views.php:4")
+    assert unknown.details == {"function": "(unknown)", "no_patch": "keep the pattern fixed"}

@@ -16,6 +16,10 @@ Per finding kind:
 - failed-lookups: what the function trying the candidates resolved, kept the same way;
 - autoload: a class map of the app's files in front of its loader (class_map.py);
 - session-probe: a per-request memo of the function that asks the server;
+- disk-spill, regex-compile, per-call-setup: no diff (the change is a judgment on the app's
+  query, pattern or setup that no rewrite can make safely), but the place to change, found the
+  same way (the statement's sender; the named function's definition), added to `no_patch` and
+  `details.located`, so that the finding says where as precisely as a diff would;
 - n-plus-one: a prefetch: the loop (the sender's caller in the call graph) asks for every row's
   key first, and the sender's class fetches them in one `IN (...)` query through the same
   database object's batch method (BATCH_METHODS), checked at run time against the per-row
@@ -356,30 +360,65 @@ def prefetched(app_dir: Path, sender: Site, loop: Site, key: str) -> tuple[dict[
 
 
 def class_map(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
-    """autoload: a class map of the app's files, consulted before its loader (class_map.py)."""
+    """autoload: a class map of the app's files, learned for the rest from its loader, in the
+    loader's place (class_map.py)."""
     loader = finding.details.get("function")
     if not loader:
         return []
-    rel, text, why = class_maps.with_class_map(app_dir, loader)
+    rel, text, why, held = class_maps.with_class_map(app_dir, loader, TTL_S)
     if rel is None:
         finding.details["no_patch"] = f"no class map generated: {why}"
         return []
     if not is_patchable(rel, patchable):
-        finding.details["no_patch"] = (f"{rel} is not one of the target's patchable files; declare it in "
-                                       f"target.toml's `patchable` to get a generated class map")
+        finding.details["no_patch"] = (f"{rel} (where {loader} is registered) is not one of the target's patchable "
+                                       f"files; declare it in target.toml's `patchable` to get a generated class map")
         return []
     diff = unified_diff(rel, (app_dir / rel).read_text(errors="replace"), text)
-    count = text.count("' => '/")
+    several = held["several_files"]
+    finding.details["class_map"] = {"mapped": held["mapped"], "declared_in_several_files": several}
+    left = (f"; {len(several)} classes declared in several files ({', '.join(several[:5])}"
+            f"{' ...' if len(several) > 5 else ''}) are not in the static map: the file {loader} loads for each is "
+            f"learned" if several else "")
     return [Remediation(kind="diff", content=diff, file=rel, origin="generated",
                         checked=check_applies(app_dir, rel, diff, tree) + "; " + php_lint(text),
-                        description=(f"A class map of the {count} classes the app's files declare once each, "
-                                     f"registered in front of {loader} where the app registers it ({rel}): a class "
-                                     f"loads with one lookup instead of the include-path walk; a class missing from "
-                                     f"the map, or whose file is gone, is left to {loader}. Invalidation: a class "
-                                     f"added or moved later is found by {loader} as before; regenerate the map (or "
-                                     f"use the app's own, e.g. composer dump-autoload -o) when the tree changes"))]
+                        description=(f"A class map in place of {loader}, right after the app registers it ({rel}): "
+                                     f"the {held['mapped']} classes declared in exactly one of the app's files load "
+                                     f"with one lookup, no walk{left}. Any other class is asked of {loader} once and "
+                                     f"what it did is kept in a generated PHP array file (.lockdown-cache/class-map "
+                                     f"beside {Path(rel).name}, which OPcache keeps in memory): the file it loaded, "
+                                     f"or that it has none (an optional class asked for with class_exists); a class "
+                                     f"it loads in any other way is left to it on every request. What changes: a "
+                                     f"class missing from the map, or whose file is gone, is found by {loader} as "
+                                     f"before; invalidation: the learned part is learned afresh every {TTL_S} s, so "
+                                     f"a class file added or moved shows within {TTL_S} s; regenerate the static "
+                                     f"map (or use the app's own, e.g. composer dump-autoload -o) when the tree "
+                                     f"changes"))]
+
+
+def located_only(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
+    """No diff by nature (module docstring): the finding's `no_patch` gains where to change.
+    Locating is best effort: when it fails, the detector's own `no_patch` stands."""
+    try:
+        if finding.details.get("fingerprint"):
+            site = sent_by(finding, app_dir, called)[0]
+            noun = "the statement is sent by the function found by its text: "
+        else:
+            fn = finding.details.get("function")
+            site = defined(fn, app_dir, called)[0] if fn and not fn.startswith("(") else None
+            noun = ""
+    except (LockdownError, OSError, ValueError):
+        return []
+    if site is None:
+        return []
+    finding.details["located"] = f"{site.file}:{site.line}"
+    if noun:
+        finding.details.setdefault("sender", site.function)
+    told = finding.details.get("no_patch") or "no generic change is safe here"
+    finding.details["no_patch"] = f"{told.rstrip('.')}. Where: {noun}{site.how}"
+    return []
 
 
 _MAKERS = {"repeated-query": repeated_query, "db-static-cache": static_cache, "file-static-cache": file_cache,
            "fs-scan": scan_cache, "write-on-read": deferred_write, "n-plus-one": prefetch,
-           "failed-lookups": lookup_cache, "autoload": class_map, "session-probe": session_probe}
+           "failed-lookups": lookup_cache, "autoload": class_map, "session-probe": session_probe,
+           "disk-spill": located_only, "regex-compile": located_only, "per-call-setup": located_only}
