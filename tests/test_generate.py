@@ -428,3 +428,23 @@ def test_findings_with_no_safe_rewrite_say_where_to_change(tmp_path):
     assert setup.details["no_patch"].startswith("keep the setup in a static. Where: Views::bump is defined at "
                                                 "lib/Views.php:4")
     assert unknown.details == {"function": "(unknown)", "no_patch": "keep the pattern fixed"}
+
+
+def test_an_autoloaders_failed_lookups_share_the_class_map():
+    """ledger: failed-lookups names ledger_autoload, which returns nothing (no cache of what it
+    resolved can be generated); the autoload finding's class map removes its lookups, so both
+    findings carry that one remediation. A lookup function that is no loader keeps its own."""
+    from lockdown.analyzers.findings import Remediation
+    from lockdown.remediation.propose import share_loader_fix
+    cmap = Remediation(kind="diff", content="--- a/x\n+++ b/x\n", file="x.php", origin="generated")
+    auto = Finding("autoload", "t", "high", 40.0, "s", details={"function": "ledger_autoload"},
+                   remediations=[cmap], key="autoload")
+    same = Finding("failed-lookups", "t", "medium", 9.0, "s.",
+                   details={"function": "ledger_autoload", "no_patch": "none generated"})
+    other = Finding("failed-lookups", "t", "medium", 9.0, "s.",
+                    details={"function": "partial_path", "no_patch": "none generated"})
+    share_loader_fix([auto, same, other])
+    assert same.remediations == [cmap] and same.remediations[0] is cmap
+    assert same.details == {"function": "ledger_autoload", "same_fix_as": "autoload"}
+    assert "class map proposed for the autoload finding (autoload)" in same.summary
+    assert other.remediations == [] and other.details["no_patch"] == "none generated"

@@ -56,6 +56,26 @@ def _propose(findings: list[Finding], statements: list[Statement], target: Targe
             if made:
                 say(f"[remedy] {f.id}: generated {made[0].kind} of {made[0].file} (no recipe applies)")
             f.remediations.extend(made)
+    return share_loader_fix(findings)
+
+
+def share_loader_fix(findings: list[Finding]) -> list[Finding]:
+    """A failed-lookups finding whose function is an autoload finding's loader (ledger's
+    `ledger_autoload` testing 9 include-path entries per class) is that loader's probing: the
+    class map in front of it removes both, so the failed-lookups finding gets the same
+    remediation (the same object: verify applies it once) and says so, rather than a cache of
+    what a function that returns nothing resolved, which cannot be generated."""
+    loaders = {f.details.get("function"): f for f in findings
+               if f.id == "autoload" and f.remediations and f.details.get("function")}
+    for f in findings:
+        loader = loaders.get(f.details.get("function")) if f.id == "failed-lookups" else None
+        if loader is None or f.remediations:
+            continue
+        f.remediations = list(loader.remediations)
+        f.details.pop("no_patch", None)
+        f.details["same_fix_as"] = loader.key or loader.id
+        f.summary += (f" These lookups are the autoloader's search for class files: the class map proposed for "
+                      f"the autoload finding ({f.details['same_fix_as']}) removes them too.")
     return findings
 
 
