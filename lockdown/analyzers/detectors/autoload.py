@@ -15,7 +15,10 @@ loader reads first), one lookup and one include per class, no test.
 
 Signature, per xhprof-profiled request: a user function PHP runs as an autoloader (xhprof
 shows it called by a builtin that runs autoloaders: `class_exists`, `spl_autoload_call`...;
-or its name says it: `autoload`, `loadClass`) whose calls make at least `min_lookups_per_class`
+or its name says it: `autoload`, `loadClass`; or it is a closure -- `{closure}`, `Ns\\{closure}`,
+`Cls::Ns\\{closure}` -- of a class whose methods, or a namespace whose code, call
+`spl_autoload_register`: PHP runs a loader from wherever a class is first named, so a closure
+has no other mark) whose calls make at least `min_lookups_per_class`
 file tests each on average (it and the user functions it calls; one per class is a PSR-4
 loader's single candidate, not a walk), on at least `min_request_share` of the profiled
 requests of a URL. Share of request time: Excimer's samples with the loader on the stack (the
@@ -44,14 +47,39 @@ FILE_TESTS = frozenset({"file_exists", "is_file", "is_readable", "stream_resolve
 _NAMED = re.compile(r"(autoload|load_?class)", re.I)
 
 
+def closure_scope(name: str) -> tuple[str, str] | None:
+    """(class, namespace) of a closure as xhprof names it (`{closure}`, `Ns\\{closure}`,
+    `Ns\\Cls::Ns\\{closure}`); None for any other function."""
+    cls, _, fn = name.rpartition("::")
+    if not fn.endswith("{closure}"):
+        return None
+    return cls, fn[:-len("{closure}")].rstrip("\\")
+
+
+def _registers_closures(edges: dict) -> set[str]:
+    """The scopes whose code calls spl_autoload_register: a class (`Cls`, for a method of it) or a
+    namespace (`Ns`, for main() or a function of it; "" for the global one)."""
+    out = set()
+    for (parent, child), _ in edges.items():
+        if child != "spl_autoload_register":
+            continue
+        cls, sep, _ = parent.rpartition("::")
+        out.add(cls if sep else ("" if parent == "main()" else parent.rpartition("\\")[0]))
+    return out
+
+
 def autoloaders(ctx: Context) -> set[str]:
     """User functions PHP runs as autoloaders (module docstring)."""
     out = set()
     for edges in ctx.xhprof_edges.values():
+        registering = _registers_closures(edges)
         for (parent, child), _ in edges.items():
             if ctx.is_internal(child):
                 continue
-            if parent in RUNS_AUTOLOADERS or _NAMED.search(child.rsplit("::", 1)[-1].rsplit("\\", 1)[-1]):
+            scope = closure_scope(child)
+            if parent in RUNS_AUTOLOADERS or _NAMED.search(child.rsplit("::", 1)[-1].rsplit("\\", 1)[-1]) or \
+                    (scope is not None and (scope[0] in registering if scope[0] else
+                                            bool({"", scope[1]} & registering))):
                 out.add(child)
     return out
 
@@ -184,4 +212,4 @@ def describe(c: Case) -> Finding:
                  "tests_per_class": round(c.per_class, 2), "include_path_reads": c.include_path_reads,
                  "found_in": c.found_in, "callers": c.callers, "requests": c.profiles,
                  "no_patch": "the class map is the app's own build step (composer dump-autoload -o, or a generated "
-                             "array); no generator writes it yet"})
+                             "array); lockdown generates one only from the app's files, when it runs the target"})
