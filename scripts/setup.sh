@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 PKGS=(php8.2-cli php8.2-fpm php8.2-mysql php8.2-opcache php8.2-tideways php-excimer php-apcu
       mariadb-server mariadb-client nginx linux-perf wrk siege apache2-utils wordpress mediawiki
       python3 python3-pip python3-venv ca-certificates chromium chromium-driver
-      valgrind protobuf-compiler golang-github-google-pprof-dev redis-server php-redis)
+      valgrind protobuf-compiler golang-github-google-pprof-dev redis-server php-redis
+      php-laravel-framework)
 # The readers the exports are tested with: callgrind_annotate (valgrind), `go tool pprof`
 # (golang-go, unless a Go toolchain is on PATH already), and protoc with pprof's profile.proto
 # (lockdown/reports/profile_pb2.py is checked against them). redis-server and php-redis: the
