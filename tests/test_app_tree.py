@@ -187,3 +187,53 @@ def test_the_next_rounds_base_that_no_longer_applies_is_refused_in_words(tmp_pat
                             "(Hunk #1 FAILED at 1.; 1 out of 1 hunk FAILED); the target changed since it was "
                             "verified: verify again")
     assert not list(tmp_path.rglob("*.rej")) and (app / "index.php").read_text() == "<?php\necho 'now';\n"
+
+
+# An app that rewrites an existing data file in place, and trusts a cache only when it is newer
+# than its source (DokuWiki's page metadata and render cache): `writable` gives a run its own
+# copy of the data directory, which the workers own; the copy keeps the source's file times.
+DATA_PAGE = r"""<?php
+$f = __DIR__ . '/data/hits.txt';
+$n = (int) file_get_contents($f) + 1;
+$h = @fopen($f, 'r+');                       // in place, as most apps write their data files
+$ok = $h !== false && fwrite($h, (string) $n) !== false;
+if ($h) { fclose($h); }
+$fresh = filemtime(__DIR__ . '/data/page.cache') > filemtime(__DIR__ . '/data/page.txt');
+echo "page ok; hits ", $ok ? $n : 'not saved', '; cache ', $fresh ? 'fresh' : 'stale', "\n";
+"""
+
+
+def _data_target(root, writable: bool):
+    from conftest import one_page_target
+    target = one_page_target(root, "datapage", "an app writing its data in place", DATA_PAGE, "page ok")
+    data = target / "app" / "data"
+    data.mkdir()
+    (data / "hits.txt").write_text("0")
+    (data / "page.txt").write_text("source")
+    (data / "page.cache").write_text("rendered")
+    old = time.time() - 7200
+    os.utime(data / "page.txt", (old, old))                  # the cache is an hour newer than its source
+    os.utime(data / "page.cache", (old + 3600, old + 3600))
+    # an app source, as a user's site is (copied with cp, not with the target's own files)
+    text = (target / "target.toml").read_text().replace('files = "app"', 'source = "app"')
+    if writable:
+        text = text.replace('[app]', 'writable = ["data"]\n\n[app]', 1)
+    (target / "target.toml").write_text(text)
+    return target
+
+
+@pytest.mark.server
+def test_writable_paths_are_the_runs_own_and_file_times_are_kept(tmp_path, monkeypatch):
+    from lockdown.targets.config import load_target
+    monkeypatch.setenv("LOCKDOWN_PREPARED_DIR", str(tmp_path / "prepared"))
+    for writable in (False, True):
+        target = load_target(_data_target(tmp_path / f"w{writable}", writable))
+        with Stack(target, tmp_path / f"run{writable}", StackOptions(workers=1), say=lambda m: None) as stack:
+            pages = [fetch(stack.base_url + "/")[1].decode() for _ in range(3)]
+        prepared = prepare(target).app
+        assert (prepared / "data" / "hits.txt").read_text() == "0"          # the prepared tree never changes
+        if writable:
+            assert [p.split(";")[1].strip() for p in pages] == ["hits 1", "hits 2", "hits 3"]
+        else:   # the files are links into the prepared tree: the workers may not write them
+            assert all("hits not saved" in p for p in pages)
+        assert all("cache fresh" in p for p in pages)                       # the times came along

@@ -30,7 +30,8 @@ from .toolchain import tool
 
 # 2: the private server's administrator logs in by socket only, the app's account has a
 # random password (prepared.app_password), the datadir is root's between runs
-PREPARE_FORMAT = 2
+# 3: an app source copied with its files' modification times
+PREPARE_FORMAT = 3
 APP_USER = "lockdown"
 APP_HOSTS = ("localhost", "127.0.0.1")
 PLACEHOLDER_URL = "http://127.0.0.1:8080"
@@ -138,7 +139,9 @@ def copy_app(target: Target, dest: Path) -> None:
         src = target.app_source / entry
         if not os.path.exists(src):  # dangling symlink into a config dir we do not use
             continue
-        subprocess.run(["cp", "-rL", str(src), str(dest / entry)], check=True)
+        # modification times kept: an app compares them (a cache newer than its source is
+        # fresh; DokuWiki re-renders and rewrites every page whose cache looks older)
+        subprocess.run(["cp", "-rL", "--preserve=mode,timestamps", str(src), str(dest / entry)], check=True)
 
 
 def prepare(target: Target, say=print) -> Prepared:

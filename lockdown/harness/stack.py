@@ -144,6 +144,8 @@ class Stack:
         self.say(f"[start] run directory {self.run_dir}")
         linked_at = time.time_ns()
         app_tree.link_copy(prepared.app, self.app_dir)
+        for rel in t.writable:            # what the app writes in place: this run's own files
+            app_tree.own(self.app_dir, rel)
         db_user, db_password = APP_USER, prepared.app_password()
         if t.database:
             if o.mysql_dsn:
@@ -187,6 +189,9 @@ class Stack:
         # the workers may add, rename and remove files in the app copy, never write through
         # its files (hard links into the prepared tree)
         service_account.give_dirs(self.app_dir, acct)
+        for rel in t.writable:            # ... and these, their own copies, written in place too
+            if (self.app_dir / rel).exists():
+                service_account.give(self.app_dir / rel, acct, recursive=True)
         self.fpm.start()
         self.say(f"[start] php-fpm: {o.workers} static workers on {self.fpm.socket}"
                  + (f", and 1 with {o.instrumented_extension}" if o.instrumented_extension else ""))

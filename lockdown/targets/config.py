@@ -62,6 +62,7 @@ class Target:
     front_controller: str = "index.php"
     php_ini: dict = field(default_factory=dict)
     patchable: tuple = ()
+    writable: tuple = ()                  # app-tree paths the app writes in place (own copies in a run)
     app_source: Path | None = None        # copied into the app tree (symlinks dereferenced)
     app_files: Path | None = None         # or a directory of the target itself
     app_exclude: tuple = ()
@@ -258,6 +259,7 @@ def load_target(directory: Path) -> Target:
     docroot, front_controller = _app_tree_paths(path, data, app_files or app_source,
                                                 directory if app_files else None)
     patchable = _patchable(path, data)
+    writable = _writable(path, data)
     db_name, schema, seed = _database(path, data, directory, name)
     urls = _urls(path, data)
     sanity = _expect(path, data, "sanity", dict, required=True)
@@ -275,6 +277,7 @@ def load_target(directory: Path) -> Target:
         front_controller=front_controller,
         php_ini={k: _ini_value(v) for k, v in php_ini.items()},
         patchable=tuple(patchable),
+        writable=tuple(writable),
         app_source=app_source,
         app_files=app_files,
         app_exclude=tuple(exclude),
@@ -416,6 +419,22 @@ def is_patchable(rel: str, patterns) -> bool:
     return any(rel == p or fnmatch.fnmatchcase(rel, p) for p in patterns)
 
 
+def _writable(path: Path, data: dict) -> list[str]:
+    """The files and directories the app writes in place (a data directory, a file cache): each
+    run gets its own copy of them, which the workers own (harness/stack.py)."""
+    writable = _expect(path, data, "writable", list, default=[])
+    for i, p in enumerate(writable):
+        if not isinstance(p, str):
+            raise _fail(path, f"writable[{i}] must be a string (a file or directory of the app tree), not "
+                              f"{_toml_type(type(p))}")
+        lexical = posixpath.normpath(p) if p else ""
+        if (not p or _control_char(p) is not None or p.startswith("/") or lexical in ("..", ".")
+                or lexical.startswith("../")):
+            raise _fail(path, f"writable[{i}] {p!r} is not a path inside the app tree; give a file or directory "
+                              f"of the app tree, relative to it (e.g. \"data\")")
+    return [posixpath.normpath(p) for p in writable]
+
+
 def _patchable(path: Path, data: dict) -> list[str]:
     patchable = _expect(path, data, "patchable", list, default=list(DEFAULT_PATCHABLE))
     for i, p in enumerate(patchable):
@@ -521,7 +540,8 @@ def _volatile(path: Path, data: dict) -> list[str]:
     return volatile
 
 
-_SCALAR_KEYS = {"name", "description", "docroot", "front_controller", "php_ini", "patchable", "extends"}
+_SCALAR_KEYS = {"name", "description", "docroot", "front_controller", "php_ini", "patchable", "writable",
+                "extends"}
 _SECTION_KEYS = {
     "app": {"source", "files", "exclude"},
     "database": {"name", "schema", "seed"},
