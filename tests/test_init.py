@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import lockdown_runner, prepared_root, tree_digest
+from conftest import SHARED_PREPARED, lockdown_runner, prepared_root, tree_digest
 from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
+from lockdown.harness.prepare import cache_key
 from lockdown.harness.processes import ProcessGroup
-from lockdown.targets.config import MAX_TOTAL_WEIGHT, MAX_WEIGHT
+from lockdown.targets.config import MAX_TOTAL_WEIGHT, MAX_WEIGHT, load_target
 
 pytestmark = pytest.mark.server
 
@@ -152,6 +153,7 @@ def test_init_then_run_finds_what_the_builtin_target_finds(home, tmp_path, built
         assert i.returncode == 0, i.stdout[-3000:] + i.stderr[-3000:]
         assert f"({framework}, docroot .)" in i.stdout
         assert PASSWORD not in i.stdout + i.stderr
+        assert i.stdout.count(f"[prepare] my-{builtin}: first use") == 1        # prepared once, ...
         assert not any(PASSWORD.encode() in p.read_bytes() for p in target.rglob("*") if p.is_file())
 
         # the URL list: the log's page views, by count
@@ -168,6 +170,7 @@ def test_init_then_run_finds_what_the_builtin_target_finds(home, tmp_path, built
 
         r = run("run", target, "-o", tmp_path / "mine", *RUN_ARGS)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "[prepare]" not in r.stdout                  # ... for the target.toml init wrote last
         assert _defects(tmp_path / "mine") == _defects(builtin_run)
         assert site.state() == before
         assert PASSWORD not in r.stdout + r.stderr
@@ -191,9 +194,11 @@ def test_init_without_a_log_takes_the_home_page_and_its_links(home, tmp_path):
         assert all(u["weight"] == 1 for u in doc["urls"][1:])
         assert "/products" in paths                          # the home page's own navigation
         assert doc["sanity"] == {"url": "/", "expect": doc["sanity"]["expect"]} and doc["sanity"]["expect"]
+        assert i.stdout.count("[prepare] shop: first use") == 1
+        final = SHARED_PREPARED / f"shop-{cache_key(load_target(target))}"
+        assert (final / "prepared.json").is_file()           # what init prepared is the final file's
         assert site.state() == before
 
 
 def prepared_glob(name: str):
-    from conftest import SHARED_PREPARED
     return (p for p in SHARED_PREPARED.glob(f"{name}-*") if (p / "prepared.json").is_file())
