@@ -185,10 +185,12 @@ def test_mediawiki_drupal_laravel_symfony_configure_in_their_own_formats(tmp_pat
         r, app = _configure(tmp_path / framework, configure.spec_for(framework, tmp_path, rel), {rel: text})
         assert r.returncode == 0, r.stderr
         assert _php_eval(f"include '{app / rel}'; {show}") == expected
+    # a Laravel connection URL wins over the DB_* keys: set where the file has one, not added
     env_cases = {"laravel": (".env", "APP_URL=https://shop.example\nDB_HOST=db\nDB_DATABASE=live\nDB_USERNAME=u\n"
-                                     "DB_PASSWORD=p\n# DB_PORT=3306\n",
+                                     "DB_PASSWORD=p\n# DB_PORT=3306\nDATABASE_URL=mysql://u:p@db:3306/live\n",
                              {"APP_URL": "http://127.0.0.1:8123", "DB_HOST": "127.0.0.1", "DB_DATABASE": "shop",
-                              "DB_USERNAME": "lockdown", "DB_PASSWORD": "\"s3cr'et\"", "DB_PORT": "3399"}),
+                              "DB_USERNAME": "lockdown", "DB_PASSWORD": "\"s3cr'et\"", "DB_PORT": "3399",
+                              "DATABASE_URL": "mysql://lockdown:s3cr%27et@127.0.0.1:3399/shop"}),
                  "symfony": (".env.local", None,
                              {"DATABASE_URL": "mysql://lockdown:s3cr%27et@127.0.0.1:3399/shop"})}
     for framework, (rel, text, expected) in env_cases.items():
@@ -198,6 +200,7 @@ def test_mediawiki_drupal_laravel_symfony_configure_in_their_own_formats(tmp_pat
         lines = dict(line.split("=", 1) for line in (app / rel).read_text().splitlines()
                      if "=" in line and not line.startswith("#"))
         assert {k: lines[k] for k in expected} == expected
+        assert "DB_URL" not in lines
 
 
 def test_generic_configuration_found_by_its_keys(tmp_path):

@@ -29,10 +29,13 @@ SPECS = {
                           "['driver' => 'mysql', 'database' => {name}, 'username' => {user}, 'password' => {password}, "
                           "'host' => {host}, 'port' => {port}]);",
                           "$base_url = {base_url};"]},
-    # a cached configuration (php artisan config:cache) would win over .env
+    # a cached configuration (php artisan config:cache) would win over .env; so would a
+    # connection URL (config/database.php's 'url' => env('DATABASE_URL'), DB_URL from Laravel 11):
+    # set where the file sets one, and never added (the app's config may not read it)
     "laravel": {"format": "env",
                 "keys": {"DB_HOST": "host", "DB_PORT": "port", "DB_DATABASE": "name",
                          "DB_USERNAME": "user", "DB_PASSWORD": "password", "DB_SOCKET": "socket", "APP_URL": "base_url"},
+                "replace": {"DATABASE_URL": "database_url", "DB_URL": "database_url"},
                 "remove": ["bootstrap/cache/config.php"]},
     # .env.local wins over .env (Symfony's Dotenv)
     "symfony": {"format": "env", "keys": {"DATABASE_URL": "database_url", "DEFAULT_URI": "base_url"}},

@@ -10,6 +10,7 @@
  *   format php-define: define('KEY', 'value');   php-var: $KEY = 'value';
  *          php-array: 'KEY' => 'value' (every occurrence);   env: KEY=value
  *   keys:    KEY => value name, replaced where the file sets it, added where it does not
+ *   replace: KEY => value name, replaced where the file sets it, never added
  *   append:  PHP lines added at the end (php-var, php-array), values in {name}
  *   defines: constants added when the file defines none of that name (php-define)
  *   app_paths: the user's app directory as the file may name it, replaced by the copy's
@@ -111,6 +112,9 @@ foreach ($spec['keys'] as $key => $name) {
     if (!$found) {
         $text = add_key($text, $spec['format'], $key, $values[$name]);
     }
+}
+foreach ($spec['replace'] ?? [] as $key => $name) {     // keys that win where they are set
+    $text = set_key($text, $spec['format'], $key, $values[$name], $found);
 }
 foreach ($spec['defines'] ?? [] as $key => $value) {     // constants the file may not define
     if (!preg_match("/define\\s*\\(\\s*['\"]" . preg_quote($key, '/') . "['\"]/", $text)) {
