@@ -310,3 +310,24 @@ def test_a_dispatcher_hotspot_is_not_told_to_cache_its_result():
     assert "cache of its result would skip" in hotspot.describe_look(c) and "first thing to try" not in hotspot.describe_look(c)
     [d] = hotspot.decide(ctx_of(rows, xhprof=xh(page=("main()", 1, {}), hooks=("page", 20, {"str_repeat": 3}))), [])
     assert not d.dispatcher
+    # ... and after the argument probe too (the finding is described again from its details)
+    c.probe = None
+    f = hotspot.describe(c)
+    hotspot.describe_probed(f, {"function": "hooks", "located": "h.php:1", "requests": 1, "calls": 20,
+                                "repeats": 11, "repeat_pct": 55.0, "rows": []})
+    assert "callbacks it is given" in f.details["look_at"] and "first thing to try" not in f.details["look_at"]
+
+
+def test_a_hotspot_that_changes_state_on_every_call_is_not_told_to_cache_its_result():
+    """DokuWiki's tpl_flush(): no arguments (every call "repeats"), no result, and each call
+    flushes the output buffer. Its time is output handed to the web server; a cache would only
+    stop the flushing. Told so, before and after the probe."""
+    rows = [("/app/index.php;page;tpl_flush", 6), ("/app/index.php;page", 1)]
+    xhprof = xh(page=("main()", 1, {}), tpl_flush=("page", 12, {"ob_flush": 1, "flush": 1}))
+    [c] = hotspot.decide(ctx_of(rows, xhprof=xhprof), [])
+    assert c.state_change in ("flush", "ob_flush")
+    f = hotspot.describe(c)
+    hotspot.describe_probed(f, {"function": "tpl_flush", "located": "t.php:1", "requests": 1, "calls": 12,
+                                "repeats": 11, "repeat_pct": 92.0, "rows": []})
+    look = f.details["look_at"]
+    assert "changes state" in look and "flush less often" in look and "first thing to try" not in look

@@ -52,7 +52,7 @@ from .. import accounting, subsystems
 from ..builtins import ROOT
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
-from .repeated_call import dispatchers
+from .repeated_call import changes_state_each_call, dispatchers
 
 ID = "hotspot"
 SUBJECT = "function"  # what tells its findings apart (findings.SUBJECT_KEYS)
@@ -136,6 +136,7 @@ class Case:
     high: float = 15.0              # severity: high from this share, medium from the next
     medium: float = 8.0
     dispatcher: bool = False        # it runs callbacks it is given (repeated_call.dispatchers)
+    state_change: str | None = None  # a state-changing builtin each call reaches (flush, fwrite, ...)
 
 
 def others(ctx: Context) -> list[Finding]:
@@ -192,6 +193,17 @@ def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int
     return [f for f in out if not any(g != f and found[f].below[g] >= narrow * found[f].inclusive_us for g in out)]
 
 
+def _state_change(ctx: Context, fn: str) -> str | None:
+    """The state-changing builtin every call of `fn` reaches in some profiled request
+    (repeated_call.changes_state_each_call): a cache of its result would skip the effect."""
+    for rid, t in sorted(ctx.xhprof.items()):
+        if fn in t and t[fn]["calls"]:
+            found = changes_state_each_call(ctx.xhprof_edges[rid], fn, t[fn]["calls"])
+            if found:
+                return found
+    return None
+
+
 def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
     found = [f for f in (others(ctx) if findings is None else findings) if f.id != ID]
     acc = accounting.of_context(ctx, found)
@@ -216,7 +228,7 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
                           [u for u, _ in sp.urls.most_common()], callers, callees, uniform,
                           acc.overall.explained_pct, profiles, basis=acc.basis,
                           high=cfg.get("high_share_pct", 15.0), medium=cfg.get("medium_share_pct", 8.0),
-                          dispatcher=fn in given))
+                          dispatcher=fn in given, state_change=_state_change(ctx, fn)))
     if acc.perf:
         cases += decide_native(ctx, acc, db, {c.function for c in cases})
     return cases
@@ -381,7 +393,8 @@ def describe_probed(f: Finding, p: dict) -> None:
     """A hotspot finding with the probe's counts: evidence, what to look at, the summary."""
     d = f.details
     case = Case(d["function"], f.share_pct or 0.0, d.get("self_pct") or 0.0, 0.0, 0.0, d.get("calls_per_request"),
-                [], 0.0, [], 0, [], [], [], bool(d.get("uniform_callees")), None, [], probe=p)
+                [], 0.0, [], 0, [], [], [], bool(d.get("uniform_callees")), None, [], probe=p,
+                dispatcher=bool(d.get("dispatcher")), state_change=d.get("state_change"))
     d["probe"] = p
     f.evidence.append(describe_probe(p))
     d["look_at"] = look = describe_look(case)
@@ -424,6 +437,7 @@ def describe(c) -> Finding:
                  "calls_per_request": c.calls, "path": c.path, "requests": c.requests,
                  "callers": [p for p, _ in c.callers], "callees": [n for n, _, _ in c.callees],
                  "uniform_callees": c.uniform, "probe": c.probe, "look_at": look,
+                 "dispatcher": c.dispatcher, "state_change": c.state_change,
                  "no_patch": "a hotspot is time no known pattern explains: there is no generated fix; "
                              "see what to look at"})
 
@@ -439,6 +453,13 @@ def describe_look(c: Case) -> str:
     if c.dispatcher:       # its calls run what it is given: a cache of its result is no fix
         return ("It runs callbacks it is given (a hook or event dispatcher), so its time is theirs and a cache of "
                 "its result would skip their work: look at the heaviest callbacks under it in the flame graph.")
+    if c.state_change:     # each call changes state: a cache of its result would skip the change
+        flush = c.state_change.lower() in ("flush", "ob_flush")
+        return (f"Each of its calls reaches {c.state_change}, which changes state, so a cache of its result would "
+                f"skip that: "
+                + ("its time is largely output handed to the web server (flushing the buffer); flush less often, "
+                   "or not at all before the end of the page." if flush else
+                   "look at what it does on every call and whether that must happen each time."))
     if c.probe and c.probe.get("repeat_pct", 0) >= 25:
         return (f"The argument probe saw {c.probe['repeat_pct']:.0f}% of its calls repeat an earlier (object, "
                 f"arguments) pair: a per-request cache of its result is the first thing to try.")
