@@ -114,7 +114,8 @@ def test_bad_run_directory_and_finding_get_one_line(lockdown, tmp_path):
     r = lockdown("verify", tmp_path, "--finding", "fs-scan")
     assert r.returncode == 2 and "no finding 'fs-scan'" in r.stderr and "n-plus-one" in r.stderr
     r = lockdown("verify", tmp_path, "--finding", "n-plus-one")
-    assert r.returncode == 2 and "has no concrete remediation" in r.stderr
+    assert r.returncode == 2 and "has no concrete remediation" in r.stderr and "--patch FILE" in r.stderr
+    assert r.stderr.count("\n") == 1
     r = lockdown("verify", tmp_path, "--finding", "n-plus-one", "--runs", "4")
     assert r.returncode == 2 and "--runs" in r.stderr
     r = lockdown("verify", tmp_path, "--finding", "fs-scan", "--runs", "8", "--max-runs", "6")

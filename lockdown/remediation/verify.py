@@ -131,7 +131,10 @@ def distinct(remediations: list[Remediation]) -> list[Remediation]:
 
 def pick_remediations(f: Finding, numbers: tuple[int, ...]) -> list[Remediation]:
     if not f.remediations:
-        raise LockdownError(f"finding {f.key} has no concrete remediation to verify")
+        where = (f.details or {}).get("located")
+        raise LockdownError(f"finding {f.key} has no concrete remediation to verify; write the change"
+                            f"{f' (at {where})' if where else ''} as a unified diff of the app tree or a .sql file "
+                            f"and give it with --patch FILE")
     numbers = numbers or (1,)
     bad = [n for n in numbers if not 1 <= n <= len(f.remediations)]
     if bad:

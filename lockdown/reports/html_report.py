@@ -197,7 +197,8 @@ def _methodology(run: dict) -> dict:
         ("bundle", str(run["bundle"].root)),
     ]
     return {"rows": rows, "bench": bench_rows, "capture": capture_rows,
-            "versions": sorted((k, str(v)) for k, v in versions.items() if v)}
+            "versions": sorted((k, str(v)) for k, v in versions.items() if v),
+            "servers": "nginx, php-fpm and MariaDB" if versions.get("mariadb") else "nginx and php-fpm"}
 
 
 def _series(run: dict) -> list[float]:
