@@ -164,6 +164,30 @@ def test_failed_lookups_without_a_profile_name_no_function():
     assert f.details["credited_per_request"] == {"/": 205}
 
 
+def test_failed_lookups_spread_over_several_callers_are_one_finding():
+    """DokuWiki: 111 misses a page, from a farm config probe, a plugin lister and template hooks,
+    none making 50 alone. One finding for the URL, naming the heaviest callers; no cache of one
+    function is generated for it."""
+    timed = {f"r{i}": ("/doku.php", {"access": 60, "newfstatat": 45}) for i in range(1, 4)}
+    profile = {"conf_path==>file_exists": edge(45, 90), "tpl_includeFile==>file_exists": edge(20, 40),
+               "PluginController::getListByType==>is_dir": edge(60, 120)}
+    [f] = failed_lookups.detect(ctx_with(timed, {"r10": ("/doku.php", profile)}))
+    d = f.details
+    assert d["function"] == "(several functions)"
+    assert d["callers"] == ["PluginController::getListByType", "conf_path", "tpl_includeFile"]
+    assert d["credited_per_request"] == {"/doku.php PluginController::getListByType": 45,
+                                         "/doku.php conf_path": 41.5, "/doku.php tpl_includeFile": 18.5}
+    assert "105 per request, spread over several functions" in f.title and f.urls == ["/doku.php"]
+    # the shares of the three add up: (120 x 45/60 + 90 x 41.5/45 + 40 x 18.5/20) us over 4000 us
+    assert f.share_pct == pytest.approx(100 * (90 + 83 + 37) / 4000, abs=0.01)
+    from lockdown.remediation import generate
+    assert generate.propose(f, ["*.php"], __import__("pathlib").Path("/nonexistent")) == []
+    assert d["no_patch"].startswith("the misses come from several functions")
+    # below the floor in all, nothing
+    timed = {f"r{i}": ("/doku.php", {"access": 30, "newfstatat": 15}) for i in range(1, 4)}
+    assert failed_lookups.detect(ctx_with(timed, {"r10": ("/doku.php", profile)})) == []
+
+
 # -- the capture's pure parts ------------------------------------------------------------------
 
 def test_perf_events_text_and_per_request_counts():

@@ -250,6 +250,8 @@ def scan_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list
 
 def lookup_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
     """failed-lookups: the function that tries the candidates keeps what it resolved."""
+    if str(finding.details.get("function", "")).startswith("("):
+        return []                 # "(unknown)" or "(several functions)": the detector says why
     site = named_site(finding, "function", app_dir, called)
     if site is None:
         return []

@@ -18,7 +18,12 @@ the URL's xhprof-profiled requests, the callers of the lookup builtins that make
 system call (LOOKUPS), each credited with the failures of its kind in proportion to its calls
 (exact when one caller makes them all; `estimated` otherwise). Callers credited with at least
 `min_failed_per_request` are findings (subject: the function); a URL without a profile gives one
-finding for "(unknown)".
+finding for "(unknown)". A URL whose failures reach the floor with no single caller credited that
+many (DokuWiki: 111 a page from a farm config probe, a plugin lister's is_dir per plugin and
+type, template hooks tried in 3 places, none at 50) gives one finding for "(several functions)",
+naming its `SHOWN` heaviest callers, when at least two callers are credited, together reach
+the floor and cost `min_spread_share_pct` of the request (WordPress's block registration: 133
+misses a page over 5 functions, 0.1% of the request, is not one).
 
 Share: the credited caller's time in those builtins (xhprof edge time) x its failures over its
 calls, over the request's wall time: the median of the URL's profiled requests (one request the
@@ -45,6 +50,8 @@ from .regex_compile import event_spread
 
 ID = "failed-lookups"
 SUBJECT = "function"
+SPREAD = "(several functions)"      # the finding of a URL whose misses no one caller makes enough of
+SHOWN = 5
 # system call family -> its counted events, and the PHP builtins that make it for a missing file
 FAMILIES = {
     "access": (("access", "faccessat", "faccessat2"),
@@ -146,12 +153,23 @@ def decide(ctx: Context) -> list[Case]:
         if statistics.median(counts) < least or sum(1 for n in counts if n >= least) < share * len(counts):
             continue
         medians = family_spread(ctx, url)
-        for c in credits(ctx, url, medians):
-            if c.failed >= least:
-                found[c.function].append(c)
-                failed[url], by_family[url] = spread(counts), {f: number(n) for f, n in medians.items() if n}
-    return [Case(fn, cs, {c.url: failed[c.url] for c in cs}, {c.url: by_family[c.url] for c in cs},
-                 share_of(ctx, cs)) for fn, cs in sorted(found.items())]
+        made = credits(ctx, url, medians)
+        hits = [c for c in made if c.failed >= least]
+        for c in hits:
+            found[c.function].append(c)
+        if not hits:                   # as many misses, spread over several callers
+            spread_over = sorted((c for c in made if c.failed > 0), key=lambda c: (-c.failed, c.function))
+            if len(spread_over) >= 2 and sum(c.failed for c in spread_over) >= least:
+                found[SPREAD].extend(spread_over[:SHOWN])
+            else:
+                continue               # one caller under the floor: not a finding
+        if hits or made:
+            failed[url], by_family[url] = spread(counts), {f: number(n) for f, n in medians.items() if n}
+    cases = [Case(fn, cs, {c.url: failed[c.url] for c in cs}, {c.url: by_family[c.url] for c in cs},
+                  share_of(ctx, cs)) for fn, cs in sorted(found.items())]
+    # spread misses are many small costs: a finding only when together they cost something
+    spread_floor = ctx.threshold(ID, "min_spread_share_pct")
+    return [c for c in cases if c.function != SPREAD or (c.share or 0.0) >= spread_floor]
 
 
 def share_of(ctx: Context, cs: list[Credit]) -> float | None:
@@ -196,6 +214,8 @@ def describe_evidence(c: Case) -> list[Evidence]:
 
 
 def describe(c: Case) -> Finding:
+    if c.function == SPREAD:
+        return describe_spread(c)
     top = max(c.credits, key=lambda cr: cr.failed)
     builtins = sorted({b for cr in c.credits for b in cr.builtins})
     return Finding(
@@ -220,3 +240,34 @@ def describe(c: Case) -> Finding:
                  "estimated": any(cr.estimated for cr in c.credits),
                  "no_patch": ("the candidates are built in the application's code: a map of what exists, built once, "
                               "is its change (verify it with `lockdown verify --patch`)")})
+
+
+def describe_spread(c: Case) -> Finding:
+    """The finding of URLs whose misses are spread over several callers (module docstring)."""
+    urls = sorted({cr.url for cr in c.credits})
+    worst = max(urls, key=lambda u: (c.failed[u]["median"], u))
+    named = sorted((cr for cr in c.credits if cr.url == worst), key=lambda cr: -cr.failed)
+    builtins = sorted({b for cr in c.credits for b in cr.builtins})
+    who = ", ".join(f"{cr.function} {number(cr.failed):g}" for cr in named)
+    return Finding(
+        id=ID, title=f"Failed file lookups: {c.failed[worst]['median']:g} per request, spread over several functions",
+        severity=severity_for(c.share, high=10, medium=3), share_pct=c.share,
+        summary=(f"Requests look for files that are not there: {c.failed[worst]['median']:g} failed lookups per "
+                 f"request on {worst}, none of the calling functions making {number(named[0].failed):g} or more "
+                 f"of them alone; the heaviest: {who}"
+                 + (f" ({', '.join(builtins)} calls)" if builtins else "")
+                 + ". Each miss is a system call on every request. Look at each function's candidates: a "
+                   "configuration probed in several places, a lister testing every plugin for every kind, a "
+                   "template hook tried in each theme directory; build the map of what exists once, or try "
+                   "the likeliest place first."),
+        evidence=describe_evidence(c),
+        urls=urls, requests=[r for cr in c.credits for r in cr.profiles][:5],
+        details={"function": SPREAD, "callers": [cr.function for cr in named],
+                 "failed_per_request": c.failed,
+                 "failed_by_syscall": c.by_family,
+                 "credited_per_request": {f"{cr.url} {cr.function}": number(cr.failed) for cr in c.credits},
+                 "builtins": builtins,
+                 "estimated": True,
+                 "no_patch": ("the misses come from several functions, each building its own candidates: a map of "
+                              "what exists, built once, is each one's change (verify it with `lockdown verify "
+                              "--patch`)")})
