@@ -218,3 +218,60 @@ def test_init_without_a_log_takes_the_home_page_and_its_links(home, tmp_path):
 
 def prepared_glob(name: str):
     return (p for p in SHARED_PREPARED.glob(f"{name}-*") if (p / "prepared.json").is_file())
+
+
+FLAT_PAGE = r"""<?php
+// A flat-file wiki: pages and their metadata under data/, which the web server's account owns;
+// the metadata file is rewritten in place on every view, as DokuWiki's is.
+$page = preg_replace('/[^a-z]/', '', $_GET['id'] ?? 'start') ?: 'start';
+$text = @file_get_contents(__DIR__ . "/data/pages/$page.txt");
+if ($text === false) { http_response_code(404); exit("no such page\n"); }
+$meta = __DIR__ . "/data/meta/$page.meta";
+$h = @fopen($meta, 'r+');
+$saved = $h !== false && fwrite($h, (string) time()) !== false;
+if ($h) { fclose($h); }
+echo "<html><head><title>Flat Wiki - $page</title></head><body><h1>$page</h1><p>", htmlspecialchars($text), "</p>",
+     $saved ? "<p>meta saved</p>" : "<p>META NOT SAVED</p>",
+     '<a href="/?id=about">about</a> <a href="/?id=help">help</a></body></html>', "\n";
+"""
+
+
+def test_init_of_an_app_without_a_database_keeps_what_it_writes_writable(home, tmp_path, monkeypatch):
+    """--no-db: no [database], no configure step; the site's data directory, owned by the web
+    server's account, becomes `writable`, so lockdown's copy saves what the site saves."""
+    import pwd
+    site = tmp_path / "site"
+    for d in ("data/pages", "data/meta", "conf"):
+        (site / d).mkdir(parents=True)
+    (site / "index.php").write_text(FLAT_PAGE)
+    (site / "conf" / "local.php").write_text("<?php $conf['title'] = 'Flat Wiki';\n")
+    for page in ("start", "about", "help"):
+        (site / "data" / "pages" / f"{page}.txt").write_text(f"the {page} page\n")
+        (site / "data" / "meta" / f"{page}.meta").write_text("0")
+    www = pwd.getpwnam("www-data")
+    for root, dirs, files in __import__("os").walk(site / "data"):
+        for name in [root, *(str(Path(root, f)) for f in dirs + files)]:
+            __import__("os").chown(name, www.pw_uid, www.pw_gid)
+    before = tree_digest(site)
+    run = lockdown_runner(home, 1200)
+    r = run("init", "-o", tmp_path / "t1", "--app", site)
+    assert r.returncode == 2 and "--no-db" in r.stderr and r.stderr.count("\n") == 1
+    i = run("init", "-o", tmp_path / "flat", "--app", site, "--no-db")
+    assert i.returncode == 0, i.stdout[-3000:] + i.stderr[-3000:]
+    doc = __import__("tomllib").loads((tmp_path / "flat" / "target.toml").read_text())
+    assert "database" not in doc and "configure" not in doc and doc["writable"] == ["data"]
+    assert not (tmp_path / "flat" / "configure.php").exists()
+    assert doc["sanity"] == {"url": "/", "expect": "Flat Wiki - start"}
+    assert {u["path"] for u in doc["urls"]} == {"/", "/?id=about", "/?id=help"}
+    r = run("run", tmp_path / "flat", "-o", tmp_path / "flat-run", "--no-bench", "--requests", "30")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    # what lockdown's copy serves: the metadata saved on every view, as on the site
+    from lockdown.harness.bench import fetch
+    from lockdown.harness.stack import Stack, StackOptions
+    from lockdown.targets.config import load_target
+    monkeypatch.setenv("LOCKDOWN_PREPARED_DIR", str(tmp_path / "prepared"))
+    with Stack(load_target(tmp_path / "flat"), tmp_path / "flat-serve", StackOptions(workers=1),
+               say=lambda m: None) as stack:
+        pages = [fetch(stack.base_url + "/?id=about")[1].decode() for _ in range(2)]
+    assert all("meta saved" in p for p in pages), pages
+    assert tree_digest(site) == before

@@ -1,4 +1,4 @@
-"""`lockdown init -o TARGET_DIR --app DIR (--db DSN | --db-dump FILE)`: an existing site made
+"""`lockdown init -o TARGET_DIR --app DIR (--db DSN | --db-dump FILE | --no-db)`: an existing site made
 into a target. The stage is lockdown/intake/init.py's; this parses, calls and prints."""
 from __future__ import annotations
 
@@ -25,6 +25,8 @@ from .stack_options import _check_dsn
                    f"{DUMP_FORM}. Without :PASSWORD, $LOCKDOWN_MYSQL_PASSWORD's; it is never written anywhere.")
 @click.option("--db-dump", "dump_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Or a dump of it you made (plain SQL of one database), copied as it is.")
+@click.option("--no-db", "no_db", is_flag=True, default=False,
+              help="Or: the app has no database (files only, as DokuWiki or a flat-file CMS).")
 @click.option("--access-log", "access_logs", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
               help="An nginx or Apache access log in the combined format (repeatable): the URL list and its "
                    "weights come from its GET requests answered 2xx, static files left out.")
@@ -34,12 +36,12 @@ from .stack_options import _check_dsn
               help="A generic app's configuration file holding its database settings, relative to --app.")
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
-def init_cmd(out, app, dsn, dump_file, access_logs, framework, config, timeout):
+def init_cmd(out, app, dsn, dump_file, no_db, access_logs, framework, config, timeout):
     """Make a target of an existing site: its framework detected from its files, its database
     dumped once (read-only, credentials never written), a configure step pointing its own
     configuration at lockdown's copy, the URL list from its access logs (or its home page's
     links), a sanity text from its home page. Then: lockdown run TARGET_DIR -o REPORT_DIR."""
-    options = InitOptions(app=app, out=out, dsn=dsn, dump_file=dump_file, access_logs=list(access_logs),
+    options = InitOptions(app=app, out=out, dsn=dsn, dump_file=dump_file, no_db=no_db, access_logs=list(access_logs),
                           framework=framework, config=config)
     check(options)                        # bad input: exit 2, before anything is written
     detect(app.resolve(), framework)

@@ -3,7 +3,9 @@
 Read-only on the user's side: the app directory is only listed and read (the target names it
 as `[app] source`; each run copies it), the database is read once by a dump, the logs are read.
 Written: the target directory (-o) with target.toml, seed.sql (the dump, as dumped: caches
-included, as production serves them), configure.php (lockdown/intake/configure.py). The home
+included, as production serves them), configure.php (lockdown/intake/configure.py); with
+--no-db, target.toml alone. The paths the app writes in place (owned by a web server's account
+in the user's site, or by all; a framework's usual places) go to `writable`. The home
 page is then fetched once from lockdown's own stack, for the sanity string and, without a log,
 the pages it links to.
 """
@@ -39,6 +41,7 @@ class InitOptions:
     out: Path
     dsn: str | None = None
     dump_file: Path | None = None
+    no_db: bool = False              # the app has no database (files only)
     access_logs: list = field(default_factory=list)
     framework: str | None = None
     config: str | None = None        # a generic app's configuration file, relative to the app
@@ -62,8 +65,9 @@ def target_name(out: Path) -> str:
 def check(options: InitOptions) -> None:
     if not options.app.is_dir():
         raise LockdownError(f"--app {options.app}: no such directory")
-    if (options.dsn is None) == (options.dump_file is None):
-        raise LockdownError("give the database with --db DSN (dumped once, read-only) or --db-dump FILE")
+    if sum((options.dsn is not None, options.dump_file is not None, options.no_db)) != 1:
+        raise LockdownError("give the database with --db DSN (dumped once, read-only) or --db-dump FILE, "
+                            "or --no-db for an app without one")
     if options.out.exists() and any(options.out.iterdir()):
         raise LockdownError(f"-o {options.out} is not empty: give a new directory for the target")
     app, out = options.app.resolve(), options.out.resolve()
@@ -93,17 +97,61 @@ def count_logs(logs: list, files: frozenset) -> access_log.LogCounts:
     return counts
 
 
+# Accounts web servers and PHP pools run as: what they own in a site is what the app writes
+WEB_ACCOUNTS = ("www-data", "nginx", "apache", "http", "_www", "wwwrun", "nobody")
+# ... and where frameworks keep what they write, when the site's owners do not tell
+FRAMEWORK_WRITABLE = {"wordpress": ("wp-content/uploads", "wp-content/cache"), "drupal": ("sites/default/files",),
+                      "mediawiki": ("images", "cache"), "laravel": ("storage", "bootstrap/cache"),
+                      "symfony": ("var",)}
+MAX_WALK = 200_000
+
+
+def writable_paths(app: Path, framework: str) -> list[str]:
+    """The directories and files of the user's site its app writes in place (target.toml's
+    `writable`: each run gets its own copy, docs/targets.md): those a web server account owns
+    (WEB_ACCOUNTS), or writable by all; then the framework's usual places that exist. The
+    topmost of each branch only."""
+    import pwd
+    web = set()
+    for name in WEB_ACCOUNTS:
+        try:
+            web.add(pwd.getpwnam(name).pw_uid)
+        except KeyError:
+            pass
+    found: list[str] = []
+    seen = 0
+    for root, dirs, files in os.walk(app):
+        dirs.sort()
+        rel_root = Path(root).relative_to(app).as_posix()
+        for name in dirs + sorted(files):
+            seen += 1
+            p = Path(root, name)
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            if not p.is_symlink() and (st.st_uid in web or st.st_mode & 0o002):
+                found.append(name if rel_root == "." else f"{rel_root}/{name}")
+        dirs[:] = [d for d in dirs if (d if rel_root == "." else f"{rel_root}/{d}") not in found and d != ".git"]
+        if seen > MAX_WALK:
+            break
+    found += [rel for rel in FRAMEWORK_WRITABLE.get(framework, ()) if (app / rel).exists()]
+    top = sorted(set(found))
+    return [p for p in top if not any(p.startswith(q + "/") for q in top if q != p)]
+
+
 def target_document(name: str, options: InitOptions, found: detect.Detected, urls: list,
-                    sanity: tuple[str, str]) -> dict:
+                    sanity: tuple[str, str], writable: list[str] | None = None) -> dict:
     today = datetime.date.today().isoformat()
     return {
         "name": name,
         "description": f"{found.framework} site from {options.app.resolve()} (lockdown init, {today})",
         "docroot": found.docroot, "front_controller": "index.php",
+        **({"writable": writable} if writable else {}),
         "app": {"source": str(options.app.resolve()),
                 **({"exclude": [".git"]} if (options.app / ".git").exists() else {})},
-        "database": {"seed": "seed.sql"},
-        "configure": {"command": ["php", "configure.php"]},
+        **({} if options.no_db else {"database": {"seed": "seed.sql"},
+                                      "configure": {"command": ["php", "configure.php"]}}),
         "urls": [{"path": p, "weight": w} for p, w, _ in urls],
         "sanity": {"url": sanity[0], "expect": sanity[1]},
     }
@@ -128,24 +176,30 @@ def init(options: InitOptions, say=print) -> InitResult:
         say(f"[init] access logs: {counts.lines} lines, {sum(counts.pages.values())} page views of "
             f"{len(counts.pages)} URLs; {counts.static} static, {counts.other} other, {counts.unreadable} unreadable")
     out = paths.make_dir(options.out, "-o")
-    spec = configure.spec_for(found.framework, app, options.config or found.config)
-    (out / "configure.php").write_text(configure.configure_script(spec))
+    writable = writable_paths(app, found.framework)
+    if writable:
+        say(f"[init] written in place by the app (each run gets its own copy): {', '.join(writable[:8])}"
+            + (" ..." if len(writable) > 8 else ""))
+    spec = None
+    if not options.no_db:
+        spec = configure.spec_for(found.framework, app, options.config or found.config)
+        (out / "configure.php").write_text(configure.configure_script(spec))
     if options.dsn:
         say(f"[init] dumping {dump.dsn_database(options.dsn)} (mariadb-dump --single-transaction, read-only)")
         dump.dump(options.dsn, out / "seed.sql")
-    else:
+    elif options.dump_file:
         dump.copy_dump(options.dump_file, out / "seed.sql")
     name = target_name(out)
-    write_toml(out, target_document(name, options, found, urls, ("/", "(checked below)")))
+    write_toml(out, target_document(name, options, found, urls, ("/", "(checked below)"), writable))
     sanity, linked = ("/", ""), []
-    if spec is not None:
+    if spec is not None or options.no_db:
         first_key = cache_key(load_target(out))
         sanity, linked = home_page(out, not options.access_logs, say)
         if not options.access_logs:          # the home page (where `/` leads) and its links
             urls = [(sanity[0], 3 if linked else 1, None)] + [(p, 1, None) for p in linked if p != sanity[0]]
-        write_toml(out, target_document(name, options, found, urls, sanity))
+        write_toml(out, target_document(name, options, found, urls, sanity, writable))
         keep_preparation(out, first_key)
-    return InitResult(out, found, urls, counts, sanity[1], spec is not None)
+    return InitResult(out, found, urls, counts, sanity[1], spec is not None or options.no_db)
 
 
 def keep_preparation(target_dir: Path, first_key: str) -> None:
