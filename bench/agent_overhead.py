@@ -18,8 +18,14 @@ requests served, per pair; the agent's cost is the per-pair difference. CPU time
 less than throughput with the host's load, and it is what the agent takes from a saturated
 server: its share of the arm without the agent is the throughput it would cost there.
 
+With --swap, both stacks carry the agent and the arms are its switch (`lockdown agent off`): in
+each pair one stack has it on and the other off, and the roles change every pair, so that a
+difference between the two stacks themselves (their own database copies, their place in the
+caches) falls on both arms alike; the baseline is then the agent loaded but switched off (one
+is_file a request, Excimer loaded and idle), which `--off` measures against no agent.
+
     python3 bench/agent_overhead.py [--target minicms] [--pairs 10] [--duration 5]
-                                    [--concurrency 4] [--period 0.05] [--off] [--json FILE]
+                                    [--concurrency 4] [--period 0.05] [--off | --swap] [--json FILE]
 """
 from __future__ import annotations
 
@@ -74,9 +80,17 @@ def measure(args, tmp: Path) -> dict:
         agent_opts = agent_options(tmp / "agent", redis.where, redis.password, "bench", STREAM,
                                    period=args.period, workers=args.workers)
         with contextlib.ExitStack() as up:
-            stacks = {"agent": up.enter_context(Stack(target, tmp / "agent", agent_opts, say=quiet)),
-                      "none": up.enter_context(Stack(target, tmp / "none", StackOptions(workers=args.workers),
-                                                     say=quiet))}
+            if args.swap:            # both carry the agent; "agent" and "none" name whichever has it on
+                other = agent_options(tmp / "none", redis.where, redis.password, "bench", STREAM,
+                                      period=args.period, workers=args.workers)
+                pair_of = [up.enter_context(Stack(target, tmp / "agent", agent_opts, say=quiet)),
+                           up.enter_context(Stack(target, tmp / "none", other, say=quiet))]
+                states = [state_dir(tmp / "agent"), state_dir(tmp / "none")]
+                stacks = {"agent": pair_of[0], "none": pair_of[1]}
+            else:
+                stacks = {"agent": up.enter_context(Stack(target, tmp / "agent", agent_opts, say=quiet)),
+                          "none": up.enter_context(Stack(target, tmp / "none", StackOptions(workers=args.workers),
+                                                         say=quiet))}
             if args.off:
                 agent.switch(state_dir(tmp / "agent"), on=False)
             for name, stack in stacks.items():          # warm both (OPcache, buffers)
@@ -84,6 +98,13 @@ def measure(args, tmp: Path) -> dict:
             groups = {name: {c.pid for c in stack.procs.children} for name, stack in stacks.items()}
             groups["agent"] |= {c.pid for c in procs.children if c.name == "redis-server"}
             for i in range(args.pairs):
+                if args.swap:             # this pair's stack with the agent on: the first, then the second
+                    on = (i // 2) % 2
+                    stacks = {"agent": pair_of[on], "none": pair_of[1 - on]}
+                    groups = {name: {c.pid for c in st.procs.children} for name, st in stacks.items()}
+                    groups["agent"] |= {c.pid for c in procs.children if c.name == "redis-server"}
+                    agent.switch(states[on], on=True)
+                    agent.switch(states[1 - on], on=False)
                 for name in (("none", "agent") if i % 2 == 0 else ("agent", "none")):
                     before = group_cpu_s(groups[name])
                     r = run_load("wrk", procs, stacks[name].base_url, paths, args.concurrency, args.duration,
@@ -104,7 +125,7 @@ def measure(args, tmp: Path) -> dict:
     p50 = summarize([a - n for a, n in zip(latency["agent"], latency["none"])])
     cpu = summarize([a - n for a, n in zip(cpu_ms["agent"], cpu_ms["none"])])
     cpu_share = compare_paired(cpu_ms["none"], cpu_ms["agent"])
-    return {"target": args.target, "agent_off": args.off, "pairs": args.pairs, "duration_s": args.duration,
+    return {"target": args.target, "agent_off": args.off, "swap": args.swap, "pairs": args.pairs, "duration_s": args.duration,
             "concurrency": args.concurrency, "period_s": args.period, "workers": args.workers,
             "rps": arms, "latency_ms": latency, "throughput": compare_paired(arms["none"], arms["agent"]),
             "per_request_ms": per_request, "added_ms_per_request": added, "added_p50_ms": p50,
@@ -123,7 +144,11 @@ def main() -> None:
     ap.add_argument("--off", action="store_true",
                     help="the agent loaded but switched off (`lockdown agent off`): what the switch leaves")
     ap.add_argument("--json", type=Path, default=None, help="write the result document here too")
+    ap.add_argument("--swap", action="store_true",
+                    help="both stacks carry the agent, on in one and off in the other, swapped every two pairs")
     args = ap.parse_args()
+    if args.off and args.swap:
+        ap.error("--off and --swap are two designs: give one")
     with scratch_dir("lockdown-agent-overhead-") as tmp:
         doc = measure(args, Path(tmp))
     t, a, m = doc["throughput"], doc["added_ms_per_request"], doc["added_p50_ms"]
