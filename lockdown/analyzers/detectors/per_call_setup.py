@@ -24,7 +24,8 @@ constant `k`). A function whose arguments repeat is repeated-call's as well; bot
 claim the function in the time accounting, which counts its time once.
 
 Share: the function's inclusive share of the timed requests' Excimer samples (xhprof's
-inclusive time over the profiled requests' wall time without Excimer) times the setup
+inclusive time over the profiled requests' wall time without Excimer, or with fewer than
+MIN_SAMPLES samples: a fast page sampled every 2 ms gets few) times the setup
 fraction times (calls - 1) / calls: what doing the setup once per request would save.
 """
 from __future__ import annotations
@@ -91,8 +92,13 @@ def builtin(ctx: Context, name: str, kids: dict) -> bool:
     return not any(name in per for per in kids.values())
 
 
+MIN_SAMPLES = 50    # Excimer samples of the timed requests below which the share is xhprof's
+
+
 def _share(ctx: Context, fn: str, rows: list) -> tuple[float, str]:
-    if ctx.excimer_total:
+    # a fast page sampled every 2 ms gets a sample on a few requests only (glossary: 4 to 11
+    # samples in 200 requests), and a share of so few samples is anything from 0 to 60%
+    if ctx.excimer_total >= MIN_SAMPLES:
         return ctx.php_share_pct(lambda f: f == fn), "excimer"
     parts = [100.0 * ctx.xhprof[rid][fn].get("inclusive_us", 0) / ctx.wall_us(rid) for rid in rows
              if ctx.wall_us(rid)]
