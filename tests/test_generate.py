@@ -148,6 +148,26 @@ def test_persistent_memo_serves_later_processes_and_rebuilds_on_a_new_version(tm
     assert php(tmp_path, run)["runs"] == 6
 
 
+def test_persistent_memo_keeps_what_other_workers_wrote_meanwhile(tmp_path):
+    """A worker writes the array file at the end of its request from the view it loaded at the
+    start (through OPcache, which may serve a stale copy): without a merge, a key another worker
+    wrote meanwhile was lost, and on catalog the workers kept rewriting each other's keys (CI: 22
+    translation lookups a page still sent in the re-capture of `verify --all`). The file is now
+    read again under a lock, past OPcache, and merged."""
+    src = tmp_path / "lib.php"
+    src.write_text(LIB)
+    text, why = memoize.memoized(src, "Catalogue::lookup", 7, scope="persistent", cache={"name": "t-merge", "ttl": 3600})
+    assert why == "", why
+    src.write_text(text)
+    (tmp_path / "other.php").write_text("<?php require 'lib.php';\n(new Catalogue('de'))->lookup('b');\n")
+    # this request loads the (absent) file, misses 'a'; meanwhile another worker stores 'b'
+    php(tmp_path, "<?php require 'lib.php';\n(new Catalogue('de'))->lookup('a');\n"
+                  "shell_exec(escapeshellarg(PHP_BINARY) . ' -n other.php');\necho json_encode([]), \"\\n\";")
+    later = php(tmp_path, "<?php require 'lib.php';\n$c = new Catalogue('de');\n$o = [$c->lookup('a'), $c->lookup('b')];\n"
+                          "echo json_encode(['out' => $o, 'runs' => Catalogue::$runs]), \"\\n\";")
+    assert later == {"out": ["de:a", "de:b"], "runs": 0}
+
+
 def test_deferred_write_runs_after_the_rest_of_the_request(tmp_path):
     src = tmp_path / "lib.php"
     src.write_text(APP["lib/Views.php"].replace("Db::run($sql, [$id]);", "$GLOBALS['log'][] = \"bump $id\";"))
