@@ -168,21 +168,28 @@ def dispatchers(edges: dict, internal: Callable[[str], bool] = lambda name: Fals
     return direct | {p for (p, c) in edges if c in direct}
 
 
-def sends_sql_each_call(edges: dict, fn: str, calls: int) -> bool:
-    """Every call of `fn` ends in a query (setting() -> db_value() -> db_query() ->
-    mysqli::query, each at least once per call): a query pattern, the query detectors'
-    business. Followed only along edges called at least once per call of `fn`, so a function
-    whose first call fills a cache from the database (get_merged_data) is not one."""
+def reached_each_call(edges: dict, fn: str, calls: int, wanted: Callable[[str], bool]) -> str | None:
+    """The first callee `wanted` says yes to that every call of `fn` reaches, if any: followed
+    only along edges called at least once per call of `fn`, so work a function's first call
+    alone does (a cache filled from the database or written to a file) does not count."""
     todo, seen = [fn], {fn}
     while todo:
         f = todo.pop()
         for (p, c), v in edges.items():
             if p == f and v["ct"] >= calls and c not in seen:
-                if sends_sql(c):
-                    return True
+                if wanted(c):
+                    return c
                 seen.add(c)
                 todo.append(c)
-    return False
+    return None
+
+
+def sends_sql_each_call(edges: dict, fn: str, calls: int) -> bool:
+    """Every call of `fn` ends in a query (setting() -> db_value() -> db_query() ->
+    mysqli::query, each at least once per call): a query pattern, the query detectors'
+    business; a function whose first call fills a cache from the database (get_merged_data)
+    is not one."""
+    return reached_each_call(edges, fn, calls, sends_sql) is not None
 
 
 # Builtins whose effect a memo would skip: timers and signals, output and headers, writes,
@@ -203,19 +210,10 @@ STATE_CHANGING = frozenset((
 
 
 def changes_state_each_call(edges: dict, fn: str, calls: int) -> str | None:
-    """The state-changing builtin (`STATE_CHANGING`) every call of `fn` reaches, if any: followed
-    only along edges called at least once per call of `fn`, like `sends_sql_each_call`, so a
+    """The state-changing builtin (`STATE_CHANGING`) every call of `fn` reaches, if any; a
     function whose first call writes a cache file is still a candidate."""
-    todo, seen = [fn], {fn}
-    while todo:
-        f = todo.pop()
-        for (p, c), v in edges.items():
-            if p == f and v["ct"] >= calls and c not in seen:
-                if base_name(c).lower() in STATE_CHANGING:
-                    return base_name(c)
-                seen.add(c)
-                todo.append(c)
-    return None
+    found = reached_each_call(edges, fn, calls, lambda c: base_name(c).lower() in STATE_CHANGING)
+    return base_name(found) if found else None
 
 
 def uniform_callees(edges: dict, fn: str, calls: int) -> tuple[bool, int]:
