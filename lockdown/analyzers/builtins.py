@@ -111,7 +111,10 @@ def hot_builtins(profiles: Iterable[dict], internal_functions: list[str],
     total: dict[str, Counter] = {}
     edges: dict[str, dict[str, Counter]] = {}
     with_allocs = False
-    internal = lambda name: is_internal(name, functions, classes)
+
+    def internal(name: str) -> bool:
+        return is_internal(name, functions, classes)
+
     for p in profiles:
         edges_of_p = list(entries(p, internal))
         for parent, child, v in edges_of_p:

@@ -72,7 +72,8 @@ def _checks(s: DatabaseStatus, c: dict, n: int) -> list[Check]:
     out = []
     if s.buffer_pool_hit_pct is not None:
         reads = rate("Innodb_buffer_pool_reads")
-        out.append(Check("buffer pool", f"{s.buffer_pool_hit_pct:.2f}% of {per['Innodb_buffer_pool_read_requests']:,.0f} "
+        page_reads = per["Innodb_buffer_pool_read_requests"]
+        out.append(Check("buffer pool", f"{s.buffer_pool_hit_pct:.2f}% of {page_reads:,.0f} "
                                         f"page reads a request from memory, {_rate(reads)} from disk",
                          reads >= 1, "innodb_buffer_pool_size: the pages the requests use do not stay in memory"))
     if "Created_tmp_tables" in c:

@@ -184,7 +184,10 @@ def _opcache(timed: list[RequestRecord]) -> OpcacheState:
     # between the end of the first timed request and the end of the last
     restarts = {k.split("_")[1]: last.get(k, 0) - first.get(k, 0) for k in _RESTARTS}
     n = len(lookups)
-    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0
+
+    def mean(xs: list) -> float:
+        return sum(xs) / len(xs) if xs else 0.0
+
     return OpcacheState(
         enabled=bool(last.get("opcache_enabled")), requests=n,
         lookups_per_request=mean(lookups), misses_per_request=mean(misses),

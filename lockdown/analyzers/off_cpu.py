@@ -195,7 +195,8 @@ def wall_clock(capture: dict) -> bool:
 
 
 def of_capture(manifest: dict, requests: list[RequestRecord], profiles: list[ExcimerProfile],
-               samples: list[PerfSample], xhprof_profiles: list[dict], exclude: set[str] = frozenset()) -> OffCpu | None:
+               samples: list[PerfSample], xhprof_profiles: list[dict],
+               exclude: set[str] = frozenset()) -> OffCpu | None:
     """`off_cpu` over a bundle's requests, as the analysis and the blocking-wait detector both
     read it: the requests' run-queue delays and ends, the SQL senders from their xhprof
     profiles (unknown without any), stacks named relative to the app tree. None unless

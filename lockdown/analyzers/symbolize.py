@@ -34,7 +34,10 @@ def jit_name(manifest: dict) -> str | None:
     ini = (manifest.get("php") or {}).get("ini") or {}
     if not isinstance(ini, dict) or "opcache.jit_buffer_size" not in ini:
         return None
-    off = lambda key: is_off(ini.get(key), JIT_OFF)
+
+    def off(key: str) -> bool:
+        return is_off(ini.get(key), JIT_OFF)
+
     return PCRE_JIT if off("opcache.enable") or off("opcache.jit") or off("opcache.jit_buffer_size") else None
 
 

@@ -261,8 +261,10 @@ def _function_symbols(elf: ELFFile) -> tuple[str, dict[int, tuple[int, str, str]
 
 def _prefer(a: tuple[int, str, str], b: tuple[int, str, str]) -> bool:
     """perf's choose_best_symbol: sized, non-weak, global, fewer leading '_', longer name."""
-    keys = lambda s: (s[0] > 0, s[2] != "STB_WEAK", s[2] == "STB_GLOBAL",
-                      -(len(s[1]) - len(s[1].lstrip("_"))), len(s[1]))
+    def keys(s: tuple[int, str, str]) -> tuple:
+        return (s[0] > 0, s[2] != "STB_WEAK", s[2] == "STB_GLOBAL",
+                -(len(s[1]) - len(s[1].lstrip("_"))), len(s[1]))
+
     return keys(a) > keys(b)
 
 

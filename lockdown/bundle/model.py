@@ -82,16 +82,27 @@ def checker(annotation: str) -> Check:
     text = annotation.strip()
     if text.endswith("| None"):
         inner = checker(text[:-len("| None")])
-        test = lambda v: v is None or inner.test(v)
-        return Check(test, lambda vs: all(map(test, vs)), f"{inner.one} or null", f"{inner.many} or nulls")
+
+        def null_or_inner(v) -> bool:
+            return v is None or inner.test(v)
+
+        return Check(null_or_inner, lambda vs: all(map(null_or_inner, vs)), f"{inner.one} or null",
+                     f"{inner.many} or nulls")
     if text.startswith("list[") and text.endswith("]"):
         inner = checker(text[len("list["):-1])
-        test = lambda v: type(v) is list and inner.test_all(v)
-        return Check(test, lambda vs: all(map(test, vs)), f"a list of {inner.many}", f"lists of {inner.many}")
+
+        def list_of_inner(v) -> bool:
+            return type(v) is list and inner.test_all(v)
+
+        return Check(list_of_inner, lambda vs: all(map(list_of_inner, vs)), f"a list of {inner.many}",
+                     f"lists of {inner.many}")
     if text.startswith("dict[str,") and text.endswith("]"):
         inner = checker(text[len("dict[str,"):-1])
-        test = lambda v: type(v) is dict and inner.test_all(v.values())
-        return Check(test, lambda vs: all(map(test, vs)), f"an object of {inner.many}",
+
+        def object_of_inner(v) -> bool:
+            return type(v) is dict and inner.test_all(v.values())
+
+        return Check(object_of_inner, lambda vs: all(map(object_of_inner, vs)), f"an object of {inner.many}",
                      f"objects of {inner.many}")
     return _SCALARS[text]
 
@@ -168,7 +179,8 @@ class RequestRecord(_Record):
     sched: dict[str, int] | None = None     # the scheduler's view: run-queue wait, context switches
     uncached_scripts: list[str] | None = None   # included files OPcache did not hold, when it missed
     uncached_young: list[str] | None = None     # of those, modified within file_update_protection
-    php_errors: list[dict] | None = None    # warnings, notices, deprecations PHP raised: type, message, file, line, function, count
+    # warnings, notices, deprecations PHP raised: type, message, file, line, function, count
+    php_errors: list[dict] | None = None
     released_early: bool | None = None      # the app released the response itself (fastcgi_finish_request)
     after_release_statements: int | None = None  # then: statements its shutdown functions sent (mysqlnd's counts)
 

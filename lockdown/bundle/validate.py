@@ -136,9 +136,10 @@ def coverage_checks(bundle: Bundle) -> list[Check]:
         concurrency = m.get("driver", {}).get("concurrency", 1)
         unattributed = sum(1 for s in stmts if s.request is None)
         ok = bool(stmts) and (unattributed == 0 if concurrency == 1 else by.get("none", 0) == 0)
+        tied_to = ", ".join(f"{k} {v}" for k, v in sorted(by.items()))
         checks.append(Check("statements attributed", ok,
                             f"{len(stmts) - unattributed} of {len(stmts)} statements tied to a "
-                            f"request at concurrency {concurrency} ({', '.join(f'{k} {v}' for k, v in sorted(by.items()))})"))
+                            f"request at concurrency {concurrency} ({tied_to})"))
     return checks
 
 

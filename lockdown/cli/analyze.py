@@ -62,7 +62,8 @@ def analyze_cmd(bundle, top, request_id, url, baseline, findings_file, threshold
         raise click.UsageError("--baseline compares whole captures or one URL (--url), not one request: "
                                "request ids differ between captures")
     if findings_file is not None and thresholds is not None:
-        raise click.UsageError("--thresholds sets the detect step's thresholds; with --findings there is no detect step")
+        raise click.UsageError("--thresholds sets the detect step's thresholds; "
+                               "with --findings there is no detect step")
     this = open_bundle(bundle)
     result = analyze(this, top=top, request=request_id, url=url, queries=queries)
     found, notes, source = None, [], None

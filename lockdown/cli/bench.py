@@ -64,8 +64,8 @@ d = BenchOptions()
 @stack_options("after-benchmark", "Shell command run after the runs.")
 @json_option("the result (runs, summary, configuration)")
 def bench_cmd(target, runs, duration, concurrency, workers, load, warmup_requests, warmup_duration,
-              host_tolerance, keep_disturbed, php_ini, port, mysql, exec_before_warmup, exec_after_warmup, exec_after_benchmark,
-              run_dir, timeout, json_out):
+              host_tolerance, keep_disturbed, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,
+              exec_after_benchmark, run_dir, timeout, json_out):
     """Benchmark TARGET (a built-in name or a path): nginx -> php-fpm -> MariaDB under load,
     with a sanity check, warmups and repeated measured runs."""
     check_bounds(concurrency=concurrency, workers=workers, duration=duration, warmup_duration=warmup_duration)

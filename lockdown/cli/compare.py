@@ -47,8 +47,8 @@ from .stack_options import ab_options, check_max_runs, max_runs_option
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("the comparison (both arms' runs, the change with its CI, the pages)")
-def compare_cmd(target, with_ini, patch_files, php_ini, on_top_of, runs, duration, concurrency, workers, load, warmup_duration,
-                resolve, max_runs, run_dir, timeout, json_out):
+def compare_cmd(target, with_ini, patch_files, php_ini, on_top_of, runs, duration, concurrency, workers, load,
+                warmup_duration, resolve, max_runs, run_dir, timeout, json_out):
     """Compare TARGET as configured (baseline) with TARGET plus the --with php.ini settings
     and/or --patch diffs of its code: RPS change with its 95% CI from interleaved pairs, and
     whether both serve the same pages."""

@@ -31,9 +31,11 @@ def fleet_group():
 @click.option("--store", "store_dir", required=True, type=click.Path(path_type=Path), help="The store's directory.")
 @click.option("--stream", "streams", multiple=True, default=(DEFAULT_STREAM,), show_default=True,
               help="A stream to read (repeat for several pools).")
-@click.option("--group", default=GROUP, show_default=True, help="The consumer group (collectors sharing it split the entries).")
-@click.option("--consumer", default=None, help="This collector's name in the group (default: the host's name); a "
-                                               "restart under the same name takes up its unacknowledged entries at once.")
+@click.option("--group", default=GROUP, show_default=True,
+              help="The consumer group (collectors sharing it split the entries).")
+@click.option("--consumer", default=None,
+              help="This collector's name in the group (default: the host's name); a "
+                   "restart under the same name takes up its unacknowledged entries at once.")
 @click.option("--claim-idle", type=click.FloatRange(min=1), default=60, show_default=True,
               help="Seconds after which another consumer's unacknowledged entries are claimed (a dead collector's).")
 @click.option("--retention", default=None, help="Remove hours older than this (14d, 48h); default: keep everything.")

@@ -68,8 +68,8 @@ d = CaptureSettings()
 @json_option("the bundle's path and manifest")
 def profile_cmd(target, output, requests, duration, concurrency, workers, collect, perf_freq,
                 excimer_period, excimer_clock, xhprof_every, xhprof_flags, urls, warmup_requests,
-                overhead_check, overhead_slices, patch_files, php_ini, port, mysql, exec_before_warmup, exec_after_warmup,
-                exec_after_capture, run_dir, timeout, json_out):
+                overhead_check, overhead_slices, patch_files, php_ini, port, mysql, exec_before_warmup,
+                exec_after_warmup, exec_after_capture, run_dir, timeout, json_out):
     """Capture TARGET per request: perf samples, Excimer stacks, xhprof call counts and SQL
     statements, tied to the request that caused them, into the bundle OUTPUT."""
     if requests is not None and duration is not None:
@@ -85,8 +85,8 @@ def profile_cmd(target, output, requests, duration, concurrency, workers, collec
                                xhprof_every=xhprof_every, xhprof_flags=parse_xhprof_flags(xhprof_flags))
     opts = ProfileOptions(requests=requests, duration=duration, concurrency=concurrency,
                           capture=settings, warmup_requests=warmup_requests,
-                          overhead_check=overhead_check, overhead_slices=overhead_slices, urls=urls, php_ini=parse_ini(php_ini),
-                          port=port, mysql=mysql,
+                          overhead_check=overhead_check, overhead_slices=overhead_slices, urls=urls,
+                          php_ini=parse_ini(php_ini), port=port, mysql=mysql,
                           hooks={"before-warmup": exec_before_warmup,
                                  "after-warmup": exec_after_warmup,
                                  "after-capture": exec_after_capture})

@@ -53,8 +53,8 @@ from .main import deadline, main
 @click.option("--timeout", type=click.FloatRange(1), default=None, metavar="SECONDS",
               help="Stop everything and fail if the whole command takes longer.")
 @json_option("findings.json with the benchmark summary and the paths written")
-def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every, thresholds, php_ini, no_bench, no_probe,
-            on_top_of, patch_files, timeout, json_out):
+def run_cmd(target, out, runs, duration, warmup_duration, requests, xhprof_every, thresholds, php_ini, no_bench,
+            no_probe, on_top_of, patch_files, timeout, json_out):
     """Benchmark TARGET, capture it per request, analyse the capture, detect known pathologies
     and propose checked patches; print the findings and write them to OUTPUT."""
     check_bounds(duration=duration, warmup_duration=warmup_duration, requests=requests)

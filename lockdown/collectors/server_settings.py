@@ -6,10 +6,11 @@ file of lockdown's. Those are global settings of a server that may be the user's
 - One capture per server at a time, whatever LOCKDOWN_HOME each lockdown uses: a capture holds
   the server's lock `lockdown_capture` (harness/db_claim.ServerLock) from before it reads the
   settings until they are back; another is refused in one line before it changes anything.
-- Before changing anything, the original values are written to a record in
-  the records of users' servers (paths.servers_dir, one place for every LOCKDOWN_HOME; 0600); they are restored when the capture ends (also on
-  Ctrl-C, SIGTERM, errors and timeouts), and if lockdown was killed outright, by the next
-  lockdown command (`restore_pending`) or explicitly by `lockdown restore`.
+- Before changing anything, the original values are written to a record in the records of
+  users' servers (paths.servers_dir, one place for every LOCKDOWN_HOME; 0600); they are
+  restored when the capture ends (also on Ctrl-C, SIGTERM, errors and timeouts), and if
+  lockdown was killed outright, by the next lockdown command (`restore_pending`) or explicitly
+  by `lockdown restore`.
 - Values that are a capture's own are never taken for the server's: when the server's slow log
   is still in a lockdown-slowlog directory (a killed capture of another home, not restored
   yet), the capture puts back the server's defaults for what captures change, and says so.

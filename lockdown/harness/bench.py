@@ -397,6 +397,7 @@ def _tool_version(name: str, args: list[str], called: str) -> str | None:
         return None
     lines = (p.stdout + p.stderr).strip().splitlines()
     named = re.compile(rf"(^|\s){called}[\s,/]", re.IGNORECASE)
-    line = next((l for l in lines if named.search(l) and any(c.isdigit() for c in l)), None)
+    line = next((candidate for candidate in lines
+                 if named.search(candidate) and any(c.isdigit() for c in candidate)), None)
     # "wrk debian/4.1.0-3+b2 [epoll] Copyright (C) 2012 Will Glozer": the version, not the notice
     return None if line is None else re.split(r"\s+Copyright\b", line)[0]

@@ -14,10 +14,11 @@ unawares:
   (collectors/server_settings.py), `lockdown_db:<database>` a database claim's.
 - `claim`: the database claim. Besides the server's lock, an advisory lock (flock) on a file in
   $LOCKDOWN_HOME/active/mysql-claims says which command of this home holds it (its pid and run
-  directory) in the refusal; and a record in the records of users' servers (paths.servers_dir, databases/; one place for every LOCKDOWN_HOME) (0600, with
-  how to reach the server) names the database loaded there until it is dropped. After a kill -9,
-  `lockdown restore` (and the next lockdown command) drops that database, unless a live
-  lockdown holds it by then (`drop_left_databases`).
+  directory) in the refusal; and a record in the records of users' servers (paths.servers_dir,
+  databases/; one place for every LOCKDOWN_HOME) (0600, with how to reach the server) names the
+  database loaded there until it is dropped. After a kill -9, `lockdown restore` (and the next
+  lockdown command) drops that database, unless a live lockdown holds it by then
+  (`drop_left_databases`).
 """
 from __future__ import annotations
 

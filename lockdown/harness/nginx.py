@@ -38,7 +38,8 @@ class Nginx:
             prefix=self.base, error_log=self.error_log,
             access_log=self.procs.run_dir / "logs" / "nginx-access.log",
             mime_types=NGINX_ETC / "mime.types", fastcgi_params=NGINX_ETC / "fastcgi_params",
-            fpm_socket=self.fpm_socket, instrumented_socket=self.instrumented_socket, port=self.port, docroot=self.docroot,
+            fpm_socket=self.fpm_socket, instrumented_socket=self.instrumented_socket, port=self.port,
+            docroot=self.docroot,
             front_controller=self.front_controller, nginx_workers=min(2, os.cpu_count() or 1))
         argv = [tool("nginx"), "-p", str(self.base), "-c", str(conf), "-e", str(self.error_log)]
         self.child = self.procs.spawn("nginx", argv, log=self.procs.run_dir / "logs" / "nginx.out")

@@ -130,7 +130,8 @@ class Stack:
 
     def _start(self) -> None:
         t, o = self.target, self.options
-        paths.check_config_path(self.run_dir, "choose a run directory (-o, --run-dir, LOCKDOWN_HOME) whose path has none")
+        paths.check_config_path(self.run_dir,
+                                "choose a run directory (-o, --run-dir, LOCKDOWN_HOME) whose path has none")
         acct = service_account.account()
         service_account.check_reachable(self.run_dir, acct, "the run directory",
                                         "choose a run directory (-o, --run-dir, LOCKDOWN_HOME)")

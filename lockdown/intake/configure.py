@@ -34,7 +34,8 @@ SPECS = {
     # set where the file sets one, and never added (the app's config may not read it)
     "laravel": {"format": "env",
                 "keys": {"DB_HOST": "host", "DB_PORT": "port", "DB_DATABASE": "name",
-                         "DB_USERNAME": "user", "DB_PASSWORD": "password", "DB_SOCKET": "socket", "APP_URL": "base_url"},
+                         "DB_USERNAME": "user", "DB_PASSWORD": "password", "DB_SOCKET": "socket",
+                         "APP_URL": "base_url"},
                 "replace": {"DATABASE_URL": "database_url", "DB_URL": "database_url"},
                 "remove": ["bootstrap/cache/config.php"]},
     # .env.local wins over .env (Symfony's Dotenv)

@@ -83,7 +83,8 @@ def _named(app: Path, name: str) -> Detected | None:
             return Detected("laravel", "public", ".env", "Laravel: artisan and .env")
         return None
     if name == "symfony":
-        if (app / "bin" / "console").is_file() and (app / ".env").is_file() and (app / "public" / "index.php").is_file():
+        if ((app / "bin" / "console").is_file() and (app / ".env").is_file()
+                and (app / "public" / "index.php").is_file()):
             return Detected("symfony", "public", ".env.local", "Symfony: bin/console and .env")
         return None
     if name == "generic":

@@ -97,7 +97,9 @@ def matches(reg: dict, loader: str) -> bool:
         cls, ns = scope
         if reg["kind"] != "closure":
             return False
-        return reg["class"].lower() == cls.lower() if cls else (not reg["class"] and reg["namespace"].lower() == ns.lower())
+        if cls:
+            return reg["class"].lower() == cls.lower()
+        return not reg["class"] and reg["namespace"].lower() == ns.lower()
     short = loader.rpartition("::")[2].rpartition("\\")[2].lower()
     return reg["kind"] != "closure" and any(n.rpartition("::")[2].rpartition("\\")[2].lower() == short
                                             for n in reg["names"])

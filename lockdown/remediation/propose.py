@@ -88,8 +88,9 @@ def registry_repair(f: Finding, target: Target, say) -> list[Remediation]:
         return []
     rem = Remediation(kind="sql", content=f"-- drop the registry entry naming the missing file\n{repair};\n",
                       origin="generated",
-                      description=(f"the registry entry naming the missing file removed from `{registry.get('table')}` "
-                                   f"(the lookup that reads it: `{registry.get('statement')}`), so the file is no longer "
+                      description=(f"the registry entry naming the missing file removed from "
+                                   f"`{registry.get('table')}` (the lookup that reads it: "
+                                   f"`{registry.get('statement')}`), so the file is no longer "
                                    f"looked for and the warning is no longer raised"))
     try:
         return user_patch.check_sql(prepare(target, say=say), [rem], say=say)

@@ -16,8 +16,10 @@ from .context import Context, build_context  # noqa: F401
 from .related import link_consequences
 
 DETECTORS = ("fs_scan", "db_static_cache", "file_static_cache", "write_on_read", "n_plus_one",
-             "repeated_query", "session_probe", "session_per_request", "php_warning", "unindexed_query", "disk_spill", "repeated_call", "debug_extension", "opcache", "pcre_jit_off",
-             "regex_compile", "failed_lookups", "stat_storm", "autoload", "per_call_setup", "blocking_wait", "hot_builtins", "hotspot")
+             "repeated_query", "session_probe", "session_per_request", "php_warning", "unindexed_query",
+             "disk_spill", "repeated_call", "debug_extension", "opcache", "pcre_jit_off",
+             "regex_compile", "failed_lookups", "stat_storm", "autoload", "per_call_setup", "blocking_wait",
+             "hot_builtins", "hotspot")
 THRESHOLDS = Path(__file__).with_name("thresholds.toml")
 
 

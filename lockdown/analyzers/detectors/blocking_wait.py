@@ -80,7 +80,8 @@ def describe(c: Case) -> Finding:
         Evidence("the stack that waited most (last frames)", row.stack, "excimer.jsonl"),
     ]
     for name, calls, wall_us in waited_in:
-        evidence.append(Evidence(f"{name} called by it, calls and wall ms a request", f"{calls:g}, {wall_us / 1000:.2f}",
+        evidence.append(Evidence(f"{name} called by it, calls and wall ms a request",
+                                 f"{calls:g}, {wall_us / 1000:.2f}",
                                  f"xhprof of {', '.join(profiles[:3])}{' ...' if len(profiles) > 3 else ''}"))
     what = (f"; in xhprof it spends that time in {', '.join(n for n, _, _ in waited_in)}" if waited_in else "")
     summary = (f"{row.name} waits {row.blocked_us / 1000:.1f} ms a request off the CPU, not for SQL "

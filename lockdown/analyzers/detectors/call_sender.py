@@ -48,8 +48,8 @@ def sender_of(ctx: Context, rid: str, executions: int, cost_us: float,
               accept: Callable[[str], bool] = lambda f: True, min_calls: int = MIN_CALLS) -> str | None:
     """The nearest user function above a client call in request `rid` that was called exactly
     `executions` times (and that `accept`s); of several at the same distance, not one that
-    calls another, then the one whose inclusive time is closest to `cost_us`. None when there is none within MAX_DEPTH steps, or
-    when `executions` is below `min_calls`."""
+    calls another, then the one whose inclusive time is closest to `cost_us`. None when there is
+    none within MAX_DEPTH steps, or when `executions` is below `min_calls`."""
     totals = ctx.xhprof.get(rid, {})
     if executions < min_calls:
         return None

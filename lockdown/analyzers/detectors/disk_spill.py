@@ -221,20 +221,22 @@ def describe_causes(sh: dict, table_spill: bool, sort_spill: bool, rows_examined
         what = (("any column (it selects `*`" + (f", and {', '.join(cols)})" if cols else ")")) if sh["star"]
                 else cols[0] if len(cols) == 1 else f"any of {', '.join(cols)}" if cols
                 else "any column it groups or selects")
+        heap_limits = describe_setting(variables, ("tmp_table_size", "max_heap_table_size"), "16M each by default")
         out.append(
             f"The internal temporary table that {' and '.join(needs)} needs was written to disk (an Aria "
             f"table). MariaDB's in-memory engine cannot hold TEXT or BLOB columns, so a temporary table with "
             f"one is on disk from the start: check with SHOW CREATE TABLE {table} whether {what} is "
             f"TEXT or BLOB. If one is, group or deduplicate on short columns (the key, or a hash such as "
             f"MD5() of the text) and read the TEXT afterwards by key. If none is, the table outgrew "
-            f"min(tmp_table_size, max_heap_table_size) ({describe_setting(variables, ('tmp_table_size', 'max_heap_table_size'), '16M each by default')}; "
+            f"min(tmp_table_size, max_heap_table_size) ({heap_limits}; "
             f"{rows_examined:.0f} rows examined "
             f"per execution): read fewer rows.")
     if sort_spill:
         cols = sh["ordered"] or sh["grouped"]
         on = (", ".join(cols) if cols else "its ORDER BY/GROUP BY expressions")
+        sort_buffer = describe_setting(variables, ("sort_buffer_size",), "2M by default")
         out.append(
-            f"The sort (by {on}) did not fit sort_buffer_size ({describe_setting(variables, ('sort_buffer_size',), '2M by default')}) "
+            f"The sort (by {on}) did not fit sort_buffer_size ({sort_buffer}) "
             f"and went through temporary files merged in passes. A TEXT or BLOB sort column puts max_sort_length "
             f"bytes ({(variables or {}).get('max_sort_length') or '1024 by default'}) "
             f"of it in every row's key: check with SHOW CREATE TABLE {table}. Sort by a short or indexed "

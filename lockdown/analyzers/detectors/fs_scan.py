@@ -302,8 +302,9 @@ def describe_kind(c: Case) -> tuple[str, str]:
             f"{seen} The walk is the discovery itself: {name} was entered {w.entries} time(s) per request, "
             "not as the fallback of a lookup (no function above it answered other calls without walking)"
             f"{f', and read {read} file(s) it found' if read else ''}. Its result is the list of what the tree "
-            "holds, and nothing keeps it, so every request walks again. Fix: cache the walk's result (a PHP array file OPcache keeps, or APCu), "
-            "rebuilt when a directory of the tree changes (its mtime), instead of walking on every request.")
+            "holds, and nothing keeps it, so every request walks again. Fix: cache the walk's result "
+            "(a PHP array file OPcache keeps, or APCu), rebuilt when a directory of the tree changes "
+            "(its mtime), instead of walking on every request.")
 
 
 def describe(c: Case) -> Finding:

@@ -377,7 +377,8 @@ def describe_summary(c: Case, called: list[dict], shared: list[dict], notes: lis
                 f"({_span(x['min_share_pct'], x['max_share_pct'])} each): one function to look at for "
                 f"{len(x['builtins'])} of the top builtins." for x in shared))
     if c.shares:
-        parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in list(c.shares.items())[:6]) + ".")
+        top_subsystems = list(c.shares.items())[:6]
+        parts.append("Engine CPU by subsystem: " + ", ".join(f"{k} {v:g}%" for k, v in top_subsystems) + ".")
     parts.append("Informational: where to look first, in the spirit of HHVM's lockdown lists; "
                  "xhprof timings are from instrumented (slower) requests.")
     if any("capture overhead" in x for x in notes):

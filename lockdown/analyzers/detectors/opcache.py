@@ -142,7 +142,10 @@ def decide(ctx: Context) -> list[Case]:
     if state is not None and enabled and not state.enabled:
         enabled = False         # the workers say so (a pool's php_admin_value the CLI does not see)
     misses = state.misses_per_request if state is not None and state.requests else None
-    is_file = lambda s: compiling(s.frames) == "file"
+
+    def is_file(sample) -> bool:
+        return compiling(sample.frames) == "file"
+
     cpu = sample_share(ctx, is_file)
     sampled = False
     if enabled:
@@ -278,13 +281,13 @@ def describe_text(c: Case, suspects: list[str], cost: str) -> tuple[str, str, st
         named = [describe_cause(x, state) for x in causes or ()]
         counted = (f"the workers' OPcache missed {state.misses_per_request:.1f} of the "
                    f"{state.lookups_per_request:.1f} script lookups (include/require) of each timed request")
+        restarts = ", ".join(f"{k} {v}" for k, v in sorted(state.restarts.items()))
         summary = (f"OPcache is enabled, yet {counted}"
                    + (f", and {cost}" if cpu is not None else "") + ": those scripts were compiled again. "
                    + (f"The cause, by the workers' counters and the scripts they did not hold: {'; '.join(named)}."
                       if named else
                       "The workers' counters show no full cache"
-                      + (f" (restarts during the capture: {', '.join(f'{k} {v}' for k, v in sorted(state.restarts.items()))})"
-                         if state.restarts else "")
+                      + (f" (restarts during the capture: {restarts})" if state.restarts else "")
                       + ": the scripts are excluded from caching (opcache.max_file_size, a blacklist)"
                       + (f"; the scripts left uncached: {describe_uncached(state)}" if state.uncached else "") + ".")
                    + below)
@@ -319,7 +322,8 @@ def describe_text(c: Case, suspects: list[str], cost: str) -> tuple[str, str, st
 
 def describe(c: Case) -> Finding:
     suspects = describe_suspects(c)
-    no_samples = "perf caught no sample of the timed requests" if c.perf_collected else "the bundle has no native samples"
+    no_samples = ("perf caught no sample of the timed requests" if c.perf_collected
+                  else "the bundle has no native samples")
     cost = (f"{c.cpu:.1f}% of the on-CPU samples of the timed requests were compiling PHP files"
             if c.cpu is not None else f"{no_samples} to measure the compile cost")
     title, summary, checked = describe_text(c, suspects, cost)
@@ -333,7 +337,10 @@ def describe(c: Case) -> Finding:
                     + (describe_uncached(c.state, 3, young=True) if c.state.uncached_young else "these")
                     + " are rewritten on every request; the fix is in the application (write such a file only "
                     "when its content changes)")
-    r2 = lambda x: None if x is None else round(x, 2)
+
+    def r2(x: float | None) -> float | None:
+        return None if x is None else round(x, 2)
+
     return Finding(
         id=ID, title=title, severity=c.severity, share_pct=c.share, summary=summary,
         evidence=describe_evidence(c, suspects, no_samples),
@@ -390,8 +397,8 @@ def describe_cause(cause: str, state: OpcacheState) -> str:
         return (f"scripts that are not new stay uncached with keys to spare ({describe_uncached(state, 3, old=True)}): "
                 f"the shared memory has no free block large enough for them ({_mb(state.free_memory)} "
                 "free in all; opcache.memory_consumption)")
-    return (f"{describe_uncached(state, 3, young=True)} changed less than opcache.file_update_protection seconds before "
-            "the request, which OPcache does not cache: rewritten on every request")
+    return (f"{describe_uncached(state, 3, young=True)} changed less than opcache.file_update_protection "
+            "seconds before the request, which OPcache does not cache: rewritten on every request")
 
 
 def describe_state(state: OpcacheState, requests: int) -> list[Evidence]:
@@ -407,7 +414,8 @@ def describe_state(state: OpcacheState, requests: int) -> list[Evidence]:
                      f"{_mb(state.used_memory)}, {_mb(state.free_memory)}, {_mb(state.wasted_memory)}"
                      + (", full" if state.memory_full else ""), src),
             Evidence("interned strings used of the buffer",
-                     f"{_mb(state.interned_used)} of {_mb(state.interned_size)}" + (", full" if state.interned_full else ""),
+                     f"{_mb(state.interned_used)} of {_mb(state.interned_size)}"
+                     + (", full" if state.interned_full else ""),
                      src)]
     if state.uncached:
         rows.append(Evidence("scripts OPcache did not hold after a request that missed (in how many requests)",
@@ -417,7 +425,8 @@ def describe_state(state: OpcacheState, requests: int) -> list[Evidence]:
         rows.append(Evidence("OPcache restarts during the capture",
                              ", ".join(f"{k} {v}" for k, v in sorted(state.restarts.items())), src))
     if state.blacklist_misses_per_request:
-        rows.append(Evidence("blacklisted scripts compiled per request", f"{state.blacklist_misses_per_request:.1f}", src))
+        rows.append(Evidence("blacklisted scripts compiled per request",
+                             f"{state.blacklist_misses_per_request:.1f}", src))
     return rows
 
 

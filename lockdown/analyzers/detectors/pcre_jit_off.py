@@ -72,7 +72,10 @@ def decide(ctx: Context) -> list[Case]:
     if ini_flag(ctx, "pcre.jit") is not False:
         return []
     min_share = ctx.threshold(ID, "min_regex_share_pct")
-    is_regex = lambda s: categorise(s.frames) == "regex"
+
+    def is_regex(sample) -> bool:
+        return categorise(sample.frames) == "regex"
+
     cpu = sample_share(ctx, is_regex)
     rids = profiled(ctx)
     calls_per_request = excl_share = None

@@ -220,7 +220,8 @@ def describe_evidence(c: Case) -> list[Evidence]:
             evidence.append(Evidence(f"{u.url}: preg_* calls from {p} per request, and their us (mean, least)",
                                      f"{v['calls']:g}, {v['wall_us']:g}, {v['min_us']:g}", sources(u.profiles)))
     if c.cpu is not None:
-        evidence.append(Evidence("on-CPU samples getting compiled patterns (PHP's regex cache, PCRE's compiler and JIT), %",
+        evidence.append(Evidence("on-CPU samples getting compiled patterns "
+                                 "(PHP's regex cache, PCRE's compiler and JIT), %",
                                  c.cpu, f"perf samples of the timed requests on these URLs ({c.samples})"))
     evidence.append(Evidence("share of request time, %", c.share, c.share_source))
     return evidence

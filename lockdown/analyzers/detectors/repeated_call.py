@@ -350,11 +350,12 @@ def timed_per_call_us(ctx: Context, fn: str, rows: list[dict]) -> float | None:
 
 def one_time_share(ctx: Context, fn: str, rows: list[dict]) -> tuple[float, float, list[str], str]:
     """(% of request time `fn`'s calls take, % of it spent in one-time work inside them, the
-    heaviest one-time work by name, where that came from: "excimer" or "xhprof"). With Excimer samples: their share with fn on the stack,
-    and of those, the share under a function called once per request (`once_under_share`) or,
-    when xhprof saw more, xhprof's one-time fraction of fn's time (`once_under_us`, which also
-    sees builtins, such as a connect or a sleep in a helper only fn calls) applied to it.
-    Without samples: xhprof's inclusive and one-time time over the request's wall time."""
+    heaviest one-time work by name, where that came from: "excimer" or "xhprof"). With Excimer
+    samples: their share with fn on the stack, and of those, the share under a function called
+    once per request (`once_under_share`) or, when xhprof saw more, xhprof's one-time fraction
+    of fn's time (`once_under_us`, which also sees builtins, such as a connect or a sleep in a
+    helper only fn calls) applied to it. Without samples: xhprof's inclusive and one-time time
+    over the request's wall time."""
     xh_frac = statistics.median(min(1.0, r.get("once_us", 0) / r["inclusive_us"]) if r["inclusive_us"] else 0.0
                                 for r in rows)
     xh_names = max((r.get("once", []) for r in rows), key=len)
@@ -513,7 +514,9 @@ def describe(c: Case) -> Finding:
                  + (f" Left out of that: {c.one_time:.1f}% of the request spent on work done once per "
                     f"request inside its calls ({', '.join(c.one_time_in)}), which its first call "
                     f"still does with a cache." if shown_once else "")),
-        evidence=[Evidence("calls per request", lo if lo == hi else f"{lo}..{hi}", f"xhprof of {len(rids)} request{'s' * (len(rids) != 1)}: {', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"),
+        evidence=[Evidence("calls per request", lo if lo == hi else f"{lo}..{hi}",
+                           f"xhprof of {len(rids)} request{'s' * (len(rids) != 1)}: "
+                           f"{', '.join(rids[:3])}{' ...' if len(rids) > 3 else ''}"),
                   *([Evidence("inclusive time per call in timed requests (us)", round(timed_call),
                               "Excimer: wall time x share of samples with it on the stack, over "
                               "xhprof's calls per request, same URLs")] if timed_call is not None else []),

@@ -204,7 +204,8 @@ def decide(ctx: Context) -> list[Case]:
             requests=[rep.request for rep in reps], on_urls=sum(len(ctx.by_url[u]) for u in urls),
             executions=spread([rep.executions for rep in reps]), longest=spread([rep.longest for rep in reps]),
             saved=spread([len(rep.saved) for rep in reps]),
-            time=statement_time(ctx, (s for rep in reps for s in rep.saved), of=(s for rep in reps for s in rep.statements)),
+            time=statement_time(ctx, (s for rep in reps for s in rep.saved),
+                                of=(s for rep in reps for s in rep.statements)),
             total_share=ctx.share_of(s for rep in reps for s in rep.statements),
             tables=sorted(tables_read(text)),
             per_url=spread_by_url(ctx, reps, urls, "with_repeats", "executions_per_request")))

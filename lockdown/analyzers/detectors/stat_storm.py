@@ -36,7 +36,8 @@ Cost (either), of the work these settings act on:
   entry points) -- samples inside a directory read (opendir/readdir/getdents/glob/scandir) left
   out, and samples inside a stat-family builtin (php_stat, zif_file_exists...) that resolve no
   path (no open_basedir): helper-24's false positive, 1,200 file_exists() a request and a full
-  16K cache, was 'high, ~99.6%' from 7 such samples. (subsystems.toml's fs-io also holds socket reads of mysqlnd, so it is not used.)
+  16K cache, was 'high, ~99.6%' from 7 such samples. (subsystems.toml's fs-io also holds socket
+  reads of mysqlnd, so it is not used.)
 
 Boundary with fs-scan (directory WALKS repeated on every request are fs-scan's): a function
 that calls opendir/readdir/closedir/rewinddir/scandir/glob/dir() or a directory iterator

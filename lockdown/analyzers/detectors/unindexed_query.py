@@ -31,7 +31,8 @@ from .statement_time import StatementTime, describe_statement_time, statement_ti
 ID = "unindexed-query"
 SUBJECT = "fingerprint"  # what tells its findings apart (findings.SUBJECT_KEYS)
 _WHERE = re.compile(r"\bWHERE\b(.*?)(?:\bGROUP\s+BY\b|\bORDER\s+BY\b|\bLIMIT\b|\bHAVING\b|$)", re.I | re.S)
-_COND_COL = re.compile(r"(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?\s*(?:=|<=?|>=?|<>|!=|\bIN\b|\bLIKE\b|\bBETWEEN\b|\bIS\b)", re.I)
+_COND_COL = re.compile(r"(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?\s*"
+                       r"(?:=|<=?|>=?|<>|!=|\bIN\b|\bLIKE\b|\bBETWEEN\b|\bIS\b)", re.I)
 _ORDER_COL = re.compile(r"(?:`?\w+`?\.)?`?([A-Za-z_]\w*)`?\s*(?:ASC|DESC)?\s*(?:,|$)", re.I)
 
 
@@ -141,7 +142,8 @@ def describe(c: Case) -> Finding:
                   Evidence("requests with the scan", f"{len(c.requests)} of {c.on_urls}", "statements.jsonl"),
                   *describe_statement_time(c.time, "time in these statements"),
                   *describe_plan(c),
-                  Evidence("index to try (WHERE columns, then ORDER BY)", hint, "the example's text; check with EXPLAIN"),
+                  Evidence("index to try (WHERE columns, then ORDER BY)", hint,
+                           "the example's text; check with EXPLAIN"),
                   Evidence("example", c.example, "statements.jsonl")],
         urls=urls, requests=c.requests[:5],
         details={"fingerprint": fp, "query_id": query_id(fp), "table": c.table, "columns": c.columns,

@@ -69,11 +69,16 @@ class Case:
 def decide(ctx: Context) -> list[Case]:
     methods = {m.upper() for m in ctx.threshold(ID, "methods")}
     min_share = ctx.threshold(ID, "min_request_share")
-    is_read = lambda r: r.method.upper() in methods
-    cases = []
+
+    def is_read(request) -> bool:
+        return request.method.upper() in methods
+
     # a write sent after the response was released (deferred with fastcgi_finish_request) is off
     # the response path: the page does not wait for it
-    on_path = lambda s: is_write(s.sql) and s.seq not in ctx.after_release
+    def on_path(statement) -> bool:
+        return is_write(statement.sql) and statement.seq not in ctx.after_release
+
+    cases = []
     for fp, urls, per_url in ctx.shapes_on_urls(on_path, min_share, among=is_read):
         example = next(s.sql for r in ctx.requests if is_read(r) for s in ctx.statements_of[r.id]
                        if is_write(s.sql) and fingerprint(s.sql) == fp)
@@ -122,7 +127,8 @@ def describe(c: Case) -> Finding:
     return Finding(
         id=ID, title=f"Every page view writes: {c.verb} on {len(c.urls)} read-only URL(s)",
         severity="medium", share_pct=round(c.time.share, 2),
-        summary=f"{len(c.requests)} of {c.reads} GET requests to {', '.join(c.urls[:3])} ran `{fp}`. " + describe_advice(c),
+        summary=(f"{len(c.requests)} of {c.reads} GET requests to {', '.join(c.urls[:3])} ran `{fp}`. "
+                 + describe_advice(c)),
         evidence=[Evidence("statement shape (pt-query-digest fingerprint)", fp, f"query id {query_id(fp)}"),
                   Evidence("GET requests that sent it", f"{len(c.requests)} of {c.reads}", "statements.jsonl"),
                   Evidence("executions", c.executions, "statements.jsonl"),
