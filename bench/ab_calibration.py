@@ -66,7 +66,8 @@ def main() -> None:
         smallest.append(c.get("resolvable_pct") or math.nan)
         lo, hi = c["ci95_pct"]
         print(f"{i + 1:3d} {c['change_pct']:+14.1f}% {f'{lo:+.1f} .. {hi:+.1f}%':>20} "
-              f"{p['change_pct']:+8.1f}% {cpu.get('change_pct', math.nan):+8.1f}% {c.get('resolvable_pct', math.nan):8.1f}%"
+              f"{p['change_pct']:+8.1f}% {cpu.get('change_pct', math.nan):+8.1f}% "
+              f"{c.get('resolvable_pct', math.nan):8.1f}%"
               + ("  significant" if c["significant"] else ""), flush=True)
     n = args.times
     for name, hits in (("verdict (host capacity taken out)", verdict), ("paired ratios alone", paired),

@@ -2,14 +2,14 @@
 
 Two stacks of the same target run side by side, on one private Redis (docs/fleet.md): one with
 the agent (auto_prepend_file, Excimer loaded, records sent to Redis), one without (no prepend,
-no Excimer: production without the agent). wrk drives each for D seconds in turn, in pairs
-whose order alternates (A B, B A, ...), so that the host's drift falls on both arms alike. The
+no Excimer: production without the agent). wrk drives each for D seconds in turn, in pairs whose
+order alternates (A B, B A, ...), so that the host's drift falls on both arms alike. The
 throughput change is the geometric mean of the per-pair RPS ratios with a 95% interval
 (stats.compare_paired). The cost per request is the per-pair difference of the time a request
-holds the stacks, concurrency / RPS (at saturation, the default: more connections than
-workers, the agent's work after the response counts as it takes a worker), and the added
-median latency the per-pair difference of wrk's p50; each with its 95% interval. No collector runs: the stream is trimmed by MAXLEN. The
-agent's entries in Redis are counted to show it was sending.
+holds the stacks, concurrency / RPS (at saturation, the default: more connections than workers,
+the agent's work after the response counts as it takes a worker), and the added median latency
+the per-pair difference of wrk's p50; each with its 95% interval. No collector runs: the stream
+is trimmed by MAXLEN. The agent's entries in Redis are counted to show it was sending.
 
 Beside throughput, which a shared host's drift moves by several percent, the CPU each request
 costs: the user+system time of every process of the arm's stack (php-fpm master and workers,
@@ -71,7 +71,10 @@ def measure(args, tmp: Path) -> dict:
     paths = [u.path for u in target.urls for _ in range(u.weight)]
     procs = ProcessGroup(tmp / "redis-run")
     redis = PrivateRedis(procs, tmp / "redis-run" / "redis").start()
-    quiet = lambda m: None  # noqa: E731
+
+    def quiet(message: str) -> None:
+        pass
+
     arms = {"none": [], "agent": []}
     latency = {"none": [], "agent": []}
     per_request = {"none": [], "agent": []}
@@ -125,8 +128,9 @@ def measure(args, tmp: Path) -> dict:
     p50 = summarize([a - n for a, n in zip(latency["agent"], latency["none"])])
     cpu = summarize([a - n for a, n in zip(cpu_ms["agent"], cpu_ms["none"])])
     cpu_share = compare_paired(cpu_ms["none"], cpu_ms["agent"])
-    return {"target": args.target, "agent_off": args.off, "swap": args.swap, "pairs": args.pairs, "duration_s": args.duration,
-            "concurrency": args.concurrency, "period_s": args.period, "workers": args.workers,
+    return {"target": args.target, "agent_off": args.off, "swap": args.swap, "pairs": args.pairs,
+            "duration_s": args.duration, "concurrency": args.concurrency, "period_s": args.period,
+            "workers": args.workers,
             "rps": arms, "latency_ms": latency, "throughput": compare_paired(arms["none"], arms["agent"]),
             "per_request_ms": per_request, "added_ms_per_request": added, "added_p50_ms": p50,
             "cpu_ms_per_request": cpu_ms, "added_cpu_ms_per_request": cpu, "cpu_per_request": cpu_share,

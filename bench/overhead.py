@@ -73,8 +73,8 @@ def main() -> None:
     fit = ratios_speed_adjusted(speeds)
     if fit is None:
         return
-    print(f"at equal host capacity (speed and steal; elasticity {fit['elasticity']:.2f}, fitted over all sets, one point "
-          f"per capture slice and its neighbours):")
+    print(f"at equal host capacity (speed and steal; elasticity {fit['elasticity']:.2f}, fitted over all sets, "
+          f"one point per capture slice and its neighbours):")
     for collect in sets:
         g = fit["groups"][collect]
         name = "default set" if collect == SETS[-1] else collect

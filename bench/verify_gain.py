@@ -38,9 +38,11 @@ def predicted(share_pct: float | None) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--target", default="minicms")
-    ap.add_argument("--finding", action="append", default=[], help="finding key (repeatable); default: every defect with a remediation")
+    ap.add_argument("--finding", action="append", default=[],
+                    help="finding key (repeatable); default: every defect with a remediation")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--duration", type=int, default=10, help="seconds per run (whole: the load generators take no fractions)")
+    ap.add_argument("--duration", type=int, default=10,
+                    help="seconds per run (whole: the load generators take no fractions)")
     ap.add_argument("--keep", metavar="DIR", help="keep the run directory here")
     args = ap.parse_args()
     scratch = args.keep or tempfile.mkdtemp(prefix="lockdown-verify-gain-")

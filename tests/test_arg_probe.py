@@ -179,7 +179,8 @@ def test_apply_probe_keeps_repeats_rescaled_and_dismisses_different_data():
     assert values["defined at"] == "inc/theme.php:42"
     # the evidence row of the share says what the finding says, and how it was rescaled
     assert values[repeated_call.SAVE_LABEL] == kept[0].share_pct
-    assert "x 148 repeats measured / 198 assumed" in {e.what: e.source for e in kept[0].evidence}[repeated_call.SAVE_LABEL]
+    sources = {e.what: e.source for e in kept[0].evidence}
+    assert "x 148 repeats measured / 198 assumed" in sources[repeated_call.SAVE_LABEL]
     assert "not probed" in {e.what: e.value for e in kept[1].evidence}["arguments"]
     (d,) = dismissed
     assert d["function"] == "Message::isDisabled" and d["defined_at"] == "Message.php:7"

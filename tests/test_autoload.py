@@ -71,8 +71,8 @@ def test_one_candidate_per_class_is_no_walk():
     psr4 = {("main()", "class_exists"): 1, ("class_exists", "app_loader"): 40, ("app_loader", "is_file"): 40}
     assert autoload.decide(ctx_of(psr4)) == []
     # the threshold decides: at 1.0 a class, the same loader is reported
-    assert [c.function for c in autoload.decide(ctx_of(psr4, thresholds={"autoload": {"min_lookups_per_class": 1.0}}))] \
-        == ["app_loader"]
+    lowered = ctx_of(psr4, thresholds={"autoload": {"min_lookups_per_class": 1.0}})
+    assert [c.function for c in autoload.decide(lowered)] == ["app_loader"]
 
 
 def test_not_an_autoloader_and_too_small():
@@ -216,13 +216,14 @@ def test_what_the_map_cannot_be_sure_of_stays_the_loaders(tmp_path):
 
 def test_no_class_map_when_the_registration_cannot_be_told(tmp_path):
     files = dict(SHOP)
-    files["boot/Loader.php"] = BOOT.replace("    public static function register(", """    public static function map(string $file): void
+    two_registrations = """    public static function map(string $file): void
     {
         spl_autoload_register(static function (string $class) use ($file): void {
         });
     }
 
-    public static function register(""")
+    public static function register("""
+    files["boot/Loader.php"] = BOOT.replace("    public static function register(", two_registrations)
     app = tree(tmp_path, files)
     f = Finding("autoload", "t", "high", 40.0, "s", details={"function": SHOP_LOADER})
     assert generate.propose(f, ["boot/*.php"], app) == []
@@ -281,7 +282,10 @@ def depot_clean_run(home, tmp_path_factory):
 @pytest.mark.server
 def test_depot_pages_answer_and_report_what_they_did(depot_pages):
     truth = truths(depot_pages, DEPOT_PAGES)
-    strip = lambda body: body.rsplit("<!-- depot-truth", 1)[0]       # noqa: E731
+
+    def strip(body: str) -> str:
+        return body.rsplit("<!-- depot-truth", 1)[0]
+
     for name in DEPOT_PAGES:
         on, off = truth["depot"][name], truth["depot-clean"][name]
         assert depot_pages["depot"][name]["status"] == depot_pages["depot-clean"][name]["status"] == 200

@@ -123,8 +123,8 @@ def test_php_ini_override_reaches_workers_and_hooks_run(lockdown, tmp_path):
                  "--exec-after-warmup", fetch, "--exec-after-benchmark", fetch, "--json", out)
     assert r.returncode == 0, r.stderr
     lines = seen.read_text().splitlines()
-    assert [l.split()[0] for l in lines] == ["before-warmup", "after-warmup", "after-benchmark"]
-    assert all("opcache=off memory_limit=77M sapi=fpm-fcgi" in l for l in lines)
+    assert [line.split()[0] for line in lines] == ["before-warmup", "after-warmup", "after-benchmark"]
+    assert all("opcache=off memory_limit=77M sapi=fpm-fcgi" in line for line in lines)
     data = json.loads(out.read_text())
     assert data["canonical"] is False
     assert data["config"]["php_ini"] == {"opcache.enable": "0", "memory_limit": "77M"}

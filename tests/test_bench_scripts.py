@@ -105,9 +105,9 @@ def test_fold_speed_captures_when_given_no_script(home):
 def test_ab_calibration_counts_the_significant_aa_comparisons_it_printed(home):
     out = bench_script(home, "ab_calibration.py", "--target", "hello", "--times", "1", "--runs", "5",
                        "--duration", "1")
-    rows = [l for l in out.splitlines() if re.match(r"^\s+\d+ ", l)]
+    rows = [line for line in out.splitlines() if re.match(r"^\s+\d+ ", line)]
     assert len(rows) == 1
-    hits = sum(l.endswith("  significant") for l in rows)
+    hits = sum(row.endswith("  significant") for row in rows)
     verdict = re.search(r"^verdict \(host capacity taken out\): (\d) of 1 A/A comparisons significant = "
                         r"(\d+\.\d)% \(95% interval (\d+\.\d) \.\. (\d+\.\d)%; nominal 5%\)$", out, re.M)
     assert verdict and int(verdict.group(1)) == hits and float(verdict.group(2)) == 100.0 * hits

@@ -145,7 +145,8 @@ def test_the_missing_modules_warning_is_found_with_the_registry_and_its_log_writ
     assert per == {2} and d["per_request"] == {"min": 2, "median": 2, "max": 2}
     assert len(d["messages"]) == 2 and sorted(f["urls"]) == sorted(PAGES.values())
     assert d["registry"]["table"] == "modules" and d["registry"]["column"] == "filename"
-    assert d["registry"]["repair"] == "DELETE FROM modules WHERE filename = 'modules/legacy_poll/legacy_poll.module.php'"
+    assert d["registry"]["repair"] == ("DELETE FROM modules "
+                                       "WHERE filename = 'modules/legacy_poll/legacy_poll.module.php'")
     # the repair, proposed as SQL and checked on a copy of the database
     [rem] = f["remediations"]
     assert (rem["kind"], rem["origin"]) == ("sql", "generated") and d["registry"]["repair"] in rem["content"]

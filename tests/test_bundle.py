@@ -176,7 +176,7 @@ def test_bundle_layout(hello_bundle):
     # tideways_xhprof is loaded only in the one-worker pool that serves instrumented requests
     assert "tideways_xhprof" not in m["php"]["extensions"]
     assert m["php"]["pool"]["instrumented_extension"] == "tideways_xhprof"
-    requests = [json.loads(l) for l in (hello_bundle / "requests.jsonl").read_text().splitlines()]
+    requests = [json.loads(line) for line in (hello_bundle / "requests.jsonl").read_text().splitlines()]
     instrumented = [r for r in requests if r["instrumented"]]
     assert instrumented and len({r["pid"] for r in instrumented}) == 1
     assert not {r["pid"] for r in instrumented} & {r["pid"] for r in requests if not r["instrumented"]}
@@ -329,7 +329,8 @@ def test_fast_pages_are_judged_by_what_their_windows_can_hold():
     assert fast["perf samples attributed"].ok, fast["perf samples attributed"].detail
     assert "cover 76% of the client's, so at least 68% is expected" in fast["perf samples attributed"].detail
     assert fast["PHP stacks per request"].ok
-    assert "10 shorter than three 4 ms sampling periods (their wait for a CPU not counted) have none" in fast["PHP stacks per request"].detail
+    assert ("10 shorter than three 4 ms sampling periods (their wait for a CPU not counted) have none"
+            in fast["PHP stacks per request"].detail)
     # the same losses on 200 ms pages are a broken capture
     slow = {c.name: c for c in coverage_checks(_Captured([200_000] * 10, 4.0, 1500, 3, 1, stacks=False))}
     assert not slow["perf samples attributed"].ok and "expected" not in slow["perf samples attributed"].detail

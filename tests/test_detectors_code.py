@@ -77,7 +77,8 @@ def test_walk_share_from_excimer_when_the_walker_is_sampled():
 
 
 def test_walk_variants_other_names():
-    for style, opener in (("scandir", "scandir"), ("glob", "glob"), ("iterator", "RecursiveDirectoryIterator::getChildren")):
+    for style, opener in (("scandir", "scandir"), ("glob", "glob"),
+                          ("iterator", "RecursiveDirectoryIterator::getChildren")):
         [f] = fs_scan.detect(scan_context(style=style, walker="locate_template", lookup="theme_lookup", dirs=80))
         assert f.details["walker"] == "locate_template", style
         assert opener in f.details["calls_per_request"], style
@@ -194,7 +195,8 @@ def test_repeated_call_boundaries():
     # cheap: under min_us_per_call
     assert repeated_call.detect(memo_context(memo_profile(per_call=5, calls=1000))) == []
     # recursive (xhprof saw it re-entered): a walk, not a repeat
-    assert repeated_call.detect(memo_context(memo_profile(extra={"theme_settings==>theme_settings@1": {"ct": 5, "wt": 10}}))) == []
+    doubled = memo_profile(extra={"theme_settings==>theme_settings@1": {"ct": 5, "wt": 10}})
+    assert repeated_call.detect(memo_context(doubled)) == []
 
 
 def test_fewer_calls_are_enough_when_they_cost_a_lot():

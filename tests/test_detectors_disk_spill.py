@@ -55,7 +55,8 @@ def test_a_temporary_table_on_disk_is_found_with_its_cause():
     assert ev["executions per request (median)"] == 1
     assert ev["requests with a spilling execution"] == "4 of 4"
     assert ev["executions the server flagged as spilling to disk"] == "4 of 4"
-    assert ev["the server's plan flags, % of executions"] == "full scan 100%, tmp table 100%, tmp table on disk 100%, filesort 100%"
+    assert ev["the server's plan flags, % of executions"] == ("full scan 100%, tmp table 100%, tmp table on disk 100%, "
+                                                              "filesort 100%")
     assert ev["server time per spilling execution (median, us)"] == 20_000
     assert ev["rows examined / returned per spilling execution (median)"] == "4510 / 10"
     assert ev["time in the spilling executions, % of timed requests' wall time (server side only: no client "
@@ -133,8 +134,8 @@ def causes(sql: str, table_spill: bool, sort_spill: bool, rows_examined: float):
 
 
 def test_the_cause_read_from_the_text():
-    assert shape("/* app */ SELECT DISTINCT p.*, u.name AS author FROM `blog`.`posts` p JOIN users u ON u.id = p.author "
-                 "WHERE p.status = 'x, y' ORDER BY p.created_at DESC, author") == {
+    assert shape("/* app */ SELECT DISTINCT p.*, u.name AS author FROM `blog`.`posts` p "
+                 "JOIN users u ON u.id = p.author WHERE p.status = 'x, y' ORDER BY p.created_at DESC, author") == {
         "table": "posts", "distinct": True, "union": False, "limit": False, "star": True, "selected": ["name"],
         "grouped": [], "group_by": False, "ordered": ["created_at"], "order_by": True}
     assert shape("SELECT MD5(body) AS h, COUNT(*) AS n FROM notes GROUP BY h ORDER BY n DESC LIMIT 10") == {

@@ -98,7 +98,8 @@ def well_formed(f: Finding):
 # ------------------------------------------------------------------------------------------
 
 def xdebug_so(frames_before=()):
-    return list(frames_before) + [("xdebug.so+0x1a2b", f"{EXT}/xdebug.so"), ("xdebug_execute_ex", f"{EXT}/xdebug.so")] + VM
+    xdebug = [("xdebug.so+0x1a2b", f"{EXT}/xdebug.so"), ("xdebug_execute_ex", f"{EXT}/xdebug.so")]
+    return list(frames_before) + xdebug + VM
 
 
 def test_xdebug_as_zend_extension_is_high_with_its_share_and_mode():
@@ -164,7 +165,8 @@ def test_tideways_loaded_by_the_target_not_by_lockdown_is_reported():
     [f] = debug_extension.detect(ctx)
     assert f.details["extension"] == "tideways_xhprof" and f.details["loaded_by"] == "overrides"
     assert f.severity == "medium" and f.details["on_cpu_share_pct"] == 3.0
-    assert "target's php_ini" in f.remediations[0].content and "extension=tideways_xhprof.so" in f.remediations[0].content
+    content = f.remediations[0].content
+    assert "target's php_ini" in content and "extension=tideways_xhprof.so" in content
 
 
 def test_idle_coverage_extension_is_low_and_others_are_ignored():
@@ -200,7 +202,9 @@ def test_spx_above_high_share_is_high_and_threshold_is_configurable():
 # ------------------------------------------------------------------------------------------
 
 def test_compiling_classifies_file_and_eval_compiles():
-    as_frames = lambda fs: [["0", s, 0, d] for s, d in fs]
+    def as_frames(pairs):
+        return [["0", symbol, 0, dso] for symbol, dso in pairs]
+
     assert compiling(as_frames(COMPILE)) == "file"
     assert compiling(as_frames(EVAL)) == "eval"
     assert compiling(as_frames(VM)) is None
@@ -371,7 +375,8 @@ def stat_profile(file_exists=300, realpath=100, walk_entries=0, walker_stats=0):
 
 def test_stat_storm_small_realpath_cache_and_many_realpath_calls():
     ctx = context([xh_request("r000001"), xh_request("r000002", "/b")],
-                  xhprof={"r000001": stat_profile(realpath=250), "r000002": stat_profile(file_exists=500, realpath=250)},
+                  xhprof={"r000001": stat_profile(realpath=250),
+                          "r000002": stat_profile(file_exists=500, realpath=250)},
                   php=php({"realpath_cache_size": "16K", "realpath_cache_ttl": "120"}))
     [f] = stat_storm.detect(ctx)
     well_formed(f)
@@ -496,7 +501,8 @@ def builtin_profiles():
          "render==>array_map": {"ct": 2, "wt": 9_000}, "array_map==>helper": {"ct": 10, "wt": 8_000},
          # lockdown's prepend, after enabling xhprof
          "main()==>hrtime": {"ct": 1, "wt": 1}, "main()==>getrusage": {"ct": 1, "wt": 3},
-         "main()==>register_shutdown_function": {"ct": 1, "wt": 2}, "main()==>tideways_xhprof_disable": {"ct": 1, "wt": 1}}
+         "main()==>register_shutdown_function": {"ct": 1, "wt": 2},
+         "main()==>tideways_xhprof_disable": {"ct": 1, "wt": 1}}
     b = {"main()": {"ct": 1, "wt": 1}, "main()==>render": {"ct": 1, "wt": 30_000},
          "render==>is_array": {"ct": 50, "wt": 1_000}, "render==>strlen": {"ct": 7, "wt": 10},
          "main()==>hrtime": {"ct": 2, "wt": 1}}
@@ -534,18 +540,23 @@ def test_hot_builtins_exact_calls_per_request():
 
     # exclusive share over the instrumented requests' measured wall time (2 x 100 ms)
     assert rows["is_array"]["exclusive_share_pct"] == 3.5
-    assert f.details["top_exclusive_share_pct"] == pytest.approx(100 * (7000 + 1000 + 3000 + 10 + 1) / 200_000, abs=0.01)
+    exclusive_us = 7000 + 1000 + 3000 + 10 + 1
+    assert f.details["top_exclusive_share_pct"] == pytest.approx(100 * exclusive_us / 200_000, abs=0.01)
     assert any("double count" in n for n in f.details["notes"])
     # is_array and strlen are VM opcodes outside the instrumented worker (tideways_xhprof sets
     # ZEND_COMPILE_NO_BUILTINS): kept in the table, marked, and not put first
     assert {r["name"] for r in f.details["builtins"] if r["compiled_to_opcode"]} == {"is_array", "strlen"}
     assert any(n.startswith("is_array, strlen: the engine compiles") for n in f.details["notes"])
     assert f.title == "Hot builtins: str_replace, array_map, hrtime"
-    assert "(xhprof, per request): str_replace 20 calls" in f.summary and "Not listed: is_array, strlen: outside the instrumented worker PHP compiles these to VM opcodes" in f.summary
+    assert "(xhprof, per request): str_replace 20 calls" in f.summary
+    assert ("Not listed: is_array, strlen: outside the instrumented worker PHP compiles these to VM opcodes"
+            in f.summary)
 
 
 def test_shared_callers_need_half_the_time_of_two_rows():
-    row = lambda name, *callers: {"name": name, "callers": [{"name": c, "share_pct": p} for c, p in callers]}  # noqa: E731
+    def row(name, *callers):
+        return {"name": name, "callers": [{"name": c, "share_pct": p} for c, p in callers]}
+
     rows = [row("a", ("f", 60.0), ("g", 40.0)), row("b", ("f", 50.0)), row("c", ("g", 90.0), ("f", 10.0)),
             row("d", ("g", 49.9)), row("e", ("h", 70.0), ("k", None)), row("x", ("h", 80.0))]
     assert hot_builtins.shared_callers(rows) == [
@@ -623,7 +634,10 @@ def test_sample_shares_per_url_and_as_request_time():
     samples = [native("r000001", hot), native("r000001", vm), native("r000001", vm),
                native("r000002", hot), native("r000002", hot), native(None, vm)]
     ctx = context(reqs, native_samples=samples)
-    hashing = lambda s: s.frames[0][1] == "zend_hash_find"     # noqa: E731
+
+    def hashing(sample) -> bool:
+        return sample.frames[0][1] == "zend_hash_find"
+
     assert share_by_url(ctx, hashing) == {"/": 33.33, "/b": 100.0, "?": 0.0}
     assert sample_share(ctx, hashing) == 50.0 and example_requests(ctx, hashing) == ["r000002", "r000001"]
     # 100 ms CPU of 200 ms wall: half of the on-CPU share is a share of request time

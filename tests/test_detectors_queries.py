@@ -155,7 +155,8 @@ def test_statements_that_name_their_sender_count_what_php_spends_under_it():
               "main;Parser::parse": 50, "main;LCStoreDB::getLCStoreDBFake": 10}
     excimer = {r.id: dict(stacks) for r in reqs}
     [f] = db_static_cache.detect(context(reqs, stmts, excimer=excimer))
-    sender = ev(f, "time in these statements, % of timed requests' wall time, as PHP spends it in their sender LCStoreDB::get")
+    sender = ev(f, "time in these statements, % of timed requests' wall time, "
+                   "as PHP spends it in their sender LCStoreDB::get")
     assert sender == pytest.approx(40 * 25 / 26, abs=0.01)          # 40% of samples x 25/26
     assert f.share_pct == pytest.approx(40 * 25 / 26, abs=0.01) and f.severity == "high"
     assert "96% of the statements it sent" in [e.source for e in f.evidence if "sender" in e.what][0]
@@ -451,7 +452,8 @@ def test_n_plus_one_with_two_varying_columns_proposes_no_in_list():
         stmts += [statement(f"r{i:06d}", f"SELECT v FROM cells WHERE x = {100 * i + k} AND y = 3") for k in range(12)]
     [f] = n_plus_one.detect(context(reqs, stmts))
     assert f.details["varying_columns"] == ["x"] and f.details["values_sample"][:2] == ["0", "1"]
-    assert f.details["batched_example"] == "SELECT x, v FROM cells WHERE x IN (" + ", ".join(map(str, range(12))) + ") AND y = 3"
+    in_list = ", ".join(map(str, range(12)))
+    assert f.details["batched_example"] == f"SELECT x, v FROM cells WHERE x IN ({in_list}) AND y = 3"
 
 
 def test_n_plus_one_below_threshold_is_nothing():

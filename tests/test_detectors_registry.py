@@ -64,12 +64,14 @@ def test_ids_are_unique_and_every_detector_has_a_thresholds_section():
     assert len(ids) == len(set(ids)), ids
     sections = tomllib.loads(detectors.THRESHOLDS.read_text())
     assert set(ids) - set(sections) == set(), f"no [section] in thresholds.toml: {sorted(set(ids) - set(sections))}"
-    assert set(sections) - set(ids) == set(), f"thresholds.toml sections of no detector: {sorted(set(sections) - set(ids))}"
+    orphans = set(sections) - set(ids)
+    assert orphans == set(), f"thresholds.toml sections of no detector: {sorted(orphans)}"
 
 
 def test_every_detector_declares_what_tells_its_findings_apart():
     for mod in detectors.modules():
-        assert hasattr(mod, "SUBJECT"), f"{mod.__name__}: no SUBJECT (the details key of its findings' subject, or None)"
+        assert hasattr(mod, "SUBJECT"), (
+            f"{mod.__name__}: no SUBJECT (the details key of its findings' subject, or None)")
         assert mod.SUBJECT is None or mod.SUBJECT in SUBJECT_KEYS, (
             f"{mod.__name__}: SUBJECT {mod.SUBJECT!r} is not one of findings.SUBJECT_KEYS {SUBJECT_KEYS}: "
             "add it there, or verify cannot tell its findings apart")

@@ -60,7 +60,8 @@ def test_small_tables_full_reads_writes_and_occasional_scans_are_not_flagged():
     # the same scan on 2 of 3 views is flagged, and the threshold is a threshold
     stmts[1] = statement("r000001", SCAN.format(1), rows_sent=20, rows_examined=40_000)
     assert len(unindexed_query.detect(context(reqs, stmts))) == 1
-    assert unindexed_query.detect(context(reqs, stmts, thresholds={"unindexed-query": {"min_request_share": 0.9}})) == []
+    strict = {"unindexed-query": {"min_request_share": 0.9}}
+    assert unindexed_query.detect(context(reqs, stmts, thresholds=strict)) == []
 
 
 def test_statement_text_helpers():
@@ -69,5 +70,6 @@ def test_statement_text_helpers():
     assert not is_filtered_select("SELECT 'WHERE' FROM t")                 # a literal, not a clause
     assert not is_filtered_select("SELECT /*lockdown-capture r1*/ ID FROM information_schema.PROCESSLIST WHERE ID <> 1")
     assert index_hint("SELECT o.id FROM `shop`.`orders` o WHERE o.customer_id IN (1, 2) AND o.status = 'x' "
-                      "ORDER BY o.created_at DESC, o.id LIMIT 5") == ("orders", ["customer_id", "status", "created_at", "id"])
+                      "ORDER BY o.created_at DESC, o.id LIMIT 5") == ("orders",
+                                                                     ["customer_id", "status", "created_at", "id"])
     assert index_hint("SELECT a FROM t WHERE name LIKE 'x%'") == ("t", ["name"])

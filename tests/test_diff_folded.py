@@ -85,8 +85,9 @@ def test_diff_of_two_captures_is_written_as_three_columns(tmp_path):
     assert f"wrote {written}" in out
     before, after = parse_diff_folded(written.read_text().splitlines())
     _ok(AFTER, "--format", "folded", "-o", tmp_path / "after.folded")
+    folded_lines = (tmp_path / "after.folded").read_text().splitlines()
     assert {k: v for k, v in after.items()} == {
-        line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in (tmp_path / "after.folded").read_text().splitlines()}
+        line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in folded_lines}
     assert sum(before.values()) <= sum(after.values()) and before    # normalized to AFTER's total, truncated
     for bad, said in ((("--format", "speedscope", "-o", tmp_path / "x.json"), "SVG or as three-column folded"),
                       (("-o", tmp_path / "x.svg"), None)):

@@ -102,8 +102,8 @@ def test_opcache_names_the_limit_the_workers_hit():
     # and the file is named (the prepend lists the included files OPcache does not hold, and
     # which of them changed within file_update_protection before the request)
     missing = [engine(hits=(i * 400, i * 400 + 300), misses=(i * 50, i * 50 + 40)) for i in range(10)]
-    rewritten = [replace(r, uncached_scripts=["/run/app/cache/settings.php"], uncached_young=["/run/app/cache/settings.php"])
-                 for r in requests_with(missing)]
+    settings = ["/run/app/cache/settings.php"]
+    rewritten = [replace(r, uncached_scripts=settings, uncached_young=settings) for r in requests_with(missing)]
     ctx = context(rewritten, native_samples=mix(rids, compile=15, vm=85), php=php())
     ctx.manifest["run_dir"] = "/run"
     [f] = opcache.detect(ctx)
@@ -248,7 +248,8 @@ def test_a_php_file_rewritten_on_every_request_is_named_and_gets_no_ini_fix(lock
     out = tmp_path / "out"
     r = lockdown("run", target, "--no-bench", "--no-probe", "--requests", "20", "-o", out)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    assert "1 file(s) of the app tree changed just before it was served or since (newest cache/settings.php)" in r.stdout
+    assert ("1 file(s) of the app tree changed just before it was served or since (newest cache/settings.php)"
+            in r.stdout)
     o = json.loads((out / "analysis.json").read_text())["engine_state"]["opcache"]
     assert o["misses_per_request"] == 1.0 and o["requests_with_misses"] == o["requests"] > 5, o
     assert o["uncached"] == o["uncached_young"] == {"cache/settings.php": o["requests"]} and not o["keys_full"], o

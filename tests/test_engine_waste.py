@@ -73,7 +73,8 @@ def test_regex_boundaries():
     timed, profiles = badges(120, extra={"App\\Lexer::next==>preg_match": edge(1100, 900)})
     assert regex_compile.detect(ctx_with(timed, profiles)) == []
     # ... unless the threshold says otherwise
-    assert len(regex_compile.detect(ctx_with(timed, profiles, thresholds={"regex-compile": {"min_compile_ratio": 0.05}})))
+    lowered = {"regex-compile": {"min_compile_ratio": 0.05}}
+    assert len(regex_compile.detect(ctx_with(timed, profiles, thresholds=lowered)))
 
 
 def test_regex_needs_most_requests_of_the_url_and_the_count_itself():
@@ -133,7 +134,8 @@ def test_failed_lookups_two_builtins_two_callers_two_findings():
     timed = {f"r{i}": ("/?page=home", {"newfstatat": 648, "access": 60}) for i in range(1, 4)}
     profile = {"partial_path==>is_file": edge(692, 900), "message_file==>is_readable": edge(80, 60),
                "messages==>parse_ini_file": edge(20, 200)}
-    found = {f.details["function"]: f for f in failed_lookups.detect(ctx_with(timed, {"r10": ("/?page=home", profile)}))}
+    ctx = ctx_with(timed, {"r10": ("/?page=home", profile)})
+    found = {f.details["function"]: f for f in failed_lookups.detect(ctx)}
     assert set(found) == {"partial_path", "message_file"}
     assert found["partial_path"].details["credited_per_request"] == {"/?page=home": 648}
     assert found["message_file"].details["credited_per_request"] == {"/?page=home": 60}

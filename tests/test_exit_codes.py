@@ -104,7 +104,8 @@ def _fill(args, tmp: Path, run: Path | None = None) -> list[str]:
 def test_every_command_has_a_row():
     commands = set(main.list_commands(None))
     for table in (USAGE, FAILURE, SUCCESS):
-        assert set(table) == commands, f"add a row for {sorted(commands - set(table))} (drop {sorted(set(table) - commands)})"
+        assert set(table) == commands, (f"add a row for {sorted(commands - set(table))} "
+                                        f"(drop {sorted(set(table) - commands)})")
 
 
 @pytest.mark.parametrize("command", sorted(USAGE))
@@ -134,7 +135,8 @@ def _broken_target(tmp: Path) -> None:
     target = tmp / "broken"
     shutil.copytree(HELLO, target)
     toml = target / "target.toml"
-    toml.write_text(toml.read_text().replace('name = "hello"', 'name = "broken"') + '\n[install]\ncommand = ["false"]\n')
+    toml.write_text(toml.read_text().replace('name = "hello"', 'name = "broken"')
+                    + '\n[install]\ncommand = ["false"]\n')
     (tmp / "same.diff").write_text(SAME)
 
 
@@ -145,8 +147,8 @@ def test_runtime_failures_exit_1(command, home, hello_run, tmp_path):
     args, to_full = FAILURE[command]
     env = {**_env(home), "LOCKDOWN_PREPARED_DIR": str(tmp_path / "prepared")}    # broken: never prepared
     with open("/dev/full" if to_full else "/dev/null", "w") as out:
-        r = subprocess.run(lockdown_argv(command, *_fill(args, tmp_path, hello_run)), stdout=out, stderr=subprocess.PIPE,
-                           text=True, env=env, cwd=REPO, timeout=300)
+        r = subprocess.run(lockdown_argv(command, *_fill(args, tmp_path, hello_run)), stdout=out,
+                           stderr=subprocess.PIPE, text=True, env=env, cwd=REPO, timeout=300)
     assert r.returncode == 1, (command, r.stderr[-2000:])
     line = r.stderr.strip().splitlines()[0]
     assert line.startswith("lockdown: error: ") and "Traceback" not in r.stderr, r.stderr

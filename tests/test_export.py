@@ -247,7 +247,8 @@ def test_default_export_is_repaired_for_xhprof_html(lockdown, bundle, tmp_path):
         assert set(main) == set(raw["main()"])                        # the metrics main() records
         assert "htmlspecialchars==>htmlspecialchars@1" in raw and "htmlspecialchars==>htmlspecialchars@1" not in profile
         assert profile["main()==>htmlspecialchars"] == raw["htmlspecialchars"]
-        assert rows[rid]["repaired"] == "yes" and rows[rid]["profile"].startswith(f"main() = the request (wt {q['wall_us']} us")
+        assert rows[rid]["repaired"] == "yes"
+        assert rows[rid]["profile"].startswith(f"main() = the request (wt {q['wall_us']} us")
         assert "doubled internal call" in rows[rid]["profile"]
     assert at_wall >= 1
     flat = viewer(r.stdout, XHPROF_HTML_FLAT, "hello")
@@ -306,7 +307,10 @@ def test_undouble_on_tideways_own_nested_calls():
                        capture_output=True, timeout=60)
     assert r.returncode == 0, r.stderr.decode(errors="replace")
     raw = json.loads(r.stdout)
-    internal = lambda name: name in ("preg_replace_callback", "str_repeat", "tideways_xhprof_disable")
+
+    def internal(name: str) -> bool:
+        return name in ("preg_replace_callback", "str_repeat", "tideways_xhprof_disable")
+
     # tideways 5 on PHP 8: every internal call twice, callbacks under the copy
     assert {"preg_replace_callback==>preg_replace_callback@1", "preg_replace_callback@1==>{closure}",
             "{closure}==>preg_replace_callback@2", "preg_replace_callback@2==>preg_replace_callback@3",

@@ -40,7 +40,10 @@ def exercise(driver, svg_id):
     alert.send_keys("^(mysqli_query|preg_match)$")
     alert.accept()
     color = driver.find_element("id", svg_id).get_attribute("data-search-color")
-    fill = lambda name: frame(driver, svg_id, name).find_element("tag name", "rect").get_attribute("fill")
+
+    def fill(name: str) -> str:
+        return frame(driver, svg_id, name).find_element("tag name", "rect").get_attribute("fill")
+
     wait_until(lambda: fill("mysqli_query") == color)
     assert fill("preg_match") == color and fill("str_replace") != color
     matched = driver.find_element("id", f"{svg_id}-matched").get_attribute("textContent")

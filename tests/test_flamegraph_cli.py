@@ -19,7 +19,7 @@ def frame_titles(svg_path):
 
 
 def excimer_of(bundle):
-    return [json.loads(l) for l in (bundle / "excimer.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (bundle / "excimer.jsonl").read_text().splitlines()]
 
 
 def test_php_and_native_flame_graphs(lockdown, wordpress_bundle, tmp_path):
@@ -39,7 +39,7 @@ def test_folded_export_counts_every_sample_of_the_timed_requests(lockdown, wordp
     assert lockdown("flamegraph", b1, "--kind", "native", "-o", out).returncode == 0
     folded = read_folded(out)
     requests = {q["id"]: q for q in map(json.loads, (b1 / "requests.jsonl").read_text().splitlines())}
-    samples = [json.loads(l) for l in (b1 / "perf" / "samples.jsonl").read_text().splitlines()]
+    samples = [json.loads(line) for line in (b1 / "perf" / "samples.jsonl").read_text().splitlines()]
     timed = [s for s in samples if s["request"] and not requests[s["request"]]["instrumented"]]
     assert sum(folded.values()) == sum(s["period"] for s in timed)      # periods, as the script sums
     assert all(k.startswith("php-fpm8.2;") for k in folded)

@@ -453,7 +453,8 @@ def test_a_frame_unchanged_but_for_float_rounding_is_unchanged():
     after = {k: v * 1.7 for k, v in before.items()}
     for widths in ("after", "before"):
         f = by_name(render_diff_flamegraph(before, after, widths=widths))
-        assert {n: v["cls"] for n, v in f.items() if n != "all"} == {n: ["fg-same"] for n in ("r", "f0", "f1", "f2", "f3")}
+        classes = {n: v["cls"] for n, v in f.items() if n != "all"}
+        assert classes == {n: ["fg-same"] for n in ("r", "f0", "f1", "f2", "f3")}
         assert all(v["title"].endswith("change +0.00%)") for n, v in f.items() if n != "all")
 
 
@@ -632,9 +633,14 @@ for (const s of docEl.all().filter(e => e.localName === "script")) {
   doc.currentScript = null;
 }
 const svgs = docEl.all().filter(e => e.localName === "svg");
-function frameEls(svg) { return svg.all().filter(e => e.localName === "g" && (e.attrs["class"] || "").split(" ").includes("fg-f")); }
+function frameEls(svg) {
+  return svg.all().filter(e => e.localName === "g" && (e.attrs["class"] || "").split(" ").includes("fg-f"));
+}
 function named(svg, name) {
-  const hits = frameEls(svg).filter(g => { const t = g.children.find(c => c.localName === "title").textContent; return t.slice(0, t.lastIndexOf(" (")) === name; });
+  const hits = frameEls(svg).filter(g => {
+    const t = g.children.find(c => c.localName === "title").textContent;
+    return t.slice(0, t.lastIndexOf(" (")) === name;
+  });
   if (hits.length !== 1) throw new Error("shim: " + hits.length + " frames named " + name);
   return hits[0];
 }

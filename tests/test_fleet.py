@@ -254,10 +254,11 @@ def test_snippet_lines_and_refused_values(tmp_path):
 
 def test_collect_refuses_a_store_that_is_a_file(tmp_path):
     (tmp_path / "f").write_text("")
-    r = CliRunner().invoke(main, ["fleet", "collect", "--redis", "redis://127.0.0.1:1/0", "--store", str(tmp_path / "f")])
+    r = CliRunner().invoke(main, ["fleet", "collect", "--redis", "redis://127.0.0.1:1/0",
+                                  "--store", str(tmp_path / "f")])
     assert r.exit_code == 2 and "not a directory" in r.output
-    r = CliRunner().invoke(main, ["fleet", "collect", "--redis", "redis://127.0.0.1:1/0", "--store", str(tmp_path / "s"),
-                                  "--retention", "forever"])
+    r = CliRunner().invoke(main, ["fleet", "collect", "--redis", "redis://127.0.0.1:1/0",
+                                  "--store", str(tmp_path / "s"), "--retention", "forever"])
     assert r.exit_code == 2 and "--retention" in r.output
 
 

@@ -1,9 +1,10 @@
 """The fleet on real parts (issue 34's "Done when"): a private Redis and two minicms stacks with
 the agent ("hosts" a and b on loopback), load through both, and `lockdown fleet collect` into a
-store. Phase 1 kills the collector with SIGKILL mid-load and starts it again; phase 2 stops Redis
-mid-load and starts it again; last, host b's agent is switched off for 9 requests. Then: one record per request served, the agents' counted losses
-equal to the requests not recorded, no request failed, the report's top finding the module scan
-on its route, and `lockdown fleet urls` the driven mix."""
+store. Phase 1 kills the collector with SIGKILL mid-load and starts it again; phase 2 stops
+Redis mid-load and starts it again; last, host b's agent is switched off for 9 requests. Then:
+one record per request served, the agents' counted losses equal to the requests not recorded, no
+request failed, the report's top finding the module scan on its route, and `lockdown fleet urls`
+the driven mix."""
 from __future__ import annotations
 
 import json
@@ -146,7 +147,8 @@ def test_one_record_per_request_served_across_kill_and_outage(fleet):
 def test_records_hold_the_request_facts(fleet):
     records = list(store.read_records(fleet["store"]))
     r = next(r for r in records if r["uri"] == "/?p=list")
-    assert (r["method"], r["status"], r["route"], r["script"], r["pool"]) == ("GET", 200, "/?p=list", "/index.php", "www")
+    assert (r["method"], r["status"], r["route"], r["script"], r["pool"]) == ("GET", 200, "/?p=list", "/index.php",
+                                                                             "www")
     assert r["stmts"] > 50 and r["wall"] >= r["cpu"] > 0 and r["mem"] > 0
     # Excimer at 10 ms on pages of a few hundred ms: several samples a request on average
     assert sum(sum(x.get("stacks", {}).values()) for x in records) > len(records)
@@ -161,7 +163,8 @@ def test_the_report_shows_the_module_scan_on_its_route(fleet, tmp_path):
     top = doc["findings"][0]
     assert (top["kind"], top["walker"], top["function"]) == ("directory-walk", "drupal_system_listing",
                                                              "drupal_get_filename")
-    assert top["route"] == "GET /" and set(top["routes"]) == {"GET /", "GET /?p=list", "GET /?p=page&id={n}", "GET /list"}
+    assert top["route"] == "GET /"
+    assert set(top["routes"]) == {"GET /", "GET /?p=list", "GET /?p=page&id={n}", "GET /list"}
     assert doc["hosts"] == ["a", "b"]
 
 

@@ -103,7 +103,8 @@ COMMS = ["php-fpm8.2", "java", "javac", "a", "V8 WorkerThread", "#cron", "é", "
 IDS = ["4242/4243", "4242/4242", "4242", "0/0", "17/0", "  7/  7", "1//2"]
 EVENTS = ["cpu-clock:pppH", "cpu-clock:pppH", "page-faults", "cycles:u"]
 SYMBOLS = ["execute_ex", "[unknown]", "", "zend_call->inlined_a->inlined_b", "f->", "a->b_[i]",
-           "(anonymous namespace)::f(int)", "ns::(anonymous namespace)::f(int)", "std::unique_ptr<Foo>::operator->", "net/http.(*Client).Do",
+           "(anonymous namespace)::f(int)", "ns::(anonymous namespace)::f(int)", "std::unique_ptr<Foo>::operator->",
+           "net/http.(*Client).Do",
            "f;g", "q\"x'y", "Lcom/example/Foo;.run()V", "JIT$WP_Hook::apply_filters", "(x)", "RegExp:[&<>]",
            "clear_page_erms", "ä_unicode", "f(int) const", "g_[j]", "h+0xZZ", "sym with space", "->"]
 DSOS = ["[kernel.kallsyms]", "/usr/lib/debug/boot/vmlinux", "[unknown]", "/tmp/perf-4243.map", "[vdso]",

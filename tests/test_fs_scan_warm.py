@@ -93,7 +93,8 @@ def test_the_proposed_sql_also_clears_the_warm_cache_entry(warm_run):
     fs = next(f for f in doc["findings"] if f["id"] == "fs-scan")
     [sql] = [r for r in fs["remediations"] if r["kind"] == "sql"]
     statements_ = [line for line in sql["content"].splitlines() if line and not line.startswith("--")]
-    assert [s.split(" WHERE")[0] for s in statements_] == ["DELETE FROM modules"] * 2 + ["DELETE FROM `cache_bootstrap`"]
+    assert [s.split(" WHERE")[0] for s in statements_] == (["DELETE FROM modules"] * 2
+                                                           + ["DELETE FROM `cache_bootstrap`"])
     assert all(f"name = '{z}'" in sql["content"] for z in ZOMBIES)
     # each statement is preceded by what it does; the description says it too
     assert sql["content"].count("\n-- ") + sql["content"].startswith("-- ") == 3

@@ -158,7 +158,7 @@ class Damage:
         try:
             if path.suffix == ".jsonl":
                 lines = data.split(b"\n")
-                numbered = [i for i, l in enumerate(lines) if l.strip()]
+                numbered = [i for i, line in enumerate(lines) if line.strip()]
                 if not numbered:
                     return False
                 i = self.rng.choice(numbered)
@@ -206,7 +206,7 @@ class Damage:
         how = self.rng.choice(["deleted", "repeated", "moved"])
         self.benign = False
         if path.suffix == ".jsonl":
-            lines = [l for l in path.read_bytes().split(b"\n") if l]
+            lines = [line for line in path.read_bytes().split(b"\n") if line]
             if not lines:
                 return
             i = self.rng.randrange(len(lines))
@@ -661,8 +661,8 @@ def test_damaged_folded_stacks(cli, originals, tmp_path):
     base = tmp_path / "base"
     base.mkdir()
     for kind in ("php", "native"):
-        assert check(f"folded {kind}", "undamaged", cli("flamegraph", bundle, "--kind", kind, "-o", base / f"{kind}.folded"),
-                     {0}, base) == 0
+        written = cli("flamegraph", bundle, "--kind", kind, "-o", base / f"{kind}.folded")
+        assert check(f"folded {kind}", "undamaged", written, {0}, base) == 0
     rng = random.Random(SEED)
     seen = {0: 0, 2: 0}
     for i in range(FOLDED_COPIES):

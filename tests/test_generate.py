@@ -119,7 +119,8 @@ def test_object_scope_memo_keeps_one_memo_per_object(tmp_path):
     assert why == "", why
     src.write_text(text)
     out = php(tmp_path, "<?php require 'lib.php';\n$de = new Catalogue('de'); $fr = new Catalogue('fr');\n"
-                        "$o = [];\nforeach (['a', 'a', 'b', 'none', 'none'] as $k) { $o[] = $de->lookup($k); $o[] = $fr->lookup($k); }\n"
+                        "$o = [];\nforeach (['a', 'a', 'b', 'none', 'none'] as $k) "
+                        "{ $o[] = $de->lookup($k); $o[] = $fr->lookup($k); }\n"
                         "echo json_encode(['out' => $o, 'runs' => Catalogue::$runs]), \"\\n\";")
     assert out["out"] == ["de:a", "fr:a", "de:a", "fr:a", "de:b", "fr:b", None, None, None, None]
     assert out["runs"] == 6           # a, b, none on each of two objects
@@ -156,14 +157,16 @@ def test_persistent_memo_keeps_what_other_workers_wrote_meanwhile(tmp_path):
     read again under a lock, past OPcache, and merged."""
     src = tmp_path / "lib.php"
     src.write_text(LIB)
-    text, why = memoize.memoized(src, "Catalogue::lookup", 7, scope="persistent", cache={"name": "t-merge", "ttl": 3600})
+    text, why = memoize.memoized(src, "Catalogue::lookup", 7, scope="persistent",
+                                 cache={"name": "t-merge", "ttl": 3600})
     assert why == "", why
     src.write_text(text)
     (tmp_path / "other.php").write_text("<?php require 'lib.php';\n(new Catalogue('de'))->lookup('b');\n")
     # this request loads the (absent) file, misses 'a'; meanwhile another worker stores 'b'
     php(tmp_path, "<?php require 'lib.php';\n(new Catalogue('de'))->lookup('a');\n"
                   "shell_exec(escapeshellarg(PHP_BINARY) . ' -n other.php');\necho json_encode([]), \"\\n\";")
-    later = php(tmp_path, "<?php require 'lib.php';\n$c = new Catalogue('de');\n$o = [$c->lookup('a'), $c->lookup('b')];\n"
+    later = php(tmp_path, "<?php require 'lib.php';\n$c = new Catalogue('de');\n"
+                          "$o = [$c->lookup('a'), $c->lookup('b')];\n"
                           "echo json_encode(['out' => $o, 'runs' => Catalogue::$runs]), \"\\n\";")
     assert later == {"out": ["de:a", "de:b"], "runs": 0}
 
@@ -378,10 +381,13 @@ final class Loader
 }
 spl_autoload_register(array('Loader', 'load'));
 """,
-    "core/App/Money.php": "<?php\nnamespace App;\nclass Money { public static function of() { return 'core money'; } }\n",
+    "core/App/Money.php": "<?php\nnamespace App;\n"
+                          "class Money { public static function of() { return 'core money'; } }\n",
     "core/App/Tax.php": "<?php\nnamespace App;\ninterface Tax {}\n",
-    "site/App/Money.php": "<?php\nnamespace App;\nclass Money { public static function of() { return 'site money'; } }\n",
-    "ext/App/Rate.php": "<?php\nnamespace App;\nfinal class Rate implements Tax { public function v() { return 7; } }\n",
+    "site/App/Money.php": "<?php\nnamespace App;\n"
+                          "class Money { public static function of() { return 'site money'; } }\n",
+    "ext/App/Rate.php": "<?php\nnamespace App;\n"
+                        "final class Rate implements Tax { public function v() { return 7; } }\n",
     "run.php": r"""<?php
 require __DIR__ . '/boot.php';
 $out = [\App\Money::of(), (new \App\Rate())->v(), class_exists('App\Missing')];
@@ -443,7 +449,8 @@ def test_findings_with_no_safe_rewrite_say_where_to_change(tmp_path):
         assert generate.propose(f, ["*.php"], app) == []
     assert spill.details["located"] == "src/Repo/Settings.php:8"
     assert spill.details["no_patch"].startswith("the capture does not know the schema. Where: the statement is "
-                                                "sent by") and "Acme\\Repo\\Settings::value" in spill.details["no_patch"]
+                                                "sent by")
+    assert "Acme\\Repo\\Settings::value" in spill.details["no_patch"]
     assert setup.details["located"] == "lib/Views.php:4"
     assert setup.details["no_patch"].startswith("keep the setup in a static. Where: Views::bump is defined at "
                                                 "lib/Views.php:4")

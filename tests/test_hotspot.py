@@ -90,7 +90,8 @@ def test_severity_by_share_and_the_floors():
     assert hotspot.describe(cases["money"]).severity == "low"
     assert hotspot.describe(cases["render"]).severity == "high"
     # 6 samples of money per request x 4 = 24 >= min_samples 10; raise the floor past it
-    assert "money" not in names(hotspot.decide(ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": {"min_samples": 25}}), []))
+    assert "money" not in names(hotspot.decide(
+        ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": {"min_samples": 25}}), []))
     # ms per request: money takes 6 ms a request; a floor of 7 leaves it out
     assert "money" not in names(hotspot.decide(
         ctx_of(rows, xhprof=xhprof, thresholds={"hotspot": {"min_ms_per_request": 7}}), []))
@@ -302,12 +303,14 @@ def test_a_dispatcher_hotspot_is_not_told_to_cache_its_result():
     The finding points at the callbacks instead, whatever the probe counted."""
     rows = [("/app/index.php;page;hooks", 6), ("/app/index.php;page", 1)]
     xhprof = xh(page=("main()", 1, {}), hooks=("page", 20, {"call_user_func_array": 1}))
-    xhprof.update({"call_user_func_array==>cb_one": {"ct": 10, "wt": 100}, "call_user_func_array==>cb_two": {"ct": 10, "wt": 100},
+    xhprof.update({"call_user_func_array==>cb_one": {"ct": 10, "wt": 100},
+                   "call_user_func_array==>cb_two": {"ct": 10, "wt": 100},
                    "page==>cb_three": {"ct": 1, "wt": 10}})
     [c] = hotspot.decide(ctx_of(rows, xhprof=xhprof), [])      # no other finding explains it
     assert c.function == "hooks" and c.dispatcher
     c.probe = {"repeat_pct": 54.0}
-    assert "cache of its result would skip" in hotspot.describe_look(c) and "first thing to try" not in hotspot.describe_look(c)
+    look = hotspot.describe_look(c)
+    assert "cache of its result would skip" in look and "first thing to try" not in look
     [d] = hotspot.decide(ctx_of(rows, xhprof=xh(page=("main()", 1, {}), hooks=("page", 20, {"str_repeat": 3}))), [])
     assert not d.dispatcher
     # ... and after the argument probe too (the finding is described again from its details)

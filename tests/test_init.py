@@ -98,8 +98,8 @@ def _drupal_config(app: Path, port: int) -> None:
     settings = app / "sites" / "default" / "settings.php"
     settings.parent.mkdir(parents=True, exist_ok=True)
     settings.write_text("<?php\n$databases['default']['default'] = array(\n  'driver' => 'mysql', 'database' => 'shop',"
-                        f" 'username' => 'owner', 'password' => {PASSWORD!r}, 'host' => '127.0.0.1', 'port' => '{port}',"
-                        " 'prefix' => '',\n);\n$drupal_hash_salt = 'x';\n")
+                        f" 'username' => 'owner', 'password' => {PASSWORD!r}, 'host' => '127.0.0.1',"
+                        f" 'port' => '{port}', 'prefix' => '',\n);\n$drupal_hash_salt = 'x';\n")
     (app / "includes" / "bootstrap.inc").write_text("<?php\n// Drupal 7's bootstrap (a marker here)\n")
     (app / "dbconf.php").unlink()
     (app / "dbconf.php").write_text(

@@ -109,8 +109,9 @@ def test_sanity_text_is_raw_text_of_the_title_and_links_are_same_site_pages():
     assert same_site("https://wiki.example.org/", "http://127.0.0.1:8080") is None
 
 
-ENV = {"LOCKDOWN_DB_HOST": "127.0.0.1", "LOCKDOWN_DB_PORT": "3399", "LOCKDOWN_DB_SOCKET": "", "LOCKDOWN_DB_NAME": "shop",
-       "LOCKDOWN_DB_USER": "lockdown", "LOCKDOWN_DB_PASSWORD": "s3cr'et", "LOCKDOWN_BASE_URL": "http://127.0.0.1:8123"}
+ENV = {"LOCKDOWN_DB_HOST": "127.0.0.1", "LOCKDOWN_DB_PORT": "3399", "LOCKDOWN_DB_SOCKET": "",
+       "LOCKDOWN_DB_NAME": "shop", "LOCKDOWN_DB_USER": "lockdown", "LOCKDOWN_DB_PASSWORD": "s3cr'et",
+       "LOCKDOWN_BASE_URL": "http://127.0.0.1:8123"}
 
 
 def _configure(tmp_path: Path, spec: dict | None, files: dict[str, str],
@@ -164,7 +165,8 @@ def test_wordpress_configure_rewrites_the_copy_and_leaves_the_original_file(tmp_
                        env={**os.environ, **ENV, "LOCKDOWN_APP_DIR": str(run), "LOCKDOWN_DB_PORT": "4400"})
     assert r.returncode == 0, r.stderr
     assert (app / "wp-config.php").read_text() == prepared_text
-    got = _php_eval(f"define('ABSPATH', '/'); include '{run}/wp-config.php'; echo json_encode([DB_HOST, WP_CONTENT_DIR]);")
+    got = _php_eval(f"define('ABSPATH', '/'); include '{run}/wp-config.php'; "
+                    "echo json_encode([DB_HOST, WP_CONTENT_DIR]);")
     assert got == ["127.0.0.1:4400", f"{run}/wp-content"]
 
 
@@ -175,8 +177,8 @@ def test_mediawiki_drupal_laravel_symfony_configure_in_their_own_formats(tmp_pat
                       "echo json_encode([$wgDBserver, $wgDBname, $wgDBuser, $wgDBpassword, $wgServer]);",
                       ["127.0.0.1:3399", "shop", "lockdown", "s3cr'et", "http://127.0.0.1:8123"]),
         "drupal": ("sites/default/settings.php",
-                   "<?php\n$databases['default']['default'] = ['database' => 'd7', 'username' => 'u', 'password' => 'p',"
-                   " 'host' => 'localhost', 'driver' => 'mysql', 'prefix' => 'x_'];\n",
+                   "<?php\n$databases['default']['default'] = ['database' => 'd7', 'username' => 'u',"
+                   " 'password' => 'p', 'host' => 'localhost', 'driver' => 'mysql', 'prefix' => 'x_'];\n",
                    "echo json_encode($databases['default']['default']);",
                    {"database": "shop", "username": "lockdown", "password": "s3cr'et", "host": "127.0.0.1",
                     "port": "3399", "driver": "mysql", "prefix": "x_"}),

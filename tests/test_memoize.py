@@ -140,7 +140,8 @@ def test_proposal_is_a_checked_diff_of_a_patchable_file_or_says_why_not(tmp_path
     f = _finding("Shop\\subsizes", f"inc/lib.php:{LINES['subsizes']}")
     (r,) = memoize.propose(f, ["inc/lib.php"], app)
     assert r.kind == "diff" and r.file == "inc/lib.php" and r.checked.startswith("applies cleanly")
-    assert "+    static $lockdown_memo = array();" in r.content and "generic per-request memo of Shop\\subsizes" in r.description
+    assert "+    static $lockdown_memo = array();" in r.content
+    assert "generic per-request memo of Shop\\subsizes" in r.description
     assert (app / "inc" / "lib.php").read_text() == LIB          # proposed, never applied
     # not patchable, refused, or not probed: no diff; the first two say why
     g = _finding("Shop\\subsizes", f"inc/lib.php:{LINES['subsizes']}")

@@ -97,8 +97,9 @@ def test_callers_rank_by_time_then_calls_then_name():
           "c": Counter(inclusive_us=10, calls=5), "d": Counter(inclusive_us=50, calls=1),
           "e": Counter(inclusive_us=1, calls=100)}
     assert CALLERS == 3
-    assert top_callers(by) == ({"name": "d", "calls": 1, "inclusive_us": 50}, {"name": "c", "calls": 5, "inclusive_us": 10},
-                            {"name": "a", "calls": 1, "inclusive_us": 10})
+    assert top_callers(by) == ({"name": "d", "calls": 1, "inclusive_us": 50},
+                               {"name": "c", "calls": 5, "inclusive_us": 10},
+                               {"name": "a", "calls": 1, "inclusive_us": 10})
     assert top_callers({}) == ()
 
 
@@ -112,7 +113,8 @@ def test_hot_builtins_callers_are_summed_over_profiles_and_name_only_callers():
     [row] = [r for r in hot_builtins([a, b], ["strlen"], []) if r.name == "strlen"]
     named = [c for c in row.callers if c["name"] != "main()"]
     assert all(isinstance(c["name"], str) for c in row.callers)
-    assert named == [{"name": "render", "calls": 7, "inclusive_us": 50}, {"name": "helper", "calls": 0, "inclusive_us": 10}]
+    assert named == [{"name": "render", "calls": 7, "inclusive_us": 50},
+                     {"name": "helper", "calls": 0, "inclusive_us": 10}]
     # a user function has no callers row (only builtins are listed)
     assert [r.name for r in hot_builtins([a, b], ["strlen"], [])] == ["strlen"]
 
@@ -156,7 +158,8 @@ def test_detector_names_three_callers_by_time_then_name_in_rows_and_evidence():
 
 
 def test_detector_without_time_in_a_builtin_has_callers_without_shares_and_plain_evidence():
-    prof = {"main()": {"ct": 1, "wt": 1}, "main()==>render": {"ct": 1, "wt": 100}, "render==>strlen": {"ct": 5, "wt": 0}}
+    prof = {"main()": {"ct": 1, "wt": 1}, "main()==>render": {"ct": 1, "wt": 100},
+            "render==>strlen": {"ct": 5, "wt": 0}}
     f, rows = _detect(prof, ["strlen"])
     assert rows["strlen"]["callers"] == [{"name": "render", "share_pct": None}]
     assert _evidence(f, "strlen") == ("strlen: calls per request, exclusive us per request", "5, 0")
@@ -208,7 +211,10 @@ def test_versus_lines_print_six_native_functions():
 
 def test_native_shares_need_samples_rows_and_both_sides():
     row = {"name": "memcpy", "dso": "libc.so.6", "self_samples": 10}
-    side = lambda n: {"native_functions": n}      # noqa: E731
+
+    def side(native):
+        return {"native_functions": native}
+
     with_rows = {"samples": 100, "top": [row, {"name": "only_here", "dso": "x", "self_samples": 5}]}
     assert _functions(side({"samples": 50, "top": [row]}), side(with_rows), "native_functions") == [
         {"function": "memcpy [libc.so.6]", "before": 20.0, "after": 10.0}]
@@ -269,8 +275,8 @@ def test_missing_stacks_name_the_first_five():
 def test_new_findings_take_titles_where_there_are_any():
     assert new_findings({}) == new_findings({"new": None, "findings": None}) == []
     assert new_findings({"new": ["a"]}) == [("a", "")]
-    assert new_findings({"new": ["a", "b"], "findings": [{"key": "a", "title": None}, "junk",
-                                                         {"key": "b", "title": "B's title"}]}) == [("a", ""), ("b", "B's title")]
+    verify = {"new": ["a", "b"], "findings": [{"key": "a", "title": None}, "junk", {"key": "b", "title": "B's title"}]}
+    assert new_findings(verify) == [("a", ""), ("b", "B's title")]
 
 
 def test_format_verify_without_flame_graphs_and_with_a_new_untitled_finding():

@@ -190,7 +190,8 @@ def test_a_function_that_sleeps_is_named_with_its_wait(lockdown, tmp_path):
     assert (f.id, f.severity, f.share_pct, f.details["function"]) == ("blocking-wait", "info", None, "remote_call")
     assert f.details["stack"] == "index.php;page;remote_call" and f.urls == ["/"]
     [usleep] = f.details["waited_in"]
-    assert usleep["builtin"] == "usleep" and usleep["calls_per_request"] == 1 and usleep["wall_us_per_request"] >= 29_000
+    assert usleep["builtin"] == "usleep" and usleep["calls_per_request"] == 1
+    assert usleep["wall_us_per_request"] >= 29_000
     assert 25_000 <= f.details["blocked_us"] and f.title.startswith("remote_call waits ")
     # raised thresholds: nothing to say
     quiet = {**load_thresholds(), "blocking-wait": {"min_share_pct": 99.0, "min_ms": 1.0, "max_findings": 3}}

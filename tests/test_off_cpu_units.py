@@ -282,7 +282,8 @@ WAIT_XHPROF = {
     "x3": {"page==>remote_call": {"ct": 1, "wt": 140_000}, "remote_call==>usleep": {"ct": 1, "wt": 30_001},
            "remote_call==>curl_exec": {"ct": 2, "wt": 16_000}, "remote_call==>helper": {"ct": 1, "wt": 90_000},
            "usleep==>usleep@1": {"ct": 1, "wt": 30_001}},
-    "i1": {"remote_call==>usleep": {"ct": 1, "wt": 34_000}, "remote_call==>SplFileObject::fread": {"ct": 4, "wt": 2_000}},
+    "i1": {"remote_call==>usleep": {"ct": 1, "wt": 34_000},
+           "remote_call==>SplFileObject::fread": {"ct": 4, "wt": 2_000}},
     "x2": {"remote_call==>usleep": {"ct": 1, "wt": 32_000}, "remote_call==>strlen": {"ct": 10, "wt": 100},
            "other==>usleep": {"ct": 9, "wt": 99_000}},
 }
@@ -432,7 +433,8 @@ def test_the_default_minimum_is_1_ms_a_request_inclusive():
 
 
 def test_the_builtins_a_function_waits_in_by_wall_time_a_profiled_request():
-    xh = {"p1": {"remote_call==>usleep": {"ct": 1, "wt": 28_000}, "remote_call==>SplFileObject::fread": {"ct": 4, "wt": 6_000},
+    xh = {"p1": {"remote_call==>usleep": {"ct": 1, "wt": 28_000},
+                 "remote_call==>SplFileObject::fread": {"ct": 4, "wt": 6_000},
                  "remote_call==>fopen": {"ct": 3, "wt": 5_998}, "remote_call==>curl_exec": {"ct": 1, "wt": 0},
                  "remote_call==>helper": {"ct": 1, "wt": 90_000}, "other==>usleep": {"ct": 5, "wt": 50_000},
                  "quick==>strlen": {"ct": 3, "wt": 0}},

@@ -94,7 +94,8 @@ def test_planned_runs_from_the_pilot():
 def test_resolution_says_why_an_interval_includes_zero():
     c = {"change_pct": 1.2, "significant": False, "se_log": 0.05, "df": 7}
     c.update(resolution(c, 3.9))
-    bench = {"change": c, "plan": {"pilot_runs": 5, "runs": 15, "runs_needed": 79, "planned_change_pct": 3.9, "named": "the predicted"}}
+    bench = {"change": c, "plan": {"pilot_runs": 5, "runs": 15, "runs_needed": 79, "planned_change_pct": 3.9,
+                                   "named": "the predicted"}}
     text = resolution_clause(bench)
     assert "the first 5 pairs were a pilot, too noisy to resolve the predicted +3.9%" in text
     assert "that needed 79 pairs, and --max-runs allowed 15" in text

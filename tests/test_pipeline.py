@@ -45,7 +45,8 @@ def test_run_from_python(lockdown_env, tmp_path):
                   say=lines.append)
     out = tmp_path / "out"
     assert outcome.directory == out and outcome.bench is None and outcome.report == out / "report.html"
-    assert "== profile hello" in lines and "== report" in lines and not any(l.startswith("== bench") for l in lines)
+    assert "== profile hello" in lines and "== report" in lines
+    assert not any(line.startswith("== bench") for line in lines)
     assert not (out / "incomplete.json").exists() and not (out / "bench.json").exists()
     assert json.loads((out / "findings.json").read_text()) == outcome.document.to_json()
     doc = open_run(out).document

@@ -25,7 +25,7 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     assert all(c["ok"] for c in checks.values()), checks
 
     manifest = json.loads((b1 / "manifest.json").read_text())
-    requests = [json.loads(l) for l in (b1 / "requests.jsonl").read_text().splitlines()]
+    requests = [json.loads(line) for line in (b1 / "requests.jsonl").read_text().splitlines()]
     assert len(requests) == 50 and manifest["requests"]["lost"] == 0
     assert {q["status"] for q in requests} == {200}
     assert all(q["end_ns"] > q["start_ns"] and q["cpu_us"] > 0 and q["peak_memory"] > 0
@@ -34,7 +34,7 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     assert [q["id"] for q in requests] == [f"r{i:06d}" for i in range(50)]
     # perf samples on the request log's clock: inside-window samples name a real request
     ids = {q["id"]: q for q in requests}
-    samples = [json.loads(l) for l in (b1 / "perf" / "samples.jsonl").read_text().splitlines()]
+    samples = [json.loads(line) for line in (b1 / "perf" / "samples.jsonl").read_text().splitlines()]
     attributed = [s for s in samples if s["request"]]
     assert len(attributed) > 100
     for s in attributed:
@@ -43,7 +43,7 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     assert any(f[1] == "execute_ex" for s in samples for f in s["frames"])
     assert json.loads((b1 / "perf" / "buildids.json").read_text())
     # Excimer stacks are PHP frames of WordPress
-    excimer = [json.loads(l) for l in (b1 / "excimer.jsonl").read_text().splitlines()]
+    excimer = [json.loads(line) for line in (b1 / "excimer.jsonl").read_text().splitlines()]
     assert any("WP::main" in stack for p in excimer for stack in p["stacks"])
     # xhprof: the standard array for each instrumented request, and only for those
     instrumented = [q["id"] for q in requests if q["instrumented"]]
@@ -62,7 +62,7 @@ def test_wordpress_bundle_validates(lockdown, wordpress_bundle):
     # observer API ignores an extension loaded per pool)
     assert any(k.endswith("==>WP::main") for k in profile), sorted(profile)[:20]
     # statements: every one tied to a request at concurrency 1, lockdown's own left out
-    statements = [json.loads(l) for l in (b1 / "statements.jsonl").read_text().splitlines()]
+    statements = [json.loads(line) for line in (b1 / "statements.jsonl").read_text().splitlines()]
     assert len(statements) > 50 * 10
     assert all(s["request"] in ids for s in statements)
     assert not any("lockdown-capture" in s["sql"] or "lockdown-admin" in s["sql"] for s in statements)
@@ -140,7 +140,7 @@ def test_statements_under_concurrency_are_right_or_ambiguous(lockdown, tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     # the prepend asks its sockets for their ports through FFI, enabled in the capture's pool only
     assert json.loads((b / "manifest.json").read_text())["php"]["pool"]["ffi.enable"] == "true"
-    statements = [json.loads(l) for l in (b / "statements.jsonl").read_text().splitlines()]
+    statements = [json.loads(line) for line in (b / "statements.jsonl").read_text().splitlines()]
     tagged = [s for s in statements if truth_of(s["sql"])]
     assert len(tagged) == len(statements) > 120 * 5
     right = [s for s in tagged if s["request"] == truth_of(s["sql"])]
@@ -159,7 +159,7 @@ def test_connections_closed_early(lockdown, tmp_path):
         r = lockdown("profile", "sqltag", "--requests", "40", "-c", concurrency, "-o", b,
                      "--collect", "queries", "--no-overhead-check", *urls)
         assert r.returncode == 0, r.stderr[-2000:]
-        statements = [json.loads(l) for l in (b / "statements.jsonl").read_text().splitlines()]
+        statements = [json.loads(line) for line in (b / "statements.jsonl").read_text().splitlines()]
         assert len(statements) == 20 * 4 + 20 * 2
         for s in statements:
             if concurrency == "1":    # closed ones by order, open ones by connection: all exact

@@ -14,7 +14,8 @@ def test_options_defaults_are_the_harness_own():
     assert steady_runs.TOLERANCE is options.HOST_TOLERANCE       # one value, defined once
     assert options.BenchOptions().host_tolerance == 100 * steady_runs.TOLERANCE == 5.0
     assert bench.BenchOptions is options.BenchOptions
-    assert (ab_bench.DEFAULT_RUNS, ab_bench.DEFAULT_MAX_RUNS) == (options.DEFAULT_RUNS, options.DEFAULT_MAX_RUNS) == (5, 15)
+    assert ((ab_bench.DEFAULT_RUNS, ab_bench.DEFAULT_MAX_RUNS) == (options.DEFAULT_RUNS, options.DEFAULT_MAX_RUNS)
+            == (5, 15))
     assert ab_bench.PairPlan(None).max_runs == 15
     assert options.VERIFY_DEFAULTS == {"runs": 5, "duration": 10, "load": "wrk", "warmup_duration": 5}
     assert options.RUN_DEFAULTS == {"runs": 3, "duration": 10, "warmup_duration": 5, "requests": 120,

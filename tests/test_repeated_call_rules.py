@@ -179,7 +179,8 @@ def test_a_connection_opened_by_the_first_call_is_not_a_memo_saving():
                           "main;page;db_query": 10, "main;page": 50}}
     ctx = ctx_of(escape_profile(), wall_us=80_000, excimer=stacks)
     assert repeated_call.detect(ctx) == []
-    on, once, where, by = repeated_call.one_time_share(ctx, "db_escape_table", repeated_call._hits(ctx)["db_escape_table"])
+    rows = repeated_call._hits(ctx)["db_escape_table"]
+    on, once, where, by = repeated_call.one_time_share(ctx, "db_escape_table", rows)
     assert (on, once, where, by) == (40.0, 38.0, ["Database::openConnection"], "excimer")
     # the time per call quoted is that of the repeated work: 2% of 80 ms over 60 calls
     assert repeated_call.timed_per_call_us(ctx, "db_escape_table", [{"url": "/", "calls": 60}]) == \
@@ -208,7 +209,8 @@ def test_one_time_work_is_left_out_of_the_share_and_said():
            "(Database::openConnection)" in f.summary
     sources = {e.what: e.source for e in f.evidence}
     assert "less the one-time work" in sources[repeated_call.SAVE_LABEL]
-    assert sources[repeated_call.ONE_TIME_LABEL].startswith("Excimer: samples of the timed requests with it on the stack")
+    assert sources[repeated_call.ONE_TIME_LABEL].startswith(
+        "Excimer: samples of the timed requests with it on the stack")
 
 
 def test_one_time_work_seen_by_xhprof_alone():
@@ -225,7 +227,8 @@ def test_one_time_work_seen_by_xhprof_alone():
     profile["cfg_value==>str_replace"] = {"ct": 50, "wt": 50 * 200}
     profile["page==>cfg_value"]["wt"] = 41_000
     [f] = repeated_call.detect(ctx_of(profile))
-    assert f.details["rows"][0]["once_us"] == 30_000 and f.details["rows"][0]["once"] == ["cfg_link > usleep (30000 us)"]
+    assert f.details["rows"][0]["once_us"] == 30_000
+    assert f.details["rows"][0]["once"] == ["cfg_link > usleep (30000 us)"]
     assert f.share_pct == round(100 * (41_000 - 30_000) * 49 / 50 / 60_000, 2)
     assert f.details["one_time"]["in"] == ["cfg_link > usleep (30000 us)"]
     assert {e.what: e.source for e in f.evidence}[repeated_call.ONE_TIME_LABEL] == \
@@ -338,7 +341,9 @@ function price_rules() {
 }
 function price_schedule($tier, $currency) {
     $rules = array_filter(price_rules(), function ($r) use ($tier) { return $r['tier'] === $tier || $r['pct'] > 4; });
-    usort($rules, function ($a, $b) { return [$b['priority'], $b['pct'], $a['id']] <=> [$a['priority'], $a['pct'], $b['id']]; });
+    usort($rules, function ($a, $b) {
+        return [$b['priority'], $b['pct'], $a['id']] <=> [$a['priority'], $a['pct'], $b['id']];
+    });
     $out = ['lamp' => 0, 'desk' => 0, 'rug' => 0, 'vase' => 0];
     foreach ($rules as $r) {
         $out[$r['category']] = min(35, $out[$r['category']] + $r['pct']);

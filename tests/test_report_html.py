@@ -284,9 +284,12 @@ def inject(run):
     php = stacks(open_bundle(bundle), "php", counts=True)
     before = {k: v * 2 if FUNC in k else v for k, v in php.items()}
     (vdir / "diff-php.svg").write_text(render_diff_flamegraph(before, php, FlameOptions(title=SCRIPT)))
-    arm = lambda rps: {"runs": [{"rps": x, "latency_ms": {"p50": 10.0}} for x in rps],
-                       "summary": {"rps_mean": sum(rps) / len(rps), "rps_stddev": 1.0, "rps_cv": 0.05,
-                                   "rps_ci95": [min(rps), max(rps)]}}
+
+    def arm(rps: list[float]) -> dict:
+        return {"runs": [{"rps": x, "latency_ms": {"p50": 10.0}} for x in rps],
+                "summary": {"rps_mean": sum(rps) / len(rps), "rps_stddev": 1.0, "rps_cv": 0.05,
+                            "rps_ci95": [min(rps), max(rps)]}}
+
     (vdir / "verify.json").write_text(json.dumps({
         "format": 1, "finding": {"key": key, "id": f["id"], "title": f["title"]}, "target": "minicms",
         "remediations": [{"kind": "diff", "file": SCRIPT, "content": IMG}],
@@ -375,8 +378,8 @@ def drop_bundle(run):
     (lambda run: (run / "findings.json").unlink(), "findings.json"),
     (lambda run: shutil.rmtree(run), "no such directory"),
 ], ids=["findings-truncated", "findings-shape", "analysis-truncated", "analysis-shape",
-        "bench-truncated", "accounting-truncated", "accounting-shape", "analysis-missing", "bundle-truncated", "bundle-missing",
-        "not-a-run-dir", "missing-dir"])
+        "bench-truncated", "accounting-truncated", "accounting-shape", "analysis-missing", "bundle-truncated",
+        "bundle-missing", "not-a-run-dir", "missing-dir"])
 def test_bad_input_one_line_no_file(home, run_dir, tmp_path, damage, names):
     run = copy_run(run_dir, tmp_path / "run")
     damage(run)

@@ -271,7 +271,8 @@ def test_an_older_run_is_reproduced_from_what_its_files_hold(tmp_path):
     data["run"]["thresholds"]["fs-scan"] = {"x": 1}
     data["run"]["php_ini"] = {"opcache.enable": "0"}
     (bare / "findings.json").write_text(json.dumps(data))
-    line = next(l for l in writeups(load_results(bare))["SUMMARY.md"].splitlines() if l.startswith("lockdown run "))
+    summary = writeups(load_results(bare))["SUMMARY.md"]
+    line = next(candidate for candidate in summary.splitlines() if candidate.startswith("lockdown run "))
     assert line.startswith(f"lockdown run wordpress -o {bare} --no-bench --requests 40 --php-ini opcache.enable=0"
                            "  # and --thresholds FILE")
 
@@ -692,14 +693,15 @@ def test_report_names_the_runs_set_aside_and_numbers_runs_as_measured(run):
 def test_report_says_three_runs_are_too_few_to_take_the_host_out(run):
     path = run / "bench.json"
     b = json.loads(path.read_text())
-    b["runs"] = [{**b["runs"][0], "rps": x, "host_speed": {"speed": sp}, "host_cpu": {"busy_pct": 99.0, "steal_pct": 0.0}}
+    b["runs"] = [{**b["runs"][0], "rps": x, "host_speed": {"speed": sp},
+                  "host_cpu": {"busy_pct": 99.0, "steal_pct": 0.0}}
                  for x, sp in ((35.5, 73.2), (37.4, 72.5), (37.2, 76.7))]
     b["summary"] = summary_of(b["runs"])
     path.write_text(json.dumps(b))
     text = text_of(report_html(run))
-    assert ("The host's speed (probe threads' fixed loop, one per CPU) varied 3.0% (CV) over the runs and steal took up to "
-            "0.0% of the CPU; 3 runs are too few to take it out of the coefficient of variation (4 needed).") in \
-        text.replace("&#39;", "'")
+    assert ("The host's speed (probe threads' fixed loop, one per CPU) varied 3.0% (CV) over the runs and steal "
+            "took up to 0.0% of the CPU; 3 runs are too few to take it out of the coefficient of variation "
+            "(4 needed).") in text.replace("&#39;", "'")
 
 
 def test_report_lists_the_hot_native_functions_escaped_with_their_shares(run):
@@ -737,7 +739,8 @@ def test_a_planned_verification_is_reproduced_with_the_pairs_asked_for(run):
     files = writeups(load_results(run))
     q = shlex.quote(str(run))
     assert f"lockdown verify {q} --all --runs 5 --duration 3 --max-runs 12 --requests 30" in files["SUMMARY.md"]
-    said = "the first 5 pairs were a pilot, too noisy to resolve the predicted +128.6% with 80% power: that needed 9 pairs"
+    said = ("the first 5 pairs were a pilot, too noisy to resolve the predicted +128.6% with 80% power: "
+            "that needed 9 pairs")
     assert said in text_of(report_html(run))
     data["bench"]["plan"]["max_runs"] = 15                 # verify's default: not repeated
     (run / "verify" / "all" / "verify.json").write_text(json.dumps(data))

@@ -103,7 +103,8 @@ def test_a_page_that_changes_by_itself_is_compared_without_its_changing_parts():
     assert rows["/noise"]["same"] is None and rows["/noise"]["unstable"]
     assert rows["/changed"]["same"] is False and rows["/same"]["same"] is True
     line = pages_line(got)
-    assert line.startswith("2 of 5 URLs serve a different page after the fix: /count-changed (first difference at character 145)")
+    assert line.startswith("2 of 5 URLs serve a different page after the fix: "
+                           "/count-changed (first difference at character 145)")
     assert "2 URL(s) change by themselves between two views, in 2 part(s) masked" in line
     assert "1 URL(s) change from one view to the next by themselves too much to compare (first: /noise" in line
 
@@ -145,7 +146,8 @@ def test_what_changed_between_two_views_is_learned_as_whole_tokens():
     assert where["offset"] == len(PAD) + len('<a href="/?nonce=zz">')
     assert where["before"].startswith('">x</a>') and where["after"][CONTEXT:].startswith("y</a>")
     # so must the end of the page
-    where = fit(fixed, PAD + '<a href="/?nonce=zz">x</a>\n<p>at 12:31:59</p>\n' + PAD.replace("dolor </p>", "dolor</p>"))
+    where = fit(fixed, PAD + '<a href="/?nonce=zz">x</a>\n<p>at 12:31:59</p>\n'
+                + PAD.replace("dolor </p>", "dolor</p>"))
     assert where is not None and where["after"].endswith("dolor</p>\n")
 
 

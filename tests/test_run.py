@@ -137,7 +137,8 @@ def check_accounting(r, out, data):
     among them) over its capture; explained + unexplained = the sampled time, overall and per
     URL, the shares 100% within rounding; on the terminal in one line."""
     t = TimeAccounting.from_json(json.loads((out / "accounting.json").read_text()))
-    assert t.basis == "excimer-wall" and t.perf and t.sampled_requests > 0 and "after the argument probe" in t.findings_source
+    assert t.basis == "excimer-wall" and t.perf and t.sampled_requests > 0
+    assert "after the argument probe" in t.findings_source
     assert sorted(f.key for f in t.findings) == sorted(f["key"] for f in data["findings"] if f["severity"] != "info")
     assert t.informational == [f["key"] for f in data["findings"] if f["severity"] == "info"]
     for part in [t, *t.urls]:

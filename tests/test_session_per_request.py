@@ -64,8 +64,8 @@ $rows = [];
 for ($i = 0; $i < 40; $i++) { $rows[] = str_repeat('x', 50) . $i; }
 echo "sessions ok ", count($rows), "\\n";
 """
-PAGE_NONE = PAGE_SESSION.replace("session_start();\n", "").replace("$_SESSION['seen'] = ($_SESSION['seen'] ?? 0) + 1;\n",
-                                                                    "")
+PAGE_NONE = (PAGE_SESSION.replace("session_start();\n", "")
+             .replace("$_SESSION['seen'] = ($_SESSION['seen'] ?? 0) + 1;\n", ""))
 
 
 @pytest.mark.server

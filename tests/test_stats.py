@@ -69,7 +69,8 @@ def test_compare_speed_adjusted_finds_a_small_gain_the_host_hides():
     assert c["change_pct"] == pytest.approx(3.0, abs=1.0)
     assert c["elasticity"] == pytest.approx(1.7, abs=0.2) and c["runs"] == 12
     # no change: the interval straddles zero
-    same = compare_speed_adjusted(before, before_s, [500 * (s / 60) ** 1.7 * e for s, e in zip(after_s, noise_a)], after_s)
+    unchanged = [500 * (s / 60) ** 1.7 * e for s, e in zip(after_s, noise_a)]
+    same = compare_speed_adjusted(before, before_s, unchanged, after_s)
     assert same["ci95_pct"][0] < 0 < same["ci95_pct"][1] and not same["significant"]
     # a run without a speed: no adjusted estimate (the caller keeps the paired one)
     assert compare_speed_adjusted(before, before_s[:-1] + [None], after, after_s) is None
@@ -168,7 +169,10 @@ def test_every_tabulated_t_quantile_is_the_975th_percentile():
 
     def quantile(df, q, n=4000):
         c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
-        pdf = lambda t: c * (1 + t * t / df) ** (-(df + 1) / 2)    # noqa: E731
+
+        def pdf(t: float) -> float:
+            return c * (1 + t * t / df) ** (-(df + 1) / 2)
+
         for _ in range(5):
             h = q / n
             area = (pdf(0) + pdf(q) + sum((4 if i % 2 else 2) * pdf(i * h) for i in range(1, n))) * h / 3

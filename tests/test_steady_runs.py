@@ -53,7 +53,8 @@ def test_the_result_keeps_the_steady_runs_and_lists_the_others():
     assert [(r["run"], r["rps"]) for r in result["set_aside"]] == [(5, 27.5)]
     s = result["summary"]
     assert (s["runs"], s["runs_measured"], s["runs_set_aside"], s["host_unsteady"]) == (5, 6, 1, False)
-    assert s["rps_mean"] == pytest.approx((35.5 + 37.4 + 37.2 + 37.2 + 36.8) / 5) and s["rps_cv_all_runs"] > 2 * s["rps_cv"]
+    assert s["rps_mean"] == pytest.approx((35.5 + 37.4 + 37.2 + 37.2 + 36.8) / 5)
+    assert s["rps_cv_all_runs"] > 2 * s["rps_cv"]
     text = format_bench(result)
     assert "\n   6      36.8" in text
     assert "set aside: run 5 (27.5 req/s): host capacity -13.0% off the runs' median" in text
@@ -133,7 +134,8 @@ def test_a_host_that_never_held_still_says_so_under_the_runs_set_aside():
 
 def test_a_fractional_tolerance_is_printed_as_given():
     from lockdown.reports.bench_table import set_aside_lines
-    result = {"runs": [{}] * 5, "set_aside": [{"run": 6, "rps": 30.0, "set_aside": "host capacity -9.0% off the runs' median"}],
+    result = {"runs": [{}] * 5,
+              "set_aside": [{"run": 6, "rps": 30.0, "set_aside": "host capacity -9.0% off the runs' median"}],
               "summary": {"runs_measured": 10, "rps_cv_all_runs": 0.05, "host_unsteady": True, "host_tolerance": 0.025}}
     assert set_aside_lines(result)[-1] == ("the host did not hold still: fewer than 5 runs were within 2.5% of the "
                                            "median host capacity; kept the ones closest to it")

@@ -104,7 +104,8 @@ def test_same_content_same_merged_directory_and_a_changed_override_a_new_one(tmp
 
 
 @pytest.mark.parametrize("toml, message", [
-    ('extends = "../nowhere"\n', r"target\.toml: extends '\.\./nowhere': no target at .*/nowhere \(no target\.toml there\)"),
+    ('extends = "../nowhere"\n',
+     r"target\.toml: extends '\.\./nowhere': no target at .*/nowhere \(no target\.toml there\)"),
     ('extends = 3\n', r"`extends` must be a string"),
     ('extends = "../base"\nbogus = 1\n', r"unknown key `bogus`"),
 ])

@@ -123,7 +123,9 @@ def test_full_disk_is_one_line(tmp_path, monkeypatch):
         assert r.stderr == ("lockdown: error: cannot write /out/.b.partial-1/perf/perf.data: No space "
                             "left on device; free some space and run it again\n")
         r = CliRunner().invoke(main, ["flush-to-a-full-disk"])
-        assert r.exit_code == 1 and r.stderr == "lockdown: error: a write failed: No space left on device; free some space and run it again\n"
+        assert r.exit_code == 1
+        assert r.stderr == ("lockdown: error: a write failed: No space left on device; "
+                            "free some space and run it again\n")
         r = CliRunner().invoke(main, ["a-bug"])                 # not a file system's refusal: not hidden
         assert isinstance(r.exception, OSError) and r.exception.errno == errno.EBADF
     finally:

@@ -87,7 +87,8 @@ def test_verify_refuses_a_patch_it_cannot_use_in_one_line(lockdown, tmp_path):
                                                         "findings": [finding.to_json()]}))
     (tmp_path / "seven.diff").write_text(SEVEN)
     for args, words in ((("--all",), "--patch is the fix of the findings given with --finding"),
-                        (("--finding", "hot-builtins", "--remediation", "1"), "not with --all, --each or --remediation"),
+                        (("--finding", "hot-builtins", "--remediation", "1"),
+                         "not with --all, --each or --remediation"),
                         (("--finding", "hot-builtins"), "does not apply to hello's app tree (Hunk #1 FAILED")):
         r = lockdown("verify", tmp_path, *args, "--patch", tmp_path / "seven.diff")
         assert r.returncode == 2 and words in r.stderr and r.stderr.count("\n") == 1, r.stderr
@@ -113,7 +114,8 @@ def test_patches_are_checked_after_the_fixes_they_go_on_top_of(tmp_path):
     with pytest.raises(LockdownError, match=r"does not apply to t's app tree \(Hunk #1 FAILED"):
         check_patches(prepared, [mine], "t")
     [checked] = check_patches(prepared, [mine], "t", before=[fix])
-    assert checked.checked == "applies with patch -p1 to a copy of the prepared app tree with the verified fixes applied"
+    assert checked.checked == ("applies with patch -p1 to a copy of the prepared app tree "
+                               "with the verified fixes applied")
     assert (prepared / "a.php").read_text() == "one\n"                        # checked on a copy
     assert [p.name for p in (tmp_path / "prepared").iterdir()] == ["t-0"]      # which is gone
     # a base fix that no longer applies is the base's problem, in the base's words
@@ -234,6 +236,7 @@ def test_compare_refuses_what_it_cannot_apply_in_one_line_and_starts_nothing(loc
     base_dir.mkdir()
     (base_dir / "verify.json").write_text(json.dumps({
         "target": "minicms", "confirmed": True, "remediations": [], "php_ini": {"after": {}}}))
-    r = lockdown("compare", "hello", "--on-top-of", base_dir, "--with", "opcache.enable=0", "--run-dir", tmp_path / "c2")
+    r = lockdown("compare", "hello", "--on-top-of", base_dir, "--with", "opcache.enable=0",
+                 "--run-dir", tmp_path / "c2")
     assert r.returncode == 2 and "verified on 'minicms', not 'hello'" in r.stderr and r.stderr.count("\n") == 1
     assert not (tmp_path / "c2").exists()

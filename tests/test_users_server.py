@@ -214,7 +214,7 @@ def test_slow_log_directory_gone_falls_back_to_default(server, homes):
     first.send_signal(signal.SIGINT)
     _, err = first.communicate(timeout=120)
     assert first.returncode == 130, err
-    warned = [l for l in err.splitlines() if "not put back as they were" in l]
+    warned = [line for line in err.splitlines() if "not put back as they were" in line]
     assert len(warned) == 1 and f"slow_query_log_file={server.logs}/slow.log refused" in warned[0], err
     now = server.settings()
     assert now["slow_query_log_file"] != before["slow_query_log_file"]

@@ -48,7 +48,8 @@ def test_verify_reads_sql_and_diffs_and_refuses_the_rest(tmp_path):
         load_patch(empty, sql=True)
     words = tmp_path / "notes.txt"
     words.write_text("-- delete the zombie rows\nremember to clear the cache\n")
-    with pytest.raises(LockdownError, match=r"is not a unified diff .* nor SQL \(no statement verb after the comments\)"):
+    with pytest.raises(LockdownError,
+                       match=r"is not a unified diff .* nor SQL \(no statement verb after the comments\)"):
         load_patch(words, sql=True)
 
 

@@ -28,9 +28,12 @@ def test_what_moved_per_url_subsystem_query_and_function():
     new = analysis("after", {"/": budget(50_000, 40_000, 3_000), "/new": budget(7_000, 7_000, 0)},
                    budget(50_000, 40_000, 3_000), [("/", 4)], {"vm": 90.0, "compile": 10.0},
                    [{"name": "t", "self_samples": 2}, {"name": "render", "self_samples": 40}])
-    q = lambda fp, count, us: SimpleNamespace(fingerprint=fp, count=count, time_total=us)     # noqa: E731
-    b_q = query_rates([q("select * from l10n where k = ?", 800, 24_000), q("select 1", 20, 200)], 20)
-    n_q = query_rates([q("select * from l10n", 20, 2_000), q("select 1", 20, 200)], 20)
+
+    def query(fp, count, us):
+        return SimpleNamespace(fingerprint=fp, count=count, time_total=us)
+
+    b_q = query_rates([query("select * from l10n where k = ?", 800, 24_000), query("select 1", 20, 200)], 20)
+    n_q = query_rates([query("select * from l10n", 20, 2_000), query("select 1", 20, 200)], 20)
     v = versus(base, new, b_q, n_q)
     assert v["overall"]["wall_us"] == {"before": 100_000, "after": 50_000, "change_pct": -50.0}
     [slash] = v["urls"]
@@ -84,7 +87,9 @@ def test_a_change_to_the_page_shows_against_the_capture_before_it(lockdown, tmp_
 
 
 def test_urls_most_improved_first_with_their_statements_from_timed_requests_only():
-    by_url = lambda walls: {u: budget(w, w // 2, w // 4) for u, w in walls.items()}    # noqa: E731
+    def by_url(walls):
+        return {u: budget(w, w // 2, w // 4) for u, w in walls.items()}
+
     ties = {f"/t{i}": 5_000 for i in (4, 2, 5, 1, 3)}                    # no change: in the order of their URL
     base = analysis("b", by_url({"/a": 100_000, "/b": 10_000, "/c": 40_000, **ties}),
                     budget(50_000, 25_000, 12_500), [("/a", 10), ("/a", 20), ("/b", 3)], {}, [])
@@ -109,14 +114,16 @@ def test_urls_most_improved_first_with_their_statements_from_timed_requests_only
 
 def test_the_text_of_a_baseline_rounds_each_figure_and_cuts_long_names():
     long = "/" + "x" * 50
-    u = lambda url, before, after: {                                                    # noqa: E731
-        "url": url, "requests": [3, 3], "wall_us": {"before": before, "after": after, "change_pct": None},
-        "cpu_us": {"before": 123_456, "after": 234_567}, "db_wait_us": {"before": 345_678, "after": 456_789},
-        "statements": {"before": None, "after": 4.0}}
+
+    def url_row(url, before, after):
+        return {"url": url, "requests": [3, 3], "wall_us": {"before": before, "after": after, "change_pct": None},
+                "cpu_us": {"before": 123_456, "after": 234_567}, "db_wait_us": {"before": 345_678, "after": 456_789},
+                "statements": {"before": None, "after": 4.0}}
+
     v = {"bundle": "b1", "target": "wp",
          "overall": {"wall_us": {"before": 123_456, "after": 234_567, "change_pct": 90.0},
                      "db_wait_us": {"before": 0, "after": 1_000, "change_pct": None}},
-         "urls": [u(long, 123_456, 234_567)] + [u(f"/{i}", 1_000, 1_000) for i in range(10)],
+         "urls": [url_row(long, 123_456, 234_567)] + [url_row(f"/{i}", 1_000, 1_000) for i in range(10)],
          "urls_only_in_baseline": [f"/o{i}" for i in range(9)], "urls_only_here": [],
          "subsystems_ms": [{"subsystem": "vm", "before": 1.25, "after": 2.0}],
          "queries": [{"fingerprint": "select " + "y" * 80, "state": "changed", "count": {"before": 1.0, "after": 2.0},
@@ -168,7 +175,9 @@ def test_subsystems_and_functions_keep_the_eight_that_moved_most():
 
 
 def test_a_capture_without_samples_or_profiles_compares_its_budgets_only():
-    only = lambda *urls: {u: budget(1, 1, 0) for u in urls}                             # noqa: E731
+    def only(*urls):
+        return {u: budget(1, 1, 0) for u in urls}
+
     base = analysis("b", {"/": budget(10_000, 5_000, 0), **only("/z", "/y", "/v", "/t", "/u")},
                     budget(10_000, 5_000, 0), [], {"vm": 100.0}, [{"name": "f", "self_samples": 200}])
     new = {k: v for k, v in analysis("n", {"/": budget(8_000, 4_000, 0), **only("/x", "/w", "/s", "/q", "/r")},

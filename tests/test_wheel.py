@@ -83,7 +83,8 @@ def test_the_wheel_holds_every_file_of_the_package(wheel):
         assert f"lockdown/{name}" in in_wheel, name
     assert hello == (REPO / "fixtures" / "apps" / "hello" / "target.toml").read_bytes()
     assert re.search(r"^lockdown = lockdown\.cli:main$", entry_points, re.M), entry_points
-    assert {re.split(r"[<>=;\[ ]", r, maxsplit=1)[0] for r in requires} >= {"click", "jinja2", "pyelftools", "pytest", "ruff"}
+    names = {re.split(r"[<>=;\[ ]", r, maxsplit=1)[0] for r in requires}
+    assert names >= {"click", "jinja2", "pyelftools", "pytest", "ruff"}
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,8 @@ import json
 import re
 import shutil
 
-from lockdown.reports.numbers import change as fmt_pct, ms, ratio as fmt_ratio, rps as fmt_rps, sd, ms_fine, share as fmt_share
+from lockdown.reports.numbers import change as fmt_pct, ms, ratio as fmt_ratio, rps as fmt_rps, sd, ms_fine
+from lockdown.reports.numbers import share as fmt_share
 
 
 def test_writeup_numbers_match_bench_and_verification(lockdown, minicms_verified, tmp_path):
@@ -119,7 +120,8 @@ def test_writeup_shows_target_strings_as_text(lockdown, minicms_run, tmp_path):
     assert "1. `<script>alert(1)</script>'x'`: " in summary             # a backtick cannot end the span
     assert "| /?q=&lt;script&gt;alert(1)&lt;/script&gt; |" in summary and "&lt;/script&gt; \\| cell " in summary
     bare_md = (tmp_path / "out" / f"{bare['key']}.md").read_text()
-    assert "No patch proposed: no per-request memo of &lt;script&gt;alert(1)&lt;/script&gt;: it prints output." in bare_md
+    assert ("No patch proposed: no per-request memo of &lt;script&gt;alert(1)&lt;/script&gt;: it prints output."
+            in bare_md)
 
 
 def test_writeup_bad_input_and_replacing_earlier_writeups(lockdown, minicms_run, tmp_path):

@@ -30,7 +30,8 @@ fpm_socket = re.search(r"^listen = (\S+)", (run_dir / "php" / "php-fpm.conf").re
 # MariaDB over TCP: as root with no password, as the app's account with no password and with
 # the password lockdown used to give every app
 report["tcp_root"] = as_nobody("mariadb", "--no-defaults", "-uroot", "-h127.0.0.1", f"-P{port}", "-e", "SELECT 1")
-report["tcp_app_nopass"] = as_nobody("mariadb", "--no-defaults", "-ulockdown", "-h127.0.0.1", f"-P{port}", "-e", "SELECT 1")
+report["tcp_app_nopass"] = as_nobody("mariadb", "--no-defaults", "-ulockdown", "-h127.0.0.1", f"-P{port}",
+                                     "-e", "SELECT 1")
 report["tcp_app_oldpass"] = as_nobody("mariadb", "--no-defaults", "-ulockdown", "-plockdown", "-h127.0.0.1",
                                       f"-P{port}", "-e", "SELECT 1")
 # the socket, named directly
