@@ -342,11 +342,14 @@ def _prefetch(finding: Finding, site: Site, patchable, app_dir: Path, called, tr
 
 def prefetched(app_dir: Path, sender: Site, loop: Site, key: str) -> tuple[dict[str, str] | None, str]:
     """{file: new text} for the sender's file and the loop's (one when they are the same)."""
-    name = lambda fn: fn.rpartition("::")[2].rpartition("\\")[2]
+    def name(function: str) -> str:
+        return function.rpartition("::")[2].rpartition("\\")[2]
+
     with tempfile.TemporaryDirectory(prefix="lockdown-prefetch-") as tmp:
         request = {"sender": {"file": str(app_dir / sender.file), "line": sender.line, "name": name(sender.function)},
                    "caller": {"file": str(app_dir / loop.file), "line": loop.line, "name": name(loop.function)},
-                   "key": key, "batch": BATCH_METHODS, "out_sender": f"{tmp}/sender.php", "out_caller": f"{tmp}/caller.php"}
+                   "key": key, "batch": BATCH_METHODS,
+                   "out_sender": f"{tmp}/sender.php", "out_caller": f"{tmp}/caller.php"}
         run = subprocess.run([tool("php"), "-n", "-d", "extension=tokenizer", str(PREFETCH)], input=json.dumps(request),
                              capture_output=True, text=True, timeout=60)
         try:
@@ -358,7 +361,8 @@ def prefetched(app_dir: Path, sender: Site, loop: Site, key: str) -> tuple[dict[
             return None, str(answer.get("refused"))
         if sender.file == loop.file:
             return {sender.file: Path(f"{tmp}/sender.php").read_text()}, ""
-        return {sender.file: Path(f"{tmp}/sender.php").read_text(), loop.file: Path(f"{tmp}/caller.php").read_text()}, ""
+        return {sender.file: Path(f"{tmp}/sender.php").read_text(),
+                loop.file: Path(f"{tmp}/caller.php").read_text()}, ""
 
 
 def class_map(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:

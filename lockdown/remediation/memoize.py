@@ -1,8 +1,9 @@
 """The generic fix for a confirmed repeated-call finding that no recipe knows: a per-request
 memo on the function the argument probe found repeating (php/memoize.php writes it with PHP's
-tokenizer), one per object for a method, since the probe counts (object, arguments) pairs. It is right only when the result depends on the arguments alone for the rest of
-the request, which no static check can prove: the diff is a proposal for `lockdown verify`,
-which measures it and compares every page before and after."""
+tokenizer), one per object for a method, since the probe counts (object, arguments) pairs. It
+is right only when the result depends on the arguments alone for the rest of the request,
+which no static check can prove: the diff is a proposal for `lockdown verify`, which measures
+it and compares every page before and after."""
 from __future__ import annotations
 
 import json

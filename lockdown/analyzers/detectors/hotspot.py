@@ -14,17 +14,17 @@ findings made before it, would have seen only the findings of the detectors list
 
 Signature, from the time accounting (analyzers/accounting.py) of the other findings: the
 unexplained sampled time (Excimer, split by perf where it ran) under each PHP user function,
-inclusive and self, less the database's time (a slice whose innermost function calls a
-database builtin, by xhprof's call graph, or that perf saw in a database client: the query
-detectors judge statements; a clean app's largest hotspot is its queries). A function is a candidate when that time is at least
-`min_share_pct` of the timed requests' sampled time, `min_ms_per_request` per sampled request
-and `min_samples` Excimer periods, and either it runs at least `min_calls_per_request` times a
-profiled request (xhprof) or its own code holds `min_share_pct` itself: an entry point called
-once passes its time on to what it calls; a function called more often must take at least
-`min_us_per_call` a call (a getter called 50 times at 7 us is where a clean app's time goes,
-not a pattern; repeated-call's floor; the sampled time less the part the requests spent waiting
-for a CPU, `running_part`), unless it holds `always_share_pct`: no per-call floor
-hides a hotspot that large. Of nested candidates the narrowest is kept: one
+inclusive and self, less the database's time (a slice whose innermost function calls a database
+builtin, by xhprof's call graph, or that perf saw in a database client: the query detectors
+judge statements; a clean app's largest hotspot is its queries). A function is a candidate when
+that time is at least `min_share_pct` of the timed requests' sampled time, `min_ms_per_request`
+per sampled request and `min_samples` Excimer periods, and either it runs at least
+`min_calls_per_request` times a profiled request (xhprof) or its own code holds `min_share_pct`
+itself: an entry point called once passes its time on to what it calls; a function called more
+often must take at least `min_us_per_call` a call (a getter called 50 times at 7 us is where a
+clean app's time goes, not a pattern; repeated-call's floor; the sampled time less the part the
+requests spent waiting for a CPU, `running_part`), unless it holds `always_share_pct`: no
+per-call floor hides a hotspot that large. Of nested candidates the narrowest is kept: one
 holding `narrow_share` of an enclosing candidate's time replaces it. At most `max_findings`,
 largest first; severity from the share (`high_share_pct`, `medium_share_pct`).
 
@@ -301,7 +301,8 @@ def native_spots(unexplained: list, db: set[str], url_of, under: set[str]) -> di
         sp.samples += 1
         sp.requests[s.request] += us
         sp.urls[url_of.get(s.request, "?")] += us
-        inner = next((f for f in reversed(s.stack) if user_function(f)), s.stack[-1] if s.stack else accounting.NO_STACK)
+        innermost = s.stack[-1] if s.stack else accounting.NO_STACK
+        inner = next((f for f in reversed(s.stack) if user_function(f)), innermost)
         sp.callers[inner] += us
         sp.paths[s.stack + ((member,) if member else ())] += us
         if member:
