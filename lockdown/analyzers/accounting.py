@@ -196,6 +196,7 @@ class Slice:
     stack: tuple                   # PHP frames, root first (empty on a perf basis)
     native: tuple | None = None    # perf frames, leaf first, each (addr, symbol, offset, dso)
     on_cpu: bool | None = None     # True: a perf sample; False: the rest, off the CPU; None: no perf
+    sample: int = -1               # the Excimer sample it is part of (-1: none, a perf sample of its own)
 
 
 def _frames(frames: list) -> tuple:
@@ -219,6 +220,7 @@ def excimer_slices(profiles: Iterable[ExcimerProfile], period_ms: float, perf: l
     perf_us = periods.most_common(1)[0][0] / 1000.0 if periods else 0.0
     out: list[Slice] = []
     stacks_of: dict[str, tuple] = {}
+    n = 0                              # Excimer samples so far: each slice names its own
     for p in profiles:
         if not p.samples:
             continue
@@ -234,8 +236,9 @@ def excimer_slices(profiles: Iterable[ExcimerProfile], period_ms: float, perf: l
             if stack is None:
                 stack = stacks_of[text] = tuple(app_relative(text, run_dir).split(";"))
             us = weight * period_us
+            n += 1
             if perf is None:
-                out.append(Slice(p.request, us, stack))
+                out.append(Slice(p.request, us, stack, sample=n))
             else:
                 lo, hi = bisect.bisect_right(t_pid, previous), bisect.bisect_right(t_pid, time_ns)
                 k = hi - lo
@@ -245,9 +248,9 @@ def excimer_slices(profiles: Iterable[ExcimerProfile], period_ms: float, perf: l
                     # likely what the sample before saw; a late one ends one long builtin call
                     # of its own function, which holds the whole interval
                     near = before if before is not None and weight <= 1 and at - previous < time_ns - at else stack
-                    out.append(Slice(p.request, cpu / k, near, frames, True))
+                    out.append(Slice(p.request, cpu / k, near, frames, True, n))
                 if us - cpu > 0:
-                    out.append(Slice(p.request, us - cpu, stack, None, False))
+                    out.append(Slice(p.request, us - cpu, stack, None, False, n))
             previous, before = time_ns, stack
     return out
 

@@ -18,7 +18,10 @@ inclusive and self, less the database's time (a slice whose innermost function c
 builtin, by xhprof's call graph, or that perf saw in a database client: the query detectors
 judge statements; a clean app's largest hotspot is its queries). A function is a candidate when
 that time is at least `min_share_pct` of the timed requests' sampled time, `min_ms_per_request`
-per sampled request and `min_samples` Excimer periods, and either it runs at least
+per sampled request and `min_samples` Excimer samples (a late sample, which counts every period
+it covers, is one: on a busy host the periods a worker spends waiting for a CPU land on whatever
+it runs when it resumes, so a few late samples can make a cheap function look large), and
+either it runs at least
 `min_calls_per_request` times a profiled request (xhprof) or its own code holds `min_share_pct`
 itself: an entry point called once passes its time on to what it calls; a function called more
 often must take at least `min_us_per_call` a call (a getter called 50 times at 7 us is where a
@@ -78,6 +81,7 @@ class Spot:
     urls: Counter = field(default_factory=Counter)
     paths: Counter = field(default_factory=Counter)
     below: Counter = field(default_factory=Counter)     # user functions under it -> their time under it
+    samples: set = field(default_factory=set)           # the Excimer samples (accounting.Slice.sample) under it
 
 
 def database_time(s, db: set[str]) -> bool:
@@ -106,6 +110,7 @@ def spots(unexplained: list, db: set[str], url_of) -> dict[str, Spot]:
             sp.requests[s.request] += us
             sp.urls[url_of.get(s.request, "?")] += us
             sp.paths[s.stack[:i + 1]] += us
+            sp.samples.add(s.sample)
             for g in {g for _, g in frames[n + 1:]} - {f}:
                 sp.below[g] += us
         if frames and frames[-1][0] == len(s.stack) - 1:
@@ -187,7 +192,7 @@ def running_part(ctx: Context) -> float:
     return 1.0 - queued / wall if wall else 1.0
 
 
-def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int, period_us: float) -> list[str]:
+def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int) -> list[str]:
     cfg = ctx.thresholds.get(ID, {})
     min_share, min_calls = cfg.get("min_share_pct", 5.0), cfg.get("min_calls_per_request", 2)
     running = running_part(ctx)
@@ -195,7 +200,7 @@ def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int
     for fn, sp in found.items():
         if (100.0 * sp.inclusive_us / total < min_share
                 or sp.inclusive_us / sampled < cfg.get("min_ms_per_request", 0.5) * 1000
-                or sp.inclusive_us < cfg.get("min_samples", 10) * period_us):
+                or len(sp.samples) < cfg.get("min_samples", 10)):
             continue
         calls = _calls(ctx, fn)[0]
         if (calls is None or calls < min_calls) and 100.0 * sp.self_us / total < min_share:
@@ -229,7 +234,7 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
     db = (accounting.db_callers(ctx.xhprof_profiles.values(), ctx.is_internal if ctx.internal_functions else None)
           if ctx.xhprof_profiles else set())
     by_fn = spots(acc.unexplained_slices, db, ctx.url_of)
-    chosen = _candidates(ctx, by_fn, total, sampled, acc.period_ms * 1000.0)
+    chosen = _candidates(ctx, by_fn, total, sampled)
     cfg = ctx.thresholds.get(ID, {})
     given = set().union(*(dispatchers(edges, ctx.is_internal) for edges in ctx.xhprof_edges.values()))
     cases = []
