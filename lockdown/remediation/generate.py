@@ -16,10 +16,13 @@ Per finding kind:
 - failed-lookups: what the function trying the candidates resolved, kept the same way;
 - autoload: a class map of the app's files in front of its loader (class_map.py);
 - session-probe: a per-request memo of the function that asks the server;
-- disk-spill, regex-compile, per-call-setup: no diff (the change is a judgment on the app's
-  query, pattern or setup that no rewrite can make safely), but the place to change, found the
-  same way (the statement's sender; the named function's definition), added to `no_patch` and
-  `details.located`, so that the finding says where as precisely as a diff would;
+- per-call-setup: the statement that runs the setup's loop (it calls a loop builtin the finding
+  names) runs on the first call of a request only, its results kept in a static
+  (php/setup_once.php: refused when the statement reads anything that depends on the call);
+- disk-spill, regex-compile (and a per-call-setup no diff can be made for): no diff (the change
+  is a judgment on the app's query or pattern that no rewrite can make safely), but the place to
+  change, found the same way (the statement's sender; the named function's definition), added to
+  `no_patch` and `details.located`, so that the finding says where as precisely as a diff would;
 - n-plus-one: a prefetch: the loop (the sender's caller in the call graph) asks for every row's
   key first, and the sender's class fetches them in one `IN (...)` query through the same
   database object's batch method (BATCH_METHODS), checked at run time against the per-row
@@ -42,7 +45,7 @@ from ..harness.toolchain import tool
 from ..targets.config import is_patchable
 from . import class_map as class_maps
 from . import sender as senders
-from .memoize import memoized
+from .memoize import memoized, rewritten
 from .recipes import PREPARED_TREE, check_applies, unified_diff
 
 DEFER = Path(__file__).with_name("php") / "defer.php"
@@ -401,6 +404,42 @@ def class_map(finding: Finding, patchable, app_dir: Path, called, tree) -> list[
                                      f"changes"))]
 
 
+SETUP_ONCE = Path(__file__).with_name("php") / "setup_once.php"
+
+
+def setup_once(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
+    """per-call-setup: the statement of the function that runs the setup's loop (a call of a
+    loop builtin the finding names) runs on the first call of a request only, its results kept
+    in a static (php/setup_once.php says when that is refused); else where, as located_only."""
+    fn = finding.details.get("function")
+    loops = [x.get("builtin") for x in finding.details.get("loops") or [] if isinstance(x, dict)]
+    site = defined(fn, app_dir, called)[0] if fn and not fn.startswith("(") and loops else None
+    if site is None:
+        return located_only(finding, patchable, app_dir, called, tree)
+    if not is_patchable(site.file, patchable):
+        finding.details["no_patch"] = (f"{site.file} is not one of the target's patchable files; declare it (or a "
+                                       f"pattern holding it) in target.toml's `patchable` to get its setup done "
+                                       f"once per request")
+        return []
+    text, answer = rewritten(app_dir / site.file, site.function, site.line, SETUP_ONCE,
+                                     {"loop": [b for b in loops if b]})
+    if text is None:
+        finding.details["located"] = f"{site.file}:{site.line}"
+        finding.details["no_patch"] = (f"none generated, because {answer}; keep the setup's result in a static "
+                                       f"variable, computed on the first call. Where: {site.how}")
+        return []
+    results, writes = ", ".join(answer.get("results", [])), ", ".join(answer.get("writes", []))
+    what = (f"the setup of {site.function} (the statement on line {answer.get('statement_line')} that calls "
+            f"{answer.get('loop')}) run on the first call of each request only, its results ({results}) kept in a "
+            f"static for the later calls: right while what the setup reads does not change during a request"
+            + (f"; what it writes into {writes} (beside its results) now happens once per request" if writes else ""))
+    old = (app_dir / site.file).read_text(errors="replace")
+    diff = unified_diff(site.file, old, text)
+    checked = check_applies(app_dir, site.file, diff, tree) + "; " + php_lint(text)
+    return [Remediation(kind="diff", content=diff, checked=checked, file=site.file, origin="generated",
+                        description=what[0].upper() + what[1:] + f" ({site.how})")]
+
+
 def located_only(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
     """No diff by nature (module docstring): the finding's `no_patch` gains where to change.
     Locating is best effort: when it fails, the detector's own `no_patch` stands."""
@@ -427,4 +466,4 @@ def located_only(finding: Finding, patchable, app_dir: Path, called, tree) -> li
 _MAKERS = {"repeated-query": repeated_query, "db-static-cache": static_cache, "file-static-cache": file_cache,
            "fs-scan": scan_cache, "write-on-read": deferred_write, "n-plus-one": prefetch,
            "failed-lookups": lookup_cache, "autoload": class_map, "session-probe": session_probe,
-           "disk-spill": located_only, "regex-compile": located_only, "per-call-setup": located_only}
+           "disk-spill": located_only, "regex-compile": located_only, "per-call-setup": setup_once}

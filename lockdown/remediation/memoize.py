@@ -39,11 +39,18 @@ def memoized(path: Path, function: str, line: int, scope: str = "request", cache
     request, object (an instance method, one memo per object) or persistent (a generated PHP
     array file; `cache` gives its name, TTL and version expression); php/memoize.php says each.
     `script` may name another writer with the same protocol (php/defer.php)."""
+    text, answer = rewritten(path, function, line, script, {"scope": scope, "cache": cache or {}})
+    return (text, "") if text is not None else (None, answer)
+
+
+def rewritten(path: Path, function: str, line: int, script: Path, extra: dict) -> tuple[str | None, dict | str]:
+    """(the file's new text, the writer's answer) or (None, why not): one run of a writer
+    (php/*.php) on `function`, defined at `line` of `path`, with `extra` in its request."""
     name = function.rpartition("::")[2].rpartition("\\")[2]
     with tempfile.TemporaryDirectory(prefix="lockdown-memo-") as tmp:
         out = Path(tmp) / path.name
         request = {"file": str(path), "line": line, "name": name, "method": "::" in function, "out": str(out),
-                   "scope": scope, "cache": cache or {}}
+                   **extra}
         try:
             run = subprocess.run([tool("php"), "-n", "-d", "extension=tokenizer", "-d", "memory_limit=512M",
                                   str(script)], input=json.dumps(request), capture_output=True, text=True,
@@ -58,7 +65,7 @@ def memoized(path: Path, function: str, line: int, scope: str = "request", cache
             first = next((ln.strip() for ln in (run.stderr + run.stdout).splitlines() if ln.strip()), "no output")
             return None, f"the writer ({script.name}) failed (php exit {run.returncode}): {first[:200]}"
         if answer.get("written"):
-            return out.read_bytes().decode("utf-8", "replace"), ""
+            return out.read_bytes().decode("utf-8", "replace"), answer
         return None, str(answer.get("refused"))
 
 
