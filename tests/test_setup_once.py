@@ -128,7 +128,8 @@ def test_what_the_setup_writes_beside_its_results_is_stated(tmp_path):
 
 
 REFUSED = {
-    "reads a parameter": ("function f($list) {\n  $m = [];\n  foreach (explode(',', $list) as $x) { $m[] = trim($x); }\n"
+    "reads a parameter": ("function f($list) {\n  $m = [];\n"
+                          "  foreach (explode(',', $list) as $x) { $m[] = trim($x); }\n"
                           "  return count($m);\n}\n", "reads $list, which depends on the call"),
     "reads what a parameter made": ("function f($n) {\n  $src = str_repeat('a,', $n);\n  $m = explode(',', $src);\n"
                                     "  return count($m);\n}\n", "reads $src, which depends on the call"),
