@@ -43,6 +43,7 @@ from .flamegraph import FlameOptions, count_name, php_builtins, inline_svg, rend
 from .reproduce import run_command, suggest_verify
 from ..remediation.base import own_patch_path
 from .run_results import base_text, reading
+from ..rundir.model import BenchConfig, BenchResult, BenchSummary
 from ..rundir.store import REDO_RUN, open_run
 from .verify_text import diff_graph_kind, new_findings
 from .writeup import pages_line
@@ -76,7 +77,7 @@ def load_run(run_dir: Path) -> dict:
     verify = {key: (run.verification_path(key), v.to_json()) for key, v in run.verifications().items()}
     accounted = run.accounting()
     return {"dir": run.directory, "findings": run.document.to_json(), "analysis": analysis.to_json(),
-            "bench": bench.to_json() if bench else None, "bundle": bundle, "verify": verify, "redo": REDO_RUN,
+            "bench": bench, "bundle": bundle, "verify": verify, "redo": REDO_RUN,
             "accounting": accounted.to_json() if accounted else None}
 
 
@@ -145,13 +146,13 @@ def _ci(pair) -> tuple:
 # ---------------------------------------------------------------- sections
 
 def _methodology(run: dict) -> dict:
-    bench, m = run["bench"] or {}, run["bundle"].manifest
-    cfg = bench.get("config") or {}
-    versions = {**(m.get("versions") or {}), **(cfg.get("versions") or {})}
+    bench, m = run["bench"], run["bundle"].manifest
+    cfg = bench.config if bench and bench.config else BenchConfig()
+    versions = {**(m.get("versions") or {}), **cfg.versions}
     host = m.get("host") or {}
     rows = [("target", run["findings"].get("target") or m.get("target", {}).get("name")),
             ("run directory", str(run["dir"])),
-            ("host", f"{cfg.get('host') or host.get('node') or '?'}, {cfg.get('cpus') or host.get('cpus') or '?'} "
+            ("host", f"{cfg.host or host.get('node') or '?'}, {cfg.cpus or host.get('cpus') or '?'} "
                      f"CPUs, {host.get('machine') or ''}".rstrip(", ")),
             ("captured", m.get("created")), ("lockdown", m.get("lockdown_version")),
             ("command", run_command(run["dir"], run["findings"].get("target") or "?", run["findings"].get("run"),
@@ -161,24 +162,23 @@ def _methodology(run: dict) -> dict:
         rows.append(("starting point", started))
     bench_rows = []
     if bench:
-        ini = cfg.get("php_ini") or {}
         bench_rows = [
-            ("load generator", f"{cfg.get('load')} ({versions.get('load') or 'version unknown'})"),
-            ("concurrency", f"{cfg.get('concurrency')} connections, {cfg.get('workers')} php-fpm workers"),
-            ("warmup", f"{cfg.get('warmup_requests')} requests one at a time, then "
-                       f"{_num(cfg.get('warmup_duration'), 'g')} s at concurrency {cfg.get('concurrency')} "
+            ("load generator", f"{cfg.load} ({versions.get('load') or 'version unknown'})"),
+            ("concurrency", f"{cfg.concurrency} connections, {cfg.workers} php-fpm workers"),
+            ("warmup", f"{cfg.warmup_requests} requests one at a time, then "
+                       f"{_num(cfg.warmup_duration, 'g')} s at concurrency {cfg.concurrency} "
                        f"(not measured)"),
-            ("measured", f"{cfg.get('runs')} runs x {_num(cfg.get('duration'), 'g')} s"),
-            ("URLs (weight)", ", ".join(f"{u.get('path')} ({u.get('weight')})" for u in cfg.get("urls") or [])),
-            ("php.ini overrides", ", ".join(f"{k}={v}" for k, v in ini.items()) or "none"),
+            ("measured", f"{cfg.runs} runs x {_num(cfg.duration, 'g')} s"),
+            ("URLs (weight)", ", ".join(f"{u.path} ({u.weight})" for u in cfg.urls)),
+            ("php.ini overrides", ", ".join(f"{k}={v}" for k, v in cfg.php_ini.items()) or "none"),
             ("canonical", canonical_text(bench)),
         ]
-        s = bench.get("summary") or {}
-        lo, hi = _ci(s.get("rps_ci95"))
-        cv = s.get("rps_cv")
-        bench_rows.append(("result", f"mean {numbers.rps(s.get('rps_mean'))} req/s, standard deviation "
-                                     f"{numbers.sd(s.get('rps_stddev'))} (CV {_num(None if cv is None else 100 * cv, '.2f')}%), "
-                                     f"{numbers.rps_ci_text(lo, hi, s.get('runs'))} over {s.get('runs', '?')} run(s)"))
+        s = bench.summary or BenchSummary()
+        lo, hi = _ci(s.rps_ci95)
+        cv = s.rps_cv
+        bench_rows.append(("result", f"mean {numbers.rps(s.rps_mean)} req/s, standard deviation "
+                                     f"{numbers.sd(s.rps_stddev)} (CV {_num(None if cv is None else 100 * cv, '.2f')}%), "
+                                     f"{numbers.rps_ci_text(lo, hi, s.runs)} over {_or(s.runs, '?')} run(s)"))
     cap = m.get("capture") or {}
     drv, reqs, over = m.get("driver") or {}, m.get("requests") or {}, m.get("overhead") or {}
     capture_rows = [
@@ -201,11 +201,9 @@ def _methodology(run: dict) -> dict:
             "servers": "nginx, php-fpm and MariaDB" if versions.get("mariadb") else "nginx and php-fpm"}
 
 
-def _series(run: dict) -> list[float]:
-    """A run's host-speed probes in order (bench.json's `host_speed.series`); [] for runs
-    recorded before it was kept, or damaged values."""
-    values = (run.get("host_speed") or {}).get("series") if isinstance(run, dict) else None
-    return [float(v) for v in values if isinstance(v, (int, float))] if isinstance(values, list) else []
+def _or(v, instead):
+    """`v`, or `instead` where the document does not have it (None)."""
+    return instead if v is None else v
 
 
 def _speed_line(values: list[float], top: float) -> Markup:
@@ -217,48 +215,45 @@ def _speed_line(values: list[float], top: float) -> Markup:
                                          f"max {max(values):,.1f} iterations/\u00b5s (axis 0 to {top:,.1f})")
 
 
-def _bench(bench: dict | None) -> dict | None:
+def _bench(bench: BenchResult | None) -> dict | None:
     if not bench:
         return None
     runs = []
-    series = [_series(r) for r in bench.get("runs") or []]
-    top = max((v for one in series for v in one), default=0.0)
-    for i, r in enumerate(bench.get("runs") or [], 1):
-        lat, host = r.get("latency_ms") or {}, r.get("host_cpu") or {}
-        runs.append({"n": r.get("run", i), "rps": r.get("rps"), "p50": lat.get("p50"), "p90": lat.get("p90"),
-                     "p99": lat.get("p99"), "max": lat.get("max"), "errors": r.get("errors"),
-                     "requests": r.get("requests"),
-                     "statuses": " ".join(f"{k}:{v}" for k, v in (r.get("status_counts") or {}).items()),
-                     "busy": host.get("busy_pct"), "steal": host.get("steal_pct"),
-                     "speed": (r.get("host_speed") or {}).get("speed"),
-                     "speed_line": _speed_line(series[i - 1], top),
-                     "cpu_ms": (r.get("server_cpu") or {}).get("ms_per_request")})
-    s = bench.get("summary") or {}
-    lo, hi = _ci(s.get("rps_ci95"))
-    mean, sd = s.get("rps_mean"), s.get("rps_stddev")
+    top = max((v for r in bench.runs for v in r.host_speed.series), default=0.0)
+    for i, r in enumerate(bench.runs, 1):
+        lat, host = r.latency_ms, r.host_cpu
+        runs.append({"n": _or(r.run, i), "rps": r.rps, "p50": lat.p50, "p90": lat.p90,
+                     "p99": lat.p99, "max": lat.max, "errors": r.errors, "requests": r.requests,
+                     "statuses": " ".join(f"{k}:{v}" for k, v in r.status_counts.items()),
+                     "busy": host.busy_pct, "steal": host.steal_pct, "speed": r.host_speed.speed,
+                     "speed_line": _speed_line([float(v) for v in r.host_speed.series], top),
+                     "cpu_ms": r.server_cpu.ms_per_request})
+    s = bench.summary or BenchSummary()
+    lo, hi = _ci(s.rps_ci95)
+    mean, sd, n = s.rps_mean, s.rps_stddev, _or(s.runs, len(runs))
     bars = [Bar(f"run {r['n']}", r["rps"], text=f"{_num(r['rps'])} req/s", color=charts.color_of("run"))
-            for r in runs if isinstance(r["rps"], (int, float))]
-    problem = numbers.rps_interval_problem(lo, s.get("runs", len(runs)))
-    if isinstance(mean, (int, float)):
+            for r in runs if r["rps"] is not None]
+    problem = numbers.rps_interval_problem(lo, n)
+    if mean is not None:
         text = f"mean {numbers.rps(mean)}" + (f", CI {numbers.interval(lo, hi)}" if lo is not None else "")
         label = ("mean, 95% CI (too wide)" if problem else "mean, 95% CI") if lo is not None else "mean"
         bars.append(Bar(label, mean, lo, hi, points=[b.value for b in bars], text=text,
                         color=charts.color_of("mean"),
-                        tooltip=f"mean {numbers.rps(mean)} req/s; {numbers.rps_ci_text(lo, hi, s.get('runs', len(runs)))}; "
+                        tooltip=f"mean {numbers.rps(mean)} req/s; {numbers.rps_ci_text(lo, hi, n)}; "
                                 f"runs as dots"))
     chart = charts.bar_chart(bars, "Requests per second by run", "req/s") if bars else None
-    return {"runs": runs, "mean": mean, "sd": sd, "cv_pct": _pct_of(s.get("rps_cv")),
-            "lo": lo, "hi": hi, "n": s.get("runs", len(runs)), "chart": chart,
-            "ci_text": numbers.rps_ci_text(lo, hi, s.get("runs", len(runs))), "ci_problem": problem,
-            "sanity": bench.get("sanity"),
+    return {"runs": runs, "mean": mean, "sd": sd, "cv_pct": _pct_of(s.rps_cv),
+            "lo": lo, "hi": hi, "n": n, "chart": chart,
+            "ci_text": numbers.rps_ci_text(lo, hi, n), "ci_problem": problem,
+            "sanity": bench.sanity,
             # the host under the runs (docs/bench.md, "Host speed" and "Steal time")
-            "speed_cv_pct": _pct_of(s.get("host_speed_cv")), "steal_max": s.get("host_steal_pct_max"),
-            "adjusted_cv_pct": _pct_of(s.get("rps_cv_speed_adjusted")),
-            "elasticity": s.get("speed_elasticity"),
-            "explains_nothing": numbers.speed_explains_nothing(s),
+            "speed_cv_pct": _pct_of(s.host_speed_cv), "steal_max": s.host_steal_pct_max,
+            "adjusted_cv_pct": _pct_of(s.rps_cv_speed_adjusted),
+            "elasticity": s.speed_elasticity,
+            "explains_nothing": numbers.speed_explains_nothing(s.speed_elasticity),
             # runs the host disturbed, measured again (harness/steady_runs.py)
-            "set_aside": set_aside_lines(bench) if bench.get("runs") else [],
-            "latency_note": numbers.latency_resolution_note(bench.get("runs"))}
+            "set_aside": set_aside_lines(bench) if bench.runs else [],
+            "latency_note": numbers.latency_note(bench.runs)}
 
 
 def _pct_of(fraction) -> float | None:

@@ -190,20 +190,28 @@ def resolution_clause(bench) -> str | None:
     return "; ".join(parts) or None
 
 
-def speed_explains_nothing(summary) -> bool:
-    """Whether a bench summary's fitted elasticity is zero or below: a faster host served no
-    more requests, so the host's speed explains none of the RPS spread and the "CV with it taken
-    out" (fitted with one degree of freedom fewer) says nothing the raw CV does not (2026-11-23,
-    WordPress: elasticity -0.67, raw CV 4.72%, "adjusted" 5.18%)."""
-    k = (summary or {}).get("speed_elasticity")
-    return _is_num(k) and k <= 0
+def speed_explains_nothing(elasticity) -> bool:
+    """Whether a bench summary's fitted elasticity (`speed_elasticity`) is zero or below: a
+    faster host served no more requests, so the host's speed explains none of the RPS spread and
+    the "CV with it taken out" (fitted with one degree of freedom fewer) says nothing the raw CV
+    does not (2026-11-23, WordPress: elasticity -0.67, raw CV 4.72%, "adjusted" 5.18%)."""
+    return _is_num(elasticity) and elasticity <= 0
 
 
 def latency_resolution_note(runs) -> str | None:
     """What a latency of 0.0 means when the load generator rounds its times (siege to 10 ms,
     ab to 1 ms; loadgen.LATENCY_RESOLUTION_MS), from the runs' `latency_resolution_ms`; None
     for wrk's microseconds and for runs that did not record it."""
-    found = {(r.get("tool"), r.get("latency_resolution_ms")) for r in runs or [] if isinstance(r, dict)}
+    return _latency_note({(r.get("tool"), r.get("latency_resolution_ms")) for r in runs or [] if isinstance(r, dict)})
+
+
+def latency_note(runs) -> str | None:
+    """`latency_resolution_note` of measured runs read through their model (rundir/model.py
+    BenchRun)."""
+    return _latency_note({(r.tool, r.latency_resolution_ms) for r in runs})
+
+
+def _latency_note(found: set) -> str | None:
     coarse = sorted((tool, res) for tool, res in found if _is_num(res) and res >= 1 and tool)
     if not coarse:
         return None

@@ -15,10 +15,18 @@ import shlex
 # (lockdown/options.py; cli/run.py and pipeline/run.py take RUN_DEFAULTS through here)
 from ..options import DEFAULT_MAX_RUNS, RUN_DEFAULTS, VERIFY_DEFAULTS
 from ..remediation.base import own_patch_path
+from ..rundir.model import BenchConfig, BenchResult
+from .bench_table import as_result
 
 
 def _num(v) -> str:
     return format(v, "g") if isinstance(v, float) else str(v)
+
+
+def _config(bench: BenchResult | dict | None) -> BenchConfig:
+    """bench.json's config (BenchConfig() without one, or with --no-bench)."""
+    bench = None if bench is None else as_result(bench)
+    return bench.config if bench and bench.config else BenchConfig()
 
 
 def _given_options(run_block: dict) -> list[str] | None:
@@ -28,20 +36,20 @@ def _given_options(run_block: dict) -> list[str] | None:
     return None
 
 
-def _read_back_options(run_block: dict, bench: dict | None) -> tuple[list[str], str]:
+def _read_back_options(run_block: dict, bench: BenchResult | dict | None) -> tuple[list[str], str]:
     """An older run's options, from what its files hold; and a note for what they cannot say."""
     out: list[str] = []
-    cfg = (bench or {}).get("config") or {}
+    cfg = _config(bench)
     if bench is None:
         out.append("--no-bench")
     else:
-        for key in ("runs", "duration", "warmup_duration"):
-            if cfg.get(key) is not None and cfg[key] != RUN_DEFAULTS[key]:
-                out += [f"--{key.replace('_', '-')}", _num(cfg[key])]
+        for key, value in (("runs", cfg.runs), ("duration", cfg.duration), ("warmup_duration", cfg.warmup_duration)):
+            if value is not None and value != RUN_DEFAULTS[key]:
+                out += [f"--{key.replace('_', '-')}", _num(value)]
     for key in ("requests", "xhprof_every"):
         if run_block.get(key) is not None and run_block[key] != RUN_DEFAULTS[key]:
             out += [f"--{key.replace('_', '-')}", _num(run_block[key])]
-    ini = run_block.get("php_ini") or cfg.get("php_ini") or {}
+    ini = run_block.get("php_ini") or cfg.php_ini
     for k, v in ini.items() if isinstance(ini, dict) else ():
         out += ["--php-ini", f"{k}={v}"]
     note = ""
@@ -54,7 +62,7 @@ def _read_back_options(run_block: dict, bench: dict | None) -> tuple[list[str], 
     return out, note
 
 
-def run_command(run_dir, target: str, run_block: dict | None, bench: dict | None) -> str:
+def run_command(run_dir, target: str, run_block: dict | None, bench: BenchResult | dict | None) -> str:
     """`lockdown run TARGET -o DIR` with the options the run was given."""
     run_block = run_block if isinstance(run_block, dict) else {}
     spec = run_block.get("target_arg") if isinstance(run_block.get("target_arg"), str) else target
@@ -75,7 +83,7 @@ def _remediation_numbers(v: dict, finding) -> list[int]:
     return [] if picked in ([], [1]) else picked
 
 
-def verify_command(run_dir, v: dict, findings: dict, run_block: dict | None, bench: dict | None) -> str:
+def verify_command(run_dir, v: dict, findings: dict, run_block: dict | None, bench: BenchResult | dict | None) -> str:
     """The `lockdown verify` that made verify.json `v`; `findings` maps key -> Finding."""
     run_block = run_block if isinstance(run_block, dict) else {}
     key = (v.get("finding") or {}).get("key")
@@ -102,9 +110,9 @@ def verify_command(run_dir, v: dict, findings: dict, run_block: dict | None, ben
              "--duration", _num(b.get("duration", VERIFY_DEFAULTS["duration"]))]
     if plan.get("max_runs") is not None and plan["max_runs"] != DEFAULT_MAX_RUNS:
         args += ["--max-runs", _num(plan["max_runs"])]
-    ref = (bench or {}).get("config") or {}
+    ref = _config(bench)
     for opt in ("concurrency", "workers"):      # verify's default is the bench's, on the same host
-        if b.get(opt) is not None and b.get(opt) != ref.get(opt):
+        if b.get(opt) is not None and b.get(opt) != getattr(ref, opt):
             args += [f"--{opt}", _num(b[opt])]
     for opt in ("load", "warmup_duration"):
         if b.get(opt) is not None and b.get(opt) != VERIFY_DEFAULTS[opt]:

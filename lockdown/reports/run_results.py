@@ -16,7 +16,7 @@ import jinja2
 from ..analyzers.findings import Finding, remediation_names
 from ..remediation.base import describe
 from ..errors import LockdownError
-from ..rundir.model import DocumentError, RunDocument
+from ..rundir.model import BenchResult, DocumentError, RunDocument
 from ..rundir.store import REDO_RUN, RunDirError, bundle_path, open_run
 
 
@@ -54,7 +54,7 @@ class RunResults:
     directory: Path
     target: str
     findings: list[Finding]
-    bench: dict | None                  # bench.json, None with `lockdown run --no-bench`
+    bench: BenchResult | None           # bench.json, None with `lockdown run --no-bench`
     manifest: dict                      # the bundle's manifest.json ({} when the bundle is gone)
     bundle: Path
     verified: dict[str, dict] = field(default_factory=dict)    # finding key -> verify.json
@@ -70,7 +70,7 @@ def load_results(directory: Path) -> RunResults:
     verification, bench.json and the bundle's manifest when they are there."""
     run = open_run(directory)
     doc, bench, accounted = run.document, run.bench(), run.accounting()
-    return RunResults(run.directory, doc.target, doc.findings, bench.to_json() if bench else None, run.manifest(),
+    return RunResults(run.directory, doc.target, doc.findings, bench, run.manifest(),
                       run.bundle_dir, {key: v.to_json() for key, v in run.verifications().items()},
                       doc.run.to_json() if doc.run else {}, accounted.to_json() if accounted else None)
 

@@ -12,11 +12,11 @@ written as the writers always wrote it.
 
 What is typed: the run document whole (findings as `analyzers.findings.Finding`; its `run`
 block; the base a run started from, checked, kept as the JSON `remediation/base.py` reads);
-a verification's findings and re-capture; the time accounting whole; the top level of
-bench.json and analysis.json. The
-large sections below those (a benchmark's runs and summary, the A/B result, each analysis
-view) stay the JSON objects the harness and the analyzers wrote, checked to be objects or
-lists where a reader indexes into them.
+a verification's findings and re-capture; the time accounting whole; bench.json whole (its
+config, each measured run, the runs set aside, the summary); the top level of analysis.json.
+The large sections below those (the A/B result, each analysis view) stay the JSON objects the
+harness and the analyzers wrote, checked to be objects or lists where a reader indexes into
+them.
 
 bench.json and analysis.json have carried no `format` key so far: absent means format 1, and
 another value is refused, as for findings.json and verify.json.
@@ -120,7 +120,7 @@ class _Document:
     """A JSON object: typed fields (the subclass's dataclass fields, checked by annotation),
     documents nested in it (`NESTED`), and every other key as it was read (`extra`)."""
     extra: dict = field(default_factory=dict, kw_only=True, repr=False)
-    keys: tuple = field(default=(), kw_only=True, repr=False, compare=False)     # as read, in order
+    keys: tuple | None = field(default=None, kw_only=True, repr=False, compare=False)   # as read, in order
 
     NESTED: ClassVar[dict[str, type]] = {}          # field -> the _Document type of it (or of its items)
     CONVERT: ClassVar[dict[str, Callable]] = {}     # field -> (JSON, where) -> value, for other types
@@ -160,8 +160,8 @@ class _Document:
                 raise DocumentError(f"{path} is not {check.one} ({brief(v)})")
             return v
         if annotation.startswith("list["):
-            if type(v) is not list:
-                raise DocumentError(f"{path} is not a list ({brief(v)})")
+            if type(v) is not list or not all(type(item) is dict for item in v):
+                raise DocumentError(f"{path} is not a list of objects ({brief(v)})")
             return [nested.from_json(item, f"{path}[{i}].") for i, item in enumerate(v)]
         return nested.from_json(v, f"{path}.")
 
@@ -173,7 +173,7 @@ class _Document:
         """The JSON object: the keys read, in their order; for a document made here, its fields
         in declaration order (those in OMIT_NONE only when set), then `extra`."""
         typed = {name: getattr(self, name) for name, _, _ in _fields_of(type(self))}
-        if self.keys:       # and a field absent there that has been given a value since
+        if self.keys is not None:   # and a field absent there that has been given a value since
             order = list(self.keys) + [k for k, v in typed.items() if k not in self.keys and v is not None
                                        and v != _default(type(self), k)]
         else:
@@ -274,16 +274,185 @@ def _list(v, where: str) -> list:
 # ----------------------------------------------------------------------------- bench.json
 
 @dataclass(kw_only=True)
+class Latency(_Document):
+    """A run's `latency_ms` (harness/loadgen.py): percentiles of the response times."""
+    p50: float | None = None
+    p90: float | None = None
+    p99: float | None = None
+    max: float | None = None
+
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"p50", "p90", "p99", "max"})
+
+
+@dataclass(kw_only=True)
+class HostCpu(_Document):
+    """A run's `host_cpu` (harness/cpu.py summarize): the machine's CPU over the run; {} unknown."""
+    busy_pct: float | None = None
+    steal_pct: float | None = None
+    iowait_pct: float | None = None
+
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"busy_pct", "steal_pct", "iowait_pct"})
+
+
+@dataclass(kw_only=True)
+class HostSpeed(_Document):
+    """A run's `host_speed` (harness/host_speed.py SpeedProbe.summary); {} for runs recorded
+    before the probe, or without a tick."""
+    speed: float | None = None                  # the mean over the run
+    cv: float | None = None
+    samples: int | None = None
+    series: list[float] = field(default_factory=list)      # each tick's speed, in order
+    cpus: int | None = None
+
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"speed", "cv", "samples", "cpus"})
+
+
+@dataclass(kw_only=True)
+class ServerCpu(_Document):
+    """A run's `server_cpu` (harness/server_cpu.py usage); {} when a server restarted or
+    nothing was served."""
+    seconds: float | None = None
+    ms_per_request: float | None = None
+    by_server: dict[str, float] = field(default_factory=dict)   # php-fpm, mariadbd, nginx
+
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"seconds", "ms_per_request"})
+
+
+@dataclass(kw_only=True)
+class BenchRun(_Document):
+    """One measured run (harness/bench.py measured_run: loadgen.LoadResult and the host's and
+    the servers' CPU during it), as bench.json `runs[i]` and `set_aside[i]` and each A/B arm's
+    `runs[i]` hold it. Each field is None (or empty) where a run does not have it."""
+    rps: float | None = None                    # successful responses per second
+    latency_ms: Latency = field(default_factory=Latency)
+    status_counts: dict[str, int] = field(default_factory=dict)
+    errors: int | None = None                   # socket errors
+    bytes: int | None = None
+    requests: int | None = None                 # responses of any status
+    duration_s: float | None = None
+    tool: str | None = None                     # the load generator
+    error_detail: dict = field(default_factory=dict)
+    latency_resolution_ms: float | None = None  # None: recorded before it was
+    ok: int | None = None
+    failed: int | None = None
+    started_at: float | None = None             # Unix time
+    ended_at: float | None = None
+    host_cpu: HostCpu = field(default_factory=HostCpu)
+    host_speed: HostSpeed = field(default_factory=HostSpeed)
+    server_cpu: ServerCpu = field(default_factory=ServerCpu)
+    run: int | None = None                      # numbered as measured (runs set aside leave gaps)
+    set_aside: str | None = None                # why the host's capacity set it aside (steady_runs.py)
+
+    NESTED: ClassVar[dict[str, type]] = {"latency_ms": Latency, "host_cpu": HostCpu, "host_speed": HostSpeed,
+                                         "server_cpu": ServerCpu}
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"run", "set_aside", "started_at", "ended_at"})
+
+
+@dataclass(kw_only=True)
+class BenchSummary(_Document):
+    """A benchmark's `summary` (harness/bench.py summary_of, with keep_runs' counts in
+    bench.json): the RPS over the runs kept (analyzers/stats.py summarize), the host's speed
+    and steal, the CV with the host's capacity taken out, the servers' CPU per request. An A/B
+    arm's summary has the first group only."""
+    rps_mean: float | None = None
+    rps_stddev: float | None = None             # None: one run
+    rps_cv: float | None = None
+    rps_ci95: list[float | None] = field(default_factory=lambda: [None, None])
+    runs: int | None = None
+    host_speed_mean: float | None = None
+    host_speed_cv: float | None = None
+    host_steal_pct_max: float | None = None
+    host_capacity_cv: float | None = None
+    rps_cv_speed_adjusted: float | None = None
+    speed_elasticity: float | None = None
+    server_cpu_ms_mean: float | None = None
+    server_cpu_cv: float | None = None
+    server_cpu_by_server_ms: dict[str, float] | None = None
+    runs_measured: int | None = None            # bench.json only: the runs set aside are counted here
+    runs_set_aside: int | None = None
+    rps_cv_all_runs: float | None = None
+    host_tolerance: float | None = None         # a fraction; None: every run kept
+    host_unsteady: bool | None = None
+
+    @property
+    def ci95(self) -> tuple:
+        """(lo, hi) of the RPS's 95% CI; (None, None) with one run or none recorded."""
+        ci = self.rps_ci95
+        return (ci[0], ci[1]) if len(ci) == 2 else (None, None)
+
+
+@dataclass(kw_only=True)
+class BenchUrl(_Document):
+    """bench.json `config.urls[i]` (targets/config.py Url)."""
+    path: str | None = None
+    weight: float | None = None
+
+
+@dataclass(kw_only=True)
+class BenchConfig(_Document):
+    """bench.json `config`: how it was measured (options.py BenchOptions, the DSN without its
+    password), the URL mix, the host and the versions of what served."""
+    runs: int | None = None
+    duration: float | None = None
+    concurrency: int | None = None
+    workers: int | None = None
+    load: str | None = None
+    warmup_requests: int | None = None
+    warmup_duration: float | None = None
+    php_ini: dict = field(default_factory=dict)
+    port: int | None = None
+    mysql: str | None = None
+    hooks: dict = field(default_factory=dict)
+    rerun_disturbed: bool | None = None
+    host_tolerance: float | None = None         # percent
+    urls: list[BenchUrl] = field(default_factory=list)
+    cpus: int | None = None
+    host: str | None = None
+    versions: dict = field(default_factory=dict)    # php, nginx, kernel, load, mariadb -> text
+    php_extensions: list | None = None
+    php_ini_effective_overrides: dict | None = None
+
+    NESTED: ClassVar[dict[str, type]] = {"urls": BenchUrl}
+
+    def option(self, name: str, absent=None):
+        """A recorded option by name (BenchOptions' fields, or a key a newer writer added);
+        `absent` when the config does not hold it."""
+        if name in self.extra:
+            return self.extra[name]
+        if name in self.__dataclass_fields__ and name not in _BOOKKEEPING and name in (self.keys or ()):
+            return getattr(self, name)
+        return absent
+
+
+@dataclass(kw_only=True)
+class Sanity(_Document):
+    """bench.json `sanity` (harness/bench.py sanity_check): the page checked before warming up."""
+    url: str | None = None
+    status: int | None = None
+    bytes: int | None = None
+
+
+@dataclass(kw_only=True)
 class BenchResult(_Document):
-    """bench.json (harness/bench.py run_bench's result): the measured runs and their summary.
-    Each run and the summary stay the harness's JSON objects."""
+    """bench.json (harness/bench.py run_bench's result): how it was measured, the runs kept
+    and those set aside, and their summary."""
     format: int | None = None                   # absent: BENCH_FORMAT
     target: str | None = None
-    config: dict | None = None                  # how it was measured: runs, duration, load, URLs...
-    runs: list[dict]                            # one object per measured run (rps, latency_ms, ...)
-    summary: dict | None = None                 # rps_mean, rps_ci95, ... (analyzers/stats.py)
+    canonical: bool | None = None               # measured with `lockdown bench`'s defaults
+    non_default_options: list[str] = field(default_factory=list)
+    on_top_of: str | None = None                # what the copies were patched with, in words
+    config: BenchConfig | None = None
+    base_url: str | None = None
+    sanity: Sanity | None = None
+    opcache_settle_s: float | None = None
+    runs: list[BenchRun]
+    set_aside: list[BenchRun] = field(default_factory=list)
+    summary: BenchSummary | None = None
 
-    OMIT_NONE: ClassVar[frozenset] = frozenset({"format", "target", "config", "summary"})
+    NESTED: ClassVar[dict[str, type]] = {"config": BenchConfig, "sanity": Sanity, "runs": BenchRun,
+                                         "set_aside": BenchRun, "summary": BenchSummary}
+    OMIT_NONE: ClassVar[frozenset] = frozenset({"format", "target", "canonical", "on_top_of", "config", "base_url",
+                                                "sanity", "opcache_settle_s", "summary"})
 
     def problem(self) -> str | None:
         return _format_problem(_ABSENT if self.format is None else self.format, BENCH_FORMAT, "a benchmark result")
