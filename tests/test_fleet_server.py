@@ -147,8 +147,8 @@ def test_one_record_per_request_served_across_kill_and_outage(fleet):
 def test_records_hold_the_request_facts(fleet):
     records = list(store.read_records(fleet["store"]))
     r = next(r for r in records if r["uri"] == "/?p=list")
-    assert (r["method"], r["status"], r["route"], r["script"], r["pool"]) == ("GET", 200, "/?p=list", "/index.php",
-                                                                             "www")
+    assert (r["method"], r["status"], r["route"], r["script"], r["pool"]) == (
+        "GET", 200, "/?p=list", "/index.php", "www")
     assert r["stmts"] > 50 and r["wall"] >= r["cpu"] > 0 and r["mem"] > 0
     # Excimer at 10 ms on pages of a few hundred ms: several samples a request on average
     assert sum(sum(x.get("stacks", {}).values()) for x in records) > len(records)
