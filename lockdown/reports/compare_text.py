@@ -4,8 +4,8 @@ from __future__ import annotations
 from statistics import fmean
 
 from ..remediation.base import describe
-from .numbers import latency_resolution_note, resolution_clause, server_cpu_clause
-from .verify_text import effect_line, paired_line
+from .numbers import latency_resolution_note, paired_clause, resolution_clause, server_cpu_clause
+from .verify_text import effect_line
 from .writeup import pages_line
 
 
@@ -32,7 +32,7 @@ def format_compare(result: dict) -> str:
              *([f"  both on top of {describe(b.get('source'), b.get('remediations') or [])}"]
                if isinstance(b := result.get("base"), dict) else []),
              f"  throughput: {effect_line(result)}"]
-    if (paired := paired_line(result)) is not None:
+    if (paired := paired_clause(ab)) is not None:
         lines.append(f"  ({paired})")
     if (res := resolution_clause(ab)) is not None:
         lines.append(f"  resolution: {res}")

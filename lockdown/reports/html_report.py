@@ -43,9 +43,9 @@ from .flamegraph import FlameOptions, count_name, php_builtins, inline_svg, rend
 from .reproduce import run_command, suggest_verify
 from ..remediation.base import own_patch_path
 from .run_results import base_text, reading
-from ..rundir.model import BenchConfig, BenchResult, BenchSummary
+from ..rundir.model import Arm, BenchConfig, BenchResult, BenchSummary, Change, EachRow, Responses, Verification
 from ..rundir.store import REDO_RUN, open_run
-from .verify_text import diff_graph_kind, new_findings
+from .verify_text import diff_graph_kind, recaptured_new
 from .writeup import pages_line
 
 MAX_REQUESTS = 200        # requests in the drill-down (slowest first)
@@ -74,7 +74,7 @@ def load_run(run_dir: Path) -> dict:
     analysis = run.analysis()
     bench = run.bench()
     bundle = run.open_bundle()
-    verify = {key: (run.verification_path(key), v.to_json()) for key, v in run.verifications().items()}
+    verify = {key: (run.verification_path(key), v) for key, v in run.verifications().items()}
     accounted = run.accounting()
     return {"dir": run.directory, "findings": run.document.to_json(), "analysis": analysis.to_json(),
             "bench": bench, "bundle": bundle, "verify": verify, "redo": REDO_RUN,
@@ -551,33 +551,31 @@ def _accounting(t: dict | None, anchors: dict, finding_anchor: dict) -> dict | N
             "notes": [str(n) for n in t.get("notes") or []]}
 
 
-def _arm(arm) -> dict:
-    arm = arm if isinstance(arm, dict) else {}
-    s = arm.get("summary") or {}
-    lo, hi = _ci(s.get("rps_ci95"))
-    runs = [r.get("rps") for r in arm.get("runs") or []
-            if isinstance(r, dict) and isinstance(r.get("rps"), (int, float))]
-    return {"mean": s.get("rps_mean"), "sd": s.get("rps_stddev"), "cv": s.get("rps_cv"),
+def _arm(arm: Arm) -> dict:
+    s = arm.stats
+    lo, hi = _ci(s.rps_ci95)
+    runs = [r.rps for r in arm.runs if r.rps is not None]
+    return {"mean": s.rps_mean, "sd": s.rps_stddev, "cv": s.rps_cv,
             "lo": lo, "hi": hi, "runs": runs, "ci_text": numbers.rps_ci_text(lo, hi, len(runs))}
 
 
-def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
-    bench = data.get("bench") if isinstance(data.get("bench"), dict) else {}
-    before, after = _arm(bench.get("before")), _arm(bench.get("after"))
-    change = bench.get("change") if isinstance(bench.get("change"), dict) else {}
-    clo, chi = _ci(change.get("ci95_pct"))
+def _verification(vpath: Path, data: Verification, seen_ids: set) -> dict:
+    bench = data.bench
+    before, after = _arm(bench.before), _arm(bench.after)
+    change = bench.change or Change()
+    clo, chi = _ci(change.ci95_pct)
     bars = []
     for name, arm in (("before", before), ("after", after)):
-        if isinstance(arm["mean"], (int, float)):
+        if arm["mean"] is not None:
             problem = numbers.rps_interval_problem(arm["lo"], len(arm["runs"]))
             bars.append(Bar(f"{name}, CI too wide" if problem else name, arm["mean"], arm["lo"], arm["hi"],
                             points=arm["runs"],
                             text=f"mean {numbers.rps(arm['mean'])}" + (f", CI {numbers.interval(arm['lo'], arm['hi'])}"
                                                                        if arm["lo"] is not None else ""),
                             color=charts.color_of(name)))
-    re_ = data.get("reprofile") if isinstance(data.get("reprofile"), dict) else {}
+    re_ = data.reprofile
     diffs = []
-    for kind, ref in (data.get("diff_svg") or {}).items() if isinstance(data.get("diff_svg"), dict) else []:
+    for kind, ref in (data.diff_svg or {}).items():
         svg, note = _read_svg(ref, vpath.parent)
         if svg is not None:
             m = re.search(r'<svg\b[^>]*\bid="([^"]+)"', svg)
@@ -589,50 +587,49 @@ def _verification(vpath: Path, data: dict, seen_ids: set) -> dict:
         label = (f"{graph_of} stacks, widths from before (what the patch removed shows, blue)" if before_widths
                  else f"{graph_of} stacks, widths from after")
         diffs.append({"kind": kind, "label": label, "svg": svg, "note": note})
-    return {"path": str(vpath), "confirmed": data.get("confirmed"),
-            "design": bench.get("design"), "runs_per_arm": bench.get("runs_per_arm"),
-            "duration": bench.get("duration"), "concurrency": bench.get("concurrency"),
+    return {"path": str(vpath), "confirmed": data.confirmed,
+            "design": bench.design, "runs_per_arm": bench.runs_per_arm,
+            "duration": bench.duration, "concurrency": bench.concurrency,
             "before": before, "after": after,
-            "change_pct": change.get("change_pct"), "ratio": change.get("ratio"), "clo": clo, "chi": chi,
-            "method": change.get("method"), "significant": change.get("significant"),
+            "change_pct": change.change_pct, "ratio": change.ratio, "clo": clo, "chi": chi,
+            "method": change.method, "significant": change.significant,
             # what the change is: not the after mean over the before mean (docs/verify.md)
             "estimate": numbers.estimate_name(change), "paired": numbers.paired_clause(bench),
             "resolution": numbers.resolution_clause(bench), "server_cpu": numbers.server_cpu_clause(bench),
             "chart": charts.bar_chart(bars, "Requests per second, before and after", "req/s") if bars else None,
-            "gone": re_.get("gone"), "remaining": re_.get("remaining") or [], "reprofile_bundle": re_.get("bundle"),
-            "new": new_findings(re_),
-            "gone_of": _gone_of(re_.get("gone_by_finding")),
-            "gone_by": re_.get("gone_by_finding") if isinstance(re_.get("gone_by_finding"), dict) else {},
-            "pages": _pages(data.get("responses")),
-            "remediations": [{**r, "own_patch": own_patch_path(r)} for r in data.get("remediations") or []
-                             if isinstance(r, dict)],
+            "gone": re_.gone, "remaining": re_.remaining or [], "reprofile_bundle": re_.bundle,
+            "new": recaptured_new(re_.new, re_.findings),
+            "gone_of": _gone_of(re_.gone_by_finding),
+            "gone_by": re_.gone_by_finding or {},
+            "pages": _pages(data.responses),
+            "remediations": [{**r, "own_patch": own_patch_path(r)} for r in data.remediations if isinstance(r, dict)],
             "diffs": diffs}
 
 
-def _each_rows(each) -> list[dict]:
+def _each_rows(each: list[EachRow] | None) -> list[dict]:
     """verify --each: per fix left out, all-but-it and all RPS and the change, as recorded."""
     rows = []
-    for e in each if isinstance(each, list) else []:
-        if not isinstance(e, dict) or not isinstance(e.get("change"), dict):
+    for e in each or []:
+        if e.change is None:
             continue
-        lo, hi = _ci(e["change"].get("ci95_pct"))
-        rows.append({"findings": [_text(k) for k in e.get("findings") or []], "without": e.get("without_rps"),
-                     "all": e.get("all_rps"), "change_pct": e["change"].get("change_pct"), "lo": lo, "hi": hi,
-                     "significant": e["change"].get("significant")})
+        lo, hi = _ci(e.change.ci95_pct)
+        rows.append({"findings": [_text(k) for k in e.findings], "without": e.without_rps,
+                     "all": e.all_rps, "change_pct": e.change.change_pct, "lo": lo, "hi": hi,
+                     "significant": e.change.significant})
     return rows
 
 
-def _gone_of(by_finding) -> tuple[int, int] | None:
+def _gone_of(by_finding: dict[str, bool] | None) -> tuple[int, int] | None:
     """(gone, verified) of a verification of several findings together; None for one."""
-    if not isinstance(by_finding, dict) or len(by_finding) < 2:
+    if not by_finding or len(by_finding) < 2:
         return None
     return sum(1 for gone in by_finding.values() if gone is True), len(by_finding)
 
 
-def _pages(responses) -> str | None:
+def _pages(responses: Responses | None) -> str | None:
     """The page comparison's line, or None when verify.json has none (older) or a damaged one."""
     try:
-        return pages_line(responses) if isinstance(responses, dict) else None
+        return pages_line(responses) if responses is not None else None
     except (KeyError, TypeError, IndexError, ValueError):
         return None
 
@@ -680,12 +677,11 @@ def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
     for key, (vpath, data) in sorted(verify.items()):
         with reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
             # several findings fixed together (verify --all): each links to its finding
-            together = [(_text(g.get("key")), anchor_of.get(g.get("key")))
-                        for g in data.get("findings") or [] if isinstance(g, dict)]
+            together = [(_text(g.key), anchor_of.get(g.key)) for g in data.findings]
             orphans.append({"key": key, "anchor": f"verify-{len(orphans) + 1}",
-                            "title": _text((data.get("finding") or {}).get("title")),
+                            "title": _text(data.finding.title),
                             "together": together if len(together) > 1 else [],
-                            "each": _each_rows(data.get("each")),
+                            "each": _each_rows(data.each),
                             "verify": _verification(vpath, data, seen_ids)})
     # each finding measured together with others links to that measurement, and says whether
     # it is gone from that re-capture (as the write-ups do)

@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import math
 
+from ..rundir.model import ABResult, Change, DocumentError, PairPlanResult
+
 NONE = "-"
 
 
@@ -132,9 +134,31 @@ def rps_ci_text(lo, hi, runs) -> str:
 
 # ---------------------------------------------------------------- the measured change
 
+def ab_result(bench) -> ABResult:
+    """An A/B result's model (rundir/model.py ABResult): verify.json's `bench` read through
+    rundir/store.py open_run is one; compare.json's, or a part of one, is read into one here;
+    anything else (a value of the wrong shape) is an empty one, which has nothing to say."""
+    if isinstance(bench, ABResult):
+        return bench
+    try:
+        return ABResult.from_json(bench)
+    except DocumentError:
+        return ABResult()
+
+
+def _change_of(c) -> Change:
+    """A change's model, as `ab_result` reads an A/B (an empty one for a missing or damaged one)."""
+    if isinstance(c, Change):
+        return c
+    try:
+        return Change.from_json(c)
+    except DocumentError:
+        return Change()
+
+
 def adjusted(c) -> bool:
     """Whether a change (verify.json bench.change) took the host's capacity out."""
-    return isinstance(c, dict) and "elasticity" in c
+    return _change_of(c).adjusted
 
 
 def estimate_name(c) -> str:
@@ -144,23 +168,20 @@ def estimate_name(c) -> str:
 
 def change_interval(c) -> str:
     """A change's 95% CI (`ci95_pct`) as `lo .. hi` percent."""
-    ci = c.get("ci95_pct") if isinstance(c, dict) else None
-    return interval(*ci, change) if isinstance(ci, (list, tuple)) and len(ci) == 2 else NONE
+    return interval(*_change_of(c).ci95, change)
 
 
 def paired_clause(bench) -> str | None:
     """The plain paired estimate (bench.change_paired) beside the adjusted one, as a clause;
     None when the verdict's estimate is the paired one already, or there is none."""
-    bench = bench if isinstance(bench, dict) else {}
-    c, p = bench.get("change"), bench.get("change_paired")
-    if not adjusted(c) or not isinstance(p, dict):
+    b = ab_result(bench)
+    p = b.change_paired
+    if b.change is None or not b.change.adjusted or p is None or len(p.ci95_pct) != 2 or p.change_pct is None:
         return None
-    ci = p.get("ci95_pct") if isinstance(p.get("ci95_pct"), (list, tuple)) else (None, None)
-    if len(ci) != 2 or p.get("change_pct") is None:
-        return None
-    text = f"paired ratios alone: {change(p['change_pct'])}"
-    if ci[0] is not None and ci[1] is not None:
-        text += f", 95% CI {interval(ci[0], ci[1], change)}"
+    text = f"paired ratios alone: {change(p.change_pct)}"
+    lo, hi = p.ci95
+    if lo is not None and hi is not None:
+        text += f", 95% CI {interval(lo, hi, change)}"
     return text
 
 
@@ -170,22 +191,21 @@ def resolution_clause(bench) -> str | None:
     resolve (bench.change.resolvable_pct) and their chance of resolving the one planned for,
     so "not confirmed" reads as "too few pairs" when that is what it was. None when there is
     nothing to say, or verify.json is from before these were recorded."""
-    bench = bench if isinstance(bench, dict) else {}
-    c = bench.get("change") if isinstance(bench.get("change"), dict) else {}
-    plan = bench.get("plan") if isinstance(bench.get("plan"), dict) else {}
-    pilot, runs, planned = plan.get("pilot_runs"), plan.get("runs"), plan.get("planned_change_pct")
-    wanted = f"{plan.get('named') or 'the planned'} {change(planned)}"
+    b = ab_result(bench)
+    c, plan = b.change or Change(), b.plan or PairPlanResult()
+    pilot, runs, planned = plan.pilot_runs, plan.runs, plan.planned_change_pct
+    wanted = f"{plan.named or 'the planned'} {change(planned)}"
     parts = []
-    if isinstance(pilot, int) and isinstance(runs, int) and runs > pilot and _is_num(planned):
-        need = plan.get("runs_needed")
+    if pilot is not None and runs is not None and runs > pilot and planned is not None:
+        need = plan.runs_needed
         parts.append(f"the first {pilot} pairs were a pilot, too noisy to resolve {wanted} with 80% "
                      f"power: that needed " + (f"{need} pairs" if need else "more than 1000 pairs")
                      + ("" if need == runs else f", and --max-runs allowed {runs}"))
-    smallest = c.get("resolvable_pct")
-    if not c.get("significant") and _is_num(smallest):
+    smallest = c.resolvable_pct
+    if not c.significant and smallest is not None:
         text = f"these pairs resolve changes of \u00b1{smallest:.1f}% or more (80% power)"
-        if _is_num(c.get("power")) and _is_num(planned):
-            text += f"; their chance of resolving {wanted} was {100 * c['power']:.0f}%"
+        if c.power is not None and planned is not None:
+            text += f"; their chance of resolving {wanted} was {100 * c.power:.0f}%"
         parts.append(text)
     return "; ".join(parts) or None
 
@@ -228,26 +248,24 @@ def server_cpu_clause(bench) -> str | None:
     """The servers' CPU time per request in both arms (php-fpm, nginx and MariaDB, from /proc;
     harness/server_cpu.py), each server's part, and its paired change with the 95% CI: what a
     request costs, beside what the throughput did. None when the runs did not record it."""
-    bench = bench if isinstance(bench, dict) else {}
-    arms = [(bench.get(arm) or {}).get("summary") or {} for arm in ("before", "after")]
-    c = bench.get("change_server_cpu")
-    if not isinstance(c, dict) or not all(_is_num(s.get("server_cpu_ms_mean")) for s in arms):
+    b = ab_result(bench)
+    before, after, c = b.before.stats, b.after.stats, b.change_server_cpu
+    if c is None or before.server_cpu_ms_mean is None or after.server_cpu_ms_mean is None:
         return None
-    b, a = arms
-    text = f"{ms_fine(b['server_cpu_ms_mean'])} -> {ms_fine(a['server_cpu_ms_mean'])} ms"
-    split_b, split_a = b.get("server_cpu_by_server_ms") or {}, a.get("server_cpu_by_server_ms") or {}
+    text = f"{ms_fine(before.server_cpu_ms_mean)} -> {ms_fine(after.server_cpu_ms_mean)} ms"
+    split_b, split_a = before.server_cpu_by_server_ms or {}, after.server_cpu_by_server_ms or {}
     names = [name for name in split_b if name in split_a]
     if names:
         text += " (" + ", ".join(f"{name} {ms_fine(split_b[name])} -> {ms_fine(split_a[name])}" for name in names) + ")"
-    if _is_num(c.get("change_pct")):
-        text += f", change {change(c['change_pct'])}"
-        if _is_num((c.get("ci95_pct") or [None])[0]):
+    if c.change_pct is not None:
+        text += f", change {change(c.change_pct)}"
+        if c.ci95_pct and c.ci95_pct[0] is not None:
             text += f" (95% CI {change_interval(c)})"
     return text
 
 
 def server_cpu_cell(bench) -> str:
     """Both arms' servers' CPU ms per request, `before -> after`, for a table; "-" unknown."""
-    bench = bench if isinstance(bench, dict) else {}
-    means = [((bench.get(arm) or {}).get("summary") or {}).get("server_cpu_ms_mean") for arm in ("before", "after")]
-    return f"{ms_fine(means[0])} -> {ms_fine(means[1])}" if all(_is_num(m) for m in means) else NONE
+    b = ab_result(bench)
+    means = [b.before.stats.server_cpu_ms_mean, b.after.stats.server_cpu_ms_mean]
+    return f"{ms_fine(means[0])} -> {ms_fine(means[1])}" if None not in means else NONE

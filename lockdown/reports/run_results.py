@@ -16,7 +16,7 @@ import jinja2
 from ..analyzers.findings import Finding, remediation_names
 from ..remediation.base import describe
 from ..errors import LockdownError
-from ..rundir.model import BenchResult, DocumentError, RunDocument
+from ..rundir.model import BenchResult, DocumentError, RunDocument, Verification
 from ..rundir.store import REDO_RUN, RunDirError, bundle_path, open_run
 
 
@@ -57,11 +57,11 @@ class RunResults:
     bench: BenchResult | None           # bench.json, None with `lockdown run --no-bench`
     manifest: dict                      # the bundle's manifest.json ({} when the bundle is gone)
     bundle: Path
-    verified: dict[str, dict] = field(default_factory=dict)    # finding key -> verify.json
+    verified: dict[str, Verification] = field(default_factory=dict)    # finding key -> verify.json
     run: dict = field(default_factory=dict)     # findings.json's run block (how the run was made)
     accounting: dict | None = None      # accounting.json, None in a run written before it
 
-    def verification(self, key: str) -> dict | None:
+    def verification(self, key: str) -> Verification | None:
         return self.verified.get(key)
 
 
@@ -71,7 +71,7 @@ def load_results(directory: Path) -> RunResults:
     run = open_run(directory)
     doc, bench, accounted = run.document, run.bench(), run.accounting()
     return RunResults(run.directory, doc.target, doc.findings, bench, run.manifest(),
-                      run.bundle_dir, {key: v.to_json() for key, v in run.verifications().items()},
+                      run.bundle_dir, run.verifications(),
                       doc.run.to_json() if doc.run else {}, accounted.to_json() if accounted else None)
 
 

@@ -4,29 +4,26 @@ from __future__ import annotations
 from ..analyzers.findings import predicted_ratio
 from ..remediation.base import applied_words, describe
 from . import numbers as n
+from ..rundir.model import EachRow, Verification
 from .writeup import pages_line
 
 
-def effect_line(result: dict) -> str:
+def effect_line(result: Verification | dict) -> str:
     """One sentence: the two arms' mean RPS, then the change, named for what it is (not the
-    ratio of those means: docs/verify.md), with its 95% CI and the number of pairs."""
-    b, a = result["bench"]["before"]["summary"], result["bench"]["after"]["summary"]
-    c = result["bench"]["change"]
-    lo, hi = c["ci95_pct"]
+    ratio of those means: docs/verify.md), with its 95% CI and the number of pairs. `result`:
+    a verification, or verify.json's or compare.json's JSON."""
+    bench = result.bench if isinstance(result, Verification) else n.ab_result(result["bench"])
+    b, a, c = bench.before.stats, bench.after.stats, bench.change
+    lo, hi = c.ci95
     ci = f"95% CI {n.interval(lo, hi, n.change)}" if lo is not None else "no CI (one pair)"
-    return (f"means {n.rps(b['rps_mean'])} -> {n.rps(a['rps_mean'])} req/s ({b['runs']} runs each); "
-            f"change {n.change(c['change_pct'])} {n.estimate_name(c)} ({ci}), {c['pairs']} interleaved pairs"
-            + ("" if c["significant"] else "; the interval includes zero"))
+    return (f"means {n.rps(b.rps_mean)} -> {n.rps(a.rps_mean)} req/s ({b.runs} runs each); "
+            f"change {n.change(c.change_pct)} {n.estimate_name(c)} ({ci}), {c.pairs} interleaved pairs"
+            + ("" if c.significant else "; the interval includes zero"))
 
 
-def paired_line(result: dict) -> str | None:
-    """The plain paired estimate, when the verdict used the speed-adjusted one."""
-    return n.paired_clause(result["bench"])
-
-
-def expected_line(result: dict) -> str | None:
+def expected_line(v: Verification) -> str | None:
     """What the finding's estimated share predicts, to set the measurement against."""
-    share = result["finding"].get("share_pct")
+    share = v.finding.share_pct
     ratio = predicted_ratio(share)
     if ratio is None:
         return None
@@ -34,24 +31,29 @@ def expected_line(result: dict) -> str | None:
             f"({n.change(100 * (ratio - 1))}) if the fix removes all of it")
 
 
-def verdict_line(result: dict) -> str:
-    r = result["reprofile"]
-    by_finding = r.get("gone_by_finding") or {}
+def verdict_line(v: Verification) -> str:
+    r = v.reprofile
+    by_finding = r.gone_by_finding or {}
     if len(by_finding) > 1:
         still = [k for k, gone in by_finding.items() if not gone]
         return (f"findings gone from the re-capture: {len(by_finding) - len(still)} of {len(by_finding)}"
                 + (f" (still reported: {', '.join(still)})" if still else ""))
-    gone = ("gone from the re-capture" if r["gone"]
-            else f"still reported by the re-capture ({', '.join(r['remaining'])})")
-    return f"finding {result['finding']['key']}: {gone}"
+    gone = ("gone from the re-capture" if r.gone
+            else f"still reported by the re-capture ({', '.join(r.remaining)})")
+    return f"finding {v.finding.key}: {gone}"
 
 
 def new_findings(reprofile: dict) -> list[tuple[str, str]]:
     """The re-capture's findings the run did not have, as (key, title): keys are numbered per
     capture, so a new repeated-call can carry the key of the one the fix removed, and only its
     title says what it is about."""
-    titles = {f.get("key"): f.get("title") for f in reprofile.get("findings") or [] if isinstance(f, dict)}
-    return [(str(k), str(titles.get(k) or "")) for k in reprofile.get("new") or []]
+    return recaptured_new(reprofile.get("new"), reprofile.get("findings"))
+
+
+def recaptured_new(new: list | None, findings: list | None) -> list[tuple[str, str]]:
+    """`new_findings` of a re-capture's `new` keys and `findings` (rundir/model.py Recapture)."""
+    titles = {f.get("key"): f.get("title") for f in findings or [] if isinstance(f, dict)}
+    return [(str(k), str(titles.get(k) or "")) for k in new or []]
 
 
 def diff_graph_kind(key: str) -> tuple[str, bool]:
@@ -61,45 +63,57 @@ def diff_graph_kind(key: str) -> tuple[str, bool]:
     return kind, bool(before)
 
 
-def base_words(result: dict) -> str | None:
+def base_words(v: Verification) -> str | None:
     """What both arms started from, in words (verify.json base_source and base_remediations);
     None for none."""
-    rems = [r for r in result.get("base_remediations") or [] if isinstance(r, dict)]
-    return describe(result.get("base_source"), rems) if rems else None
+    return describe(v.base_source, v.base_remediations) if v.base_remediations else None
 
 
-def format_verify(result: dict) -> str:
-    paired = paired_line(result)
-    together = result.get("findings") or []
-    lines = [f"verify {result['finding']['key']} on {result['target']}: "
-             + ("CONFIRMED" if result["confirmed"] else "NOT CONFIRMED"),
-             *([f"  fixed together: {', '.join(f['key'] for f in together)}"] if len(together) > 1 else []),
-             f"  remediation: {applied_words(result['remediations'])}",
-             *([f"  both arms on top of {on_top}"] if (on_top := base_words(result)) else []),
-             f"  throughput: {effect_line(result)}",
+def format_verify(result: Verification | dict) -> str:
+    """The lines of a verification: verify.json, or its model."""
+    v = result if isinstance(result, Verification) else Verification.from_json(result)
+    paired, together = n.paired_clause(v.bench), v.findings
+    lines = [f"verify {v.finding.key} on {v.target}: " + ("CONFIRMED" if v.confirmed else "NOT CONFIRMED"),
+             *([f"  fixed together: {', '.join(f.key for f in together)}"] if len(together) > 1 else []),
+             f"  remediation: {applied_words(v.remediations)}",
+             *([f"  both arms on top of {on_top}"] if (on_top := base_words(v)) else []),
+             f"  throughput: {effect_line(v)}",
              *([f"  ({paired})"] if paired else []),
-             *([f"  servers' CPU per request: {cpu}"] if (cpu := n.server_cpu_clause(result["bench"])) else []),
-             *([f"  expected: {expected}"] if (expected := expected_line(result)) else []),
-             *([f"  resolution: {res}"] if (res := n.resolution_clause(result["bench"])) else []),
-             f"  {verdict_line(result)}",
+             *([f"  servers' CPU per request: {cpu}"] if (cpu := n.server_cpu_clause(v.bench)) else []),
+             *([f"  expected: {expected}"] if (expected := expected_line(v)) else []),
+             *([f"  resolution: {res}"] if (res := n.resolution_clause(v.bench)) else []),
+             f"  {verdict_line(v)}",
              *(["  new in the re-capture (not in the run), by the re-capture's keys:"]
-               + [f"    {key}: {title}" for key, title in new] if (new := new_findings(result["reprofile"])) else []),
+               + [f"    {key}: {title}" for key, title in new]
+               if (new := recaptured_new(v.reprofile.new, v.reprofile.findings)) else []),
              *([f"  re-capture's candidates dismissed by the argument probe: "
                 f"{', '.join(d.get('function', '?') for d in dismissed)}"]
-               if (dismissed := result["reprofile"].get("dismissed")) else []),
-             *([f"  pages: {pages_line(result['responses'])}"] if result.get("responses") else [])]
-    if result.get("each"):
-        lines.append("  what each fix adds to the others (all but it -> all):")
-        for e in result["each"]:
-            c = e["change"]
-            lo, hi = c["ci95_pct"] or (None, None)
-            ci = f"95% CI {n.interval(lo, hi, n.change)}" if lo is not None else "no CI"
-            lines.append(f"    {', '.join(e['findings'])}: {n.rps(e['without_rps'])} -> {n.rps(e['all_rps'])} req/s, "
-                         f"change {n.change(c['change_pct'])} {n.estimate_name(c)} ({ci})"
-                         + ("" if c["significant"] else "; the interval includes zero"))
-    for key, name in (result.get("diff_svg") or {}).items():
+               if (dismissed := v.reprofile.dismissed) else []),
+             *([f"  pages: {pages_line(v.responses)}"] if v.responses else [])]
+    return "\n".join(lines + _each_lines(v.each) + _diff_lines(v.diff_svg))
+
+
+def _each_lines(each: list[EachRow] | None) -> list[str]:
+    """verify --each: what each fix adds to the others."""
+    if not each:
+        return []
+    lines = ["  what each fix adds to the others (all but it -> all):"]
+    for e in each:
+        c = e.change
+        lo, hi = c.ci95
+        ci = f"95% CI {n.interval(lo, hi, n.change)}" if lo is not None else "no CI"
+        lines.append(f"    {', '.join(e.findings)}: {n.rps(e.without_rps)} -> {n.rps(e.all_rps)} req/s, "
+                     f"change {n.change(c.change_pct)} {n.estimate_name(c)} ({ci})"
+                     + ("" if c.significant else "; the interval includes zero"))
+    return lines
+
+
+def _diff_lines(diff_svg: dict | None) -> list[str]:
+    """The differential flame graphs verify drew."""
+    lines = []
+    for key, name in (diff_svg or {}).items():
         if name:
             kind, before = diff_graph_kind(key)
             lines.append(f"  {'PHP' if kind == 'php' else kind} differential flame graph, widths from "
                          + ("before (what the fix removed): " if before else "after: ") + name)
-    return "\n".join(lines)
+    return lines

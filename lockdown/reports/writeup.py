@@ -17,6 +17,7 @@ from .bench_table import canonical_text, set_aside_lines
 from .reproduce import run_command, suggest_verify, verify_command
 from ..remediation.base import applied_words, own_patch_path
 from .run_results import RunResults, base_text
+from ..rundir.model import ABResult, Change, Responses, Verification
 
 
 def _cell(v) -> str:
@@ -47,61 +48,60 @@ def _inline(v) -> str:
     return text
 
 
-def pages_line(responses: dict, change: str = "the fix", source: str = "verify.json") -> str:
+def pages_line(responses: Responses | dict, change: str = "the fix", source: str = "verify.json") -> str:
     """verify's (or compare's: `change`, `source`) page comparison in one line (terminal,
-    write-up, HTML report)."""
-    n, same, unstable = responses["urls"], responses["same"], responses.get("unstable", 0)
-    masked = (f" (volatile parts masked by {responses['volatile_patterns']} pattern(s) of the target)"
-              if responses["volatile_patterns"] else "")
-    shaky = [r for r in responses["pages"] if r.get("same") is None]
-    learned = [r for r in responses["pages"] if r.get("learned_parts")]
+    write-up, HTML report); `responses` is verify.json's (or compare.json's) or its model."""
+    r = responses if isinstance(responses, Responses) else Responses.from_json(responses)
+    n, same, unstable = r.urls, r.same, 0 if r.unstable is None else r.unstable
+    masked = (f" (volatile parts masked by {r.volatile_patterns} pattern(s) of the target)"
+              if r.volatile_patterns else "")
+    shaky = [p for p in r.pages if p.same is None]
+    learned = [p for p in r.pages if p.learned_parts]
     note = (f"; {len(learned)} URL(s) change by themselves between two views, in "
-            f"{sum(r['learned_parts'] for r in learned)} part(s) masked as learned from those views "
-            f"(first: {learned[0]['url']}; declare them in the target's [verify] volatile to name "
+            f"{sum(p.learned_parts for p in learned)} part(s) masked as learned from those views "
+            f"(first: {learned[0].url}; declare them in the target's [verify] volatile to name "
             "them)" if learned else "")
     note += (f"; {unstable} URL(s) change from one view to the next by themselves too much to "
-             f"compare (first: {shaky[0]['url']}; declare the changing part in the target's "
+             f"compare (first: {shaky[0].url}; declare the changing part in the target's "
              "[verify] volatile)" if unstable else "")
     if same + unstable == n:
         what = f"all {same} compared URLs" if unstable else f"all {n} URLs"
         return f"{what} serve the same page before and after{masked}{note}"
-    first = next((r for r in responses["pages"] if r.get("same") is False), None)
+    first = next((p for p in r.pages if p.same is False), None)
     if first is None:       # (a StopIteration would end a template's loop, or escape as RuntimeError)
         raise ValueError(f"responses: {n - same - unstable} of {n} URLs differ, but no page is marked different")
-    where = (f"status {first['status_before']} -> {first['status_after']}"
-             if first["status_before"] != first["status_after"] else
-             f"first difference at character {first['first_difference']['offset']}")
-    return (f"{n - same - unstable} of {n} URLs serve a different page after {change}: {first['url']} "
+    where = (f"status {first.status_before} -> {first.status_after}"
+             if first.status_before != first.status_after else
+             f"first difference at character {first.first_difference['offset']}")
+    return (f"{n - same - unstable} of {n} URLs serve a different page after {change}: {first.url} "
             f"({where}){masked}{note}; see responses in {source}")
 
 
-def together_command(run_dir, v: dict) -> str:
+def together_command(run_dir, v: Verification) -> str:
     """The short form of a verification of several findings at once (`--all`, or each
     `--finding`), to name it in a sentence; the full command is in the Reproduce block."""
-    keys = [g["key"] for g in v.get("findings") or []]
-    which = ["--all"] if v["finding"]["key"] == "all" else [a for k in keys for a in ("--finding", k)]
+    which = ["--all"] if v.key == "all" else [a for g in v.findings for a in ("--finding", g.key)]
     return shlex.join(["lockdown", "verify", str(run_dir), *which])
 
 
-def _ratio_cell(c: dict) -> str:
+def _ratio_cell(c: Change) -> str:
     """The verdict's ratio in a table cell, marked when it is the paired one (no capacity)."""
-    return n.ratio(c.get("ratio")) + ("" if n.adjusted(c) else " (paired ratios: no capacity recorded)")
+    return n.ratio(c.ratio) + ("" if c.adjusted else " (paired ratios: no capacity recorded)")
 
 
-def _own_patch(v: dict) -> str | None:
+def _own_patch(v: Verification) -> str | None:
     """The user's own diffs a verification applied (verify --patch), in words; None otherwise."""
-    rems = [r for r in v.get("remediations") or [] if isinstance(r, dict)]
-    if not any(map(own_patch_path, rems)):
+    if not any(map(own_patch_path, v.remediations)):
         return None
-    return applied_words(rems)
+    return applied_words(v.remediations)
 
 
-def _paired_cell(bench: dict) -> str:
+def _paired_cell(bench: ABResult) -> str:
     """The paired estimate in a table cell: `+X% (lo .. hi)`, or "-" when it is the estimate."""
-    p = bench.get("change_paired")
-    if not n.adjusted(bench.get("change")) or not isinstance(p, dict):
+    p = bench.change_paired
+    if bench.change is None or not bench.change.adjusted or p is None:
         return "-"
-    return f"{n.change(p.get('change_pct'))} ({n.change_interval(p)})"
+    return f"{n.change(p.change_pct)} ({n.change_interval(p)})"
 
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("lockdown.reports", "templates"),
@@ -164,24 +164,24 @@ def _commands(r: RunResults) -> dict:
     return {"run": run_command(r.directory, r.target, r.run, r.bench),
             "analyze": shlex.join(["lockdown", "analyze", str(r.bundle)]),
             "writeup": shlex.join(["lockdown", "writeup", str(r.directory), "-o", "OUTDIR"]),
-            "verified": {k: verify_command(r.directory, v, by_key, r.run, r.bench) for k, v in r.verified.items()},
-            "together": {k: together_command(r.directory, v) for k, v in r.verified.items()
-                         if len(v.get("findings") or []) > 1},
+            "verified": {k: verify_command(r.directory, v.to_json(), by_key, r.run, r.bench)
+                         for k, v in r.verified.items()},
+            "together": {k: together_command(r.directory, v) for k, v in r.verified.items() if v.together},
             "suggest": {f.key: suggest_verify(r.directory, f.key) for f in r.findings if f.remediations}}
 
 
 def finding_markdown(f: Finding, r: RunResults, cmd: dict | None = None) -> str:
     """One finding of the run `r` as a lockdown issue, with its verification when measured
     alone and each verification that fixed it together with others (verify --all)."""
-    together = [v for v in _together(r) if f.key in v["reprofile"].get("gone_by_finding", {})]
+    together = [v for v in _together(r) if f.key in (v.reprofile.gone_by_finding or {})]
     return _ENV.get_template("finding.md.j2").render(f=f, target=r.target, v=r.verification(f.key),
                                                      together=together, cmd=cmd or _commands(r),
                                                      acct=_accounting(r))
 
 
-def _together(r: RunResults) -> list[dict]:
+def _together(r: RunResults) -> list[Verification]:
     """The verifications of several findings at once, by key."""
-    return [v for _, v in sorted(r.verified.items()) if len(v.get("findings") or []) > 1]
+    return [v for _, v in sorted(r.verified.items()) if v.together]
 
 
 def summary_markdown(r: RunResults) -> str:
@@ -191,8 +191,8 @@ def summary_markdown(r: RunResults) -> str:
     return _ENV.get_template("summary.md.j2").render(
         r=r, b=r.bench, m=r.manifest, verified=verified, together=together, cmd=_commands(r), acct=_accounting(r),
         aside=set_aside_lines(r.bench) if r.bench else [], started=base_text(r.run),
-        confirmed=sorted((v for v in verified if v["confirmed"]), key=lambda v: -v["bench"]["change"]["change_pct"]),
-        failed=[v for v in verified if not v["confirmed"]],
+        confirmed=sorted((v for v in verified if v.confirmed), key=lambda v: -v.bench.change.change_pct),
+        failed=[v for v in verified if not v.confirmed],
         defects=[f for f in r.findings if f.is_defect],
         unverified=[f for f in r.findings if f.is_defect and f.key not in r.verified])
 

@@ -12,11 +12,12 @@ written as the writers always wrote it.
 
 What is typed: the run document whole (findings as `analyzers.findings.Finding`; its `run`
 block; the base a run started from, checked, kept as the JSON `remediation/base.py` reads);
-a verification's findings and re-capture; the time accounting whole; bench.json whole (its
-config, each measured run, the runs set aside, the summary); the top level of analysis.json.
-The large sections below those (the A/B result, each analysis view) stay the JSON objects the
-harness and the analyzers wrote, checked to be objects or lists where a reader indexes into
-them.
+bench.json whole (its config, each measured run, the runs set aside, the summary); a
+verification's findings, A/B result (arms, runs, changes, plan), page comparison, re-capture
+and what each fix adds (`each`), its remediations and the re-capture's own findings staying
+their JSON; the time accounting whole; the top level of analysis.json. Each analysis view
+stays the JSON object its analyzer wrote, checked to be an object or a list where a reader
+indexes into it.
 
 bench.json and analysis.json have carried no `format` key so far: absent means format 1, and
 another value is refused, as for findings.json and verify.json.
@@ -525,10 +526,133 @@ class Recapture(_Document):
 
 
 @dataclass(kw_only=True)
+class Change(_Document):
+    """A measured change between two arms (analyzers/stats.py compare_paired, or
+    compare_speed_adjusted with `elasticity`: the host's capacity taken out; with
+    harness/ab_bench.py resolution's `resolvable_pct` and `power` on the verdict's)."""
+    pairs: int | None = None
+    runs: int | None = None
+    ratio: float | None = None
+    change_pct: float | None = None
+    ci95_pct: list[float | None] = field(default_factory=lambda: [None, None])
+    significant: bool | None = None             # the interval excludes zero
+    se_log: float | None = None
+    df: int | None = None
+    method: str | None = None
+    elasticity: float | None = None             # set: adjusted for the host's capacity
+    resolvable_pct: float | None = None         # the smallest change the pairs resolve (80% power)
+    power: float | None = None                  # their chance of resolving the one planned for
+
+    @property
+    def adjusted(self) -> bool:
+        """Whether the host's capacity was taken out (the verdict's estimate when every run has it)."""
+        return self.elasticity is not None
+
+    @property
+    def ci95(self) -> tuple:
+        """(lo, hi) percent; (None, None) without an interval."""
+        ci = self.ci95_pct
+        return (ci[0], ci[1]) if len(ci) == 2 else (None, None)
+
+
+@dataclass(kw_only=True)
+class PairPlanResult(_Document):
+    """An A/B's `plan` (harness/ab_bench.py planned_runs): the pilot pairs, the pairs needed to
+    resolve the change planned for, and the pairs taken."""
+    pilot_runs: int | None = None
+    max_runs: int | None = None
+    planned_change_pct: float | None = None
+    named: str | None = None
+    pilot_se_log: float | None = None
+    runs_needed: int | None = None              # None: not within 1000
+    runs: int | None = None
+    measured_runs: int | None = None
+
+
+@dataclass(kw_only=True)
+class Arm(_Document):
+    """One arm of an A/B (harness/ab_bench.py run_ab): its measured runs and their summary."""
+    runs: list[BenchRun] = field(default_factory=list)
+    summary: BenchSummary | None = None
+    base_url: str | None = None
+    opcache_settle_s: float | None = None
+
+    NESTED: ClassVar[dict[str, type]] = {"runs": BenchRun, "summary": BenchSummary}
+
+    @property
+    def stats(self) -> BenchSummary:
+        """The summary, or an empty one where the arm has none."""
+        return self.summary or BenchSummary()
+
+
+@dataclass(kw_only=True)
+class ABResult(_Document):
+    """An A/B benchmark (harness/ab_bench.py run_ab): verify.json `bench`, compare.json `bench`.
+    The extra arms of `verify --each` (`others`) stay its JSON."""
+    design: str | None = None
+    runs_per_arm: int | None = None
+    duration: float | None = None
+    concurrency: int | None = None
+    workers: int | None = None
+    load: str | None = None
+    warmup_requests: int | None = None
+    warmup_duration: float | None = None
+    order: list[str] | None = None
+    before: Arm = field(default_factory=Arm)
+    after: Arm = field(default_factory=Arm)
+    measure_seconds: float | None = None
+    change_paired: Change | None = None
+    change: Change | None = None                # the verdict's estimate
+    change_server_cpu: Change | None = None     # the servers' CPU per request, paired
+    plan: PairPlanResult | None = None
+
+    NESTED: ClassVar[dict[str, type]] = {"before": Arm, "after": Arm, "change_paired": Change, "change": Change,
+                                         "change_server_cpu": Change, "plan": PairPlanResult}
+
+
+@dataclass(kw_only=True)
+class PageRow(_Document):
+    """One URL of a page comparison (harness/responses.py compare_pages, compare_learned)."""
+    url: str | None = None
+    same: bool | None = None                    # None: it changes by itself too much to compare
+    status_before: int | None = None
+    status_after: int | None = None
+    first_difference: dict | None = None
+    learned_parts: int | None = None            # set: parts learned from two views and masked
+    unstable: bool | None = None
+
+
+@dataclass(kw_only=True)
+class Responses(_Document):
+    """verify.json `responses` (harness/responses.py compare_arms): the pages both arms serve."""
+    urls: int | None = None
+    same: int | None = None
+    unstable: int | None = None
+    learned: int | None = None
+    volatile_patterns: int | None = None
+    pages: list[PageRow] = field(default_factory=list)
+
+    NESTED: ClassVar[dict[str, type]] = {"pages": PageRow}
+
+
+@dataclass(kw_only=True)
+class EachRow(_Document):
+    """verify.json `each[i]` (remediation/verify.py each_adds): what one fix adds to the others."""
+    findings: list[str] = field(default_factory=list)
+    remediation: dict | None = None             # {"kind", "file"}
+    arm: str | None = None
+    without_rps: float | None = None
+    all_rps: float | None = None
+    change: Change | None = None
+    pages: dict | None = None                   # {"same", "urls"}
+
+    NESTED: ClassVar[dict[str, type]] = {"change": Change}
+
+
+@dataclass(kw_only=True)
 class Verification(_Document):
     """verify/KEY/verify.json (remediation/verify.py): one finding's fix, or several together,
-    measured A/B and captured again. `bench` stays harness/ab_bench.py's JSON (arms, change,
-    plan)."""
+    measured A/B (`bench`), its pages compared (`responses`) and captured again (`reprofile`)."""
     format: int = VERIFY_FORMAT
     finding: VerifiedFinding
     findings: list[VerifiedFinding] = field(default_factory=list)
@@ -537,16 +661,17 @@ class Verification(_Document):
     php_ini: dict | None = None                 # {"before": {...}, "after": {...}}
     base_remediations: list[dict] | None = None
     base_source: str | None = None
-    responses: dict | None = None               # the page comparison (harness/responses.py)
-    bench: dict
+    responses: Responses | None = None          # the page comparison (harness/responses.py)
+    bench: ABResult
     reprofile: Recapture
     before_bundle: str | None = None
     diff_svg: dict | None = None                # kind -> file name of a differential flame graph
     confirmed: bool | None = None
-    each: list[dict] | None = None              # verify --each: what each fix adds to the others
+    each: list[EachRow] | None = None           # verify --each: what each fix adds to the others
 
     NESTED: ClassVar[dict[str, type]] = {"finding": VerifiedFinding, "findings": VerifiedFinding,
-                                         "reprofile": Recapture}
+                                         "reprofile": Recapture, "bench": ABResult, "responses": Responses,
+                                         "each": EachRow}
     OMIT_NONE: ClassVar[frozenset] = frozenset({"each"})
 
     @classmethod
