@@ -43,7 +43,7 @@ from .flamegraph import FlameOptions, count_name, php_builtins, inline_svg, rend
 from .reproduce import run_command, suggest_verify
 from ..remediation.base import own_patch_path
 from .run_results import base_text, reading
-from ..rundir.model import Arm, BenchConfig, BenchResult, BenchSummary, Change, EachRow, Responses, Verification
+from ..rundir.model import AccountingHotspot, Analysis, HotFunctions, RequestRow, Arm, BenchConfig, BenchResult, BenchSummary, Change, EachRow, Responses, TimeAccounting, Verification
 from ..rundir.store import REDO_RUN, open_run
 from .verify_text import diff_graph_kind, recaptured_new
 from .writeup import pages_line
@@ -76,9 +76,9 @@ def load_run(run_dir: Path) -> dict:
     bundle = run.open_bundle()
     verify = {key: (run.verification_path(key), v) for key, v in run.verifications().items()}
     accounted = run.accounting()
-    return {"dir": run.directory, "findings": run.document.to_json(), "analysis": analysis.to_json(),
+    return {"dir": run.directory, "findings": run.document, "analysis": analysis,
             "bench": bench, "bundle": bundle, "verify": verify, "redo": REDO_RUN,
-            "accounting": accounted.to_json() if accounted else None}
+            "accounting": accounted}
 
 
 # ---------------------------------------------------------------- formatting
@@ -150,14 +150,15 @@ def _methodology(run: dict) -> dict:
     cfg = bench.config if bench and bench.config else BenchConfig()
     versions = {**(m.get("versions") or {}), **cfg.versions}
     host = m.get("host") or {}
-    rows = [("target", run["findings"].get("target") or m.get("target", {}).get("name")),
+    settings = run["findings"].run.to_json() if run["findings"].run else None      # (reproduce.py takes its JSON)
+    rows = [("target", run["findings"].target or m.get("target", {}).get("name")),
             ("run directory", str(run["dir"])),
             ("host", f"{cfg.host or host.get('node') or '?'}, {cfg.cpus or host.get('cpus') or '?'} "
                      f"CPUs, {host.get('machine') or ''}".rstrip(", ")),
             ("captured", m.get("created")), ("lockdown", m.get("lockdown_version")),
-            ("command", run_command(run["dir"], run["findings"].get("target") or "?", run["findings"].get("run"),
+            ("command", run_command(run["dir"], run["findings"].target or "?", settings,
                                     run["bench"]))]
-    started = base_text(run["findings"].get("run"))
+    started = base_text(settings)
     if started:
         rows.append(("starting point", started))
     bench_rows = []
@@ -260,8 +261,8 @@ def _pct_of(fraction) -> float | None:
     return 100 * fraction if isinstance(fraction, (int, float)) else None
 
 
-def _subsystems(a: dict) -> dict | None:
-    sub = a.get("subsystems")
+def _subsystems(a: Analysis) -> dict | None:
+    sub = a.subsystems
     if not sub:
         return None
     overall = sub.get("overall") or {}
@@ -278,38 +279,37 @@ def _subsystems(a: dict) -> dict | None:
             # the share is of every perf sample of the capture (symbolized before the timed
             # requests are picked), not of the `samples` above: name its own base
             "unknown_n": ident.get("leaf_unknown_after"), "all_samples": ident.get("samples"),
-            "native": _native(a.get("native_functions"))}
+            "native": _native(a.native_functions)}
 
 
-def _native(n) -> dict | None:
+def _native(n: HotFunctions | None) -> dict | None:
     """analysis.json native_functions with each row's shares; None when not analysed."""
-    if not isinstance(n, dict) or not n.get("samples"):
+    if n is None or not n.samples:
         return None
-    total = n["samples"]
-    rows = [_pick(f, "name dso subsystem self_samples inclusive_samples") for f in n.get("top") or []]
+    total = n.samples
+    rows = [_fields(f, "name dso subsystem self_samples inclusive_samples") for f in n.top]
     for r in rows:
         r["self_pct"] = 100 * (r["self_samples"] or 0) / total
         r["incl_pct"] = 100 * (r["inclusive_samples"] or 0) / total
     return {"samples": total, "rows": rows} if rows else None
 
 
-def _budget(a: dict) -> dict:
+def _budget(a: Analysis) -> dict:
     rows = []
-    for url, b in sorted((a.get("budget_by_url") or {}).items(), key=lambda kv: -(kv[1].get("wall_us") or 0)):
-        b = _pick(b, BUDGET)
-        rows.append({"url": url, **b,
-                     "top": sorted((b["cpu_by_subsystem_us"] or {}).items(), key=lambda kv: -kv[1])[:3]})
-    overall = _pick(a.get("budget_overall"), BUDGET)
+    for url, b in sorted(a.budget_by_url.items(), key=lambda kv: -(kv[1].wall_us or 0)):
+        rows.append({"url": url, **_fields(b, BUDGET),
+                     "top": sorted(b.cpu_by_subsystem_us.items(), key=lambda kv: -kv[1])[:3]})
+    overall = _fields(a.budget_overall, BUDGET)
     queued = bool(rows) and all(r["cpu_queue_us"] is not None for r in rows)
     chart_rows = [StackedRow(r["url"], [Segment(name, value / 1000) for name, value in _budget_parts(r, queued)],
                              text=f"{_ms(r['wall_us'])} ms") for r in rows]
     chart = charts.stacked_chart(chart_rows, "Mean time per request by URL", "ms") if chart_rows else None
-    rt = a.get("db_round_trip") if isinstance(a.get("db_round_trip"), dict) else None
+    rt = a.db_round_trip
     trip = None if rt is None else {
         "us": float(rt["us_per_request"]), "statements": float(rt["statements_per_request"]),
         "per_call": float(rt["per_call_us"]), "requests": int(rt["requests"]), "calls": int(rt["calls"]),
         "pct": 100 * float(rt["us_per_request"]) / overall["wall_us"] if overall.get("wall_us") else None}
-    sched = _pick(a["scheduling"], SCHEDULING) if isinstance(a.get("scheduling"), dict) else None
+    sched = _pick(a.scheduling, SCHEDULING) if a.scheduling is not None else None
     note = sched is not None and (sched["cpu_queue_pct"] or 0) >= QUEUE_NOTE_PCT
     return {"rows": rows, "overall": overall, "chart": chart, "round_trip": trip,
             "queued": queued, "scheduling": sched, "queue_note": note}
@@ -325,19 +325,19 @@ def _budget_parts(row: dict, queued: bool) -> list[tuple[str, float]]:
     return parts + [("waiting for a CPU", row["cpu_queue_us"]), ("other wait", other - row["cpu_queue_us"])]
 
 
-def _db_status(a: dict) -> dict | None:
+def _db_status(a: Analysis) -> dict | None:
     """The server's counters over the capture (analysis.json database_status)."""
-    d = a.get("database_status")
+    d = a.database_status
     if not isinstance(d, dict):
         return None
     return {"requests": d["requests"], "private": bool(d.get("private")),
             "checks": [_pick(c, "name value flagged setting") for c in d.get("checks") or []]}
 
 
-def _tails(a: dict, anchors: dict) -> dict | None:
+def _tails(a: Analysis, anchors: dict) -> dict | None:
     """Each URL's slowest tenth against its middle half (analysis.json tail), the long tails
     first; the slowest requests link to their drill-down when it is on the page."""
-    tails = a.get("tail")
+    tails = a.tail
     if not isinstance(tails, list) or not tails:
         return None
     rows = []
@@ -356,9 +356,9 @@ OPCACHE = ("enabled requests lookups_per_request misses_per_request requests_wit
            "interned_used interned_free blacklist_misses_per_request keys_full memory_full interned_full")
 
 
-def _engine(a: dict) -> dict | None:
+def _engine(a: Analysis) -> dict | None:
     """OPcache and the realpath cache as the workers reported them; None for older analyses."""
-    e = a.get("engine_state")
+    e = a.engine_state
     if not isinstance(e, dict):
         return None
     o = e.get("opcache")
@@ -374,17 +374,17 @@ def _engine(a: dict) -> dict | None:
             "realpath": _pick(e.get("realpath"), "bytes_max limit_bytes used_pct full workers")}
 
 
-def _functions(a: dict) -> dict:
-    f = a.get("php_functions") or {}
-    total = f.get("samples") or 0
+def _functions(a: Analysis) -> dict:
+    f = a.php_functions or HotFunctions()
+    total = f.samples or 0
     rows = []
-    for h in f.get("top") or []:
-        own, incl = h.get("self_samples") or 0, h.get("inclusive_samples") or 0
-        rows.append({"name": _text(h.get("name")), "self": own, "incl": incl,
+    for h in f.top:
+        own, incl = h.self_samples or 0, h.inclusive_samples or 0
+        rows.append({"name": _text(h.name), "self": own, "incl": incl,
                      "self_pct": 100 * own / total if total else None,
                      "incl_pct": 100 * incl / total if total else None})
-    b = a.get("builtins") or {}
-    return {"samples": total, "base": numbers.excimer_weight(total, f.get("sample_count")),
+    b = a.builtins or {}
+    return {"samples": total, "base": numbers.excimer_weight(total, f.sample_count),
             "rows": rows, "profiles": b.get("profiles"),
             "builtins": [_builtin(x) for x in b.get("top") or []], "off_cpu": _off_cpu(a)}
 
@@ -400,9 +400,9 @@ OFF_CPU = "requests wall_us cpu_us off_cpu_us queue_per_cpu sql_known excimer_pe
 OFF_CPU_ROW = "name wall_us cpu_us off_cpu_us queue_us blocked_us error_us sql stack"
 
 
-def _off_cpu(a: dict) -> dict | None:
+def _off_cpu(a: Analysis) -> dict | None:
     """analysis.json off_cpu with each row's share of its wall time; None when not analysed."""
-    o = a.get("off_cpu")
+    o = a.off_cpu
     if not isinstance(o, dict):
         return None
     rows = []
@@ -413,8 +413,8 @@ def _off_cpu(a: dict) -> dict | None:
     return {**_pick(o, OFF_CPU), "rows": rows}
 
 
-def _queries(a: dict) -> dict | None:
-    q = a.get("queries")
+def _queries(a: Analysis) -> dict | None:
+    q = a.queries
     if not q:
         return None
     return {"statements": q.get("statements"), "class_count": q.get("class_count"),
@@ -429,25 +429,29 @@ def _plan(c) -> str | None:
     return plan_text(c.get("plan") or {}, c["plan_known"]) or None
 
 
-def _anchor_map(a: dict) -> dict:
+def _slowest(a: Analysis) -> list[RequestRow]:
+    """analysis.json's requests, slowest first."""
+    return sorted(a.by_request, key=lambda r: -(r.wall_us or 0))
+
+
+def _anchor_map(a: Analysis) -> dict:
     """Request id -> anchor of its drill-down entry (slowest first, at most MAX_REQUESTS)."""
-    rows = sorted(a.get("by_request") or [], key=lambda r: -(r.get("wall_us") or 0))[:MAX_REQUESTS]
-    return {r["id"]: f"req-{i}" for i, r in enumerate(rows, 1)}
+    return {r.id: f"req-{i}" for i, r in enumerate(_slowest(a)[:MAX_REQUESTS], 1)}
 
 
-def _requests(a: dict, records: dict, stmts: dict, anchors: dict, findings: list) -> dict:
+def _requests(a: Analysis, records: dict, stmts: dict, anchors: dict, findings: list) -> dict:
     named: dict = {}
     for f in findings:
         for rid, _ in f["requests"]:
             named.setdefault(rid, []).append((f["anchor"], f["key"], f["title"]))
     rows = []
-    all_rows = sorted(a.get("by_request") or [], key=lambda r: -(r.get("wall_us") or 0))
+    all_rows = _slowest(a)
     for r in all_rows[:MAX_REQUESTS]:
-        rec = records.get(r["id"])
-        mine = stmts.get(r["id"], [])
+        rec = records.get(r.id)
+        mine = stmts.get(r.id, [])
         rows.append({
-            **_pick(r, REQUEST), "anchor": anchors[r["id"]],
-            "subsystems": sorted((r.get("cpu_by_subsystem_us") or {}).items(), key=lambda kv: -kv[1]),
+            **_fields(r, REQUEST), "anchor": anchors[r.id],
+            "subsystems": sorted(r.cpu_by_subsystem_us.items(), key=lambda kv: -kv[1]),
             "method": rec.method if rec else None, "uri": rec.uri if rec else None,
             "peak_mb": rec.peak_memory / 2 ** 20 if rec else None,
             "started": _when(rec.start_unix) if rec else "\u2013",
@@ -459,7 +463,7 @@ def _requests(a: dict, records: dict, stmts: dict, anchors: dict, findings: list
                                   "sql": s.sql[:MAX_SQL] + ("\u2026" if len(s.sql) > MAX_SQL else "")}
                                  for s in mine[:MAX_STATEMENTS]],
             "statements_more": max(0, len(mine) - MAX_STATEMENTS),
-            "findings": named.get(r["id"], []),
+            "findings": named.get(r.id, []),
         })
     return {"rows": rows, "total": len(all_rows), "shown": len(rows)}
 
@@ -519,36 +523,37 @@ def _path_text(path: list) -> str:
     return ("\u2026 > " if len(path) > PATH_FRAMES else "") + " > ".join(shown)
 
 
-def _hotspot(h: dict, anchors: dict) -> dict:
-    row = _pick(h, "name share_pct us_per_request path_pct request_count")
-    path = [str(f) for f in h.get("path") or []]
-    requests = [str(r) for r in h.get("requests") or []]
-    more = (row["request_count"] or 0) - len(requests)
-    return {**row, "members": [str(m) for m in h.get("members") or []], "path": _path_text(path),
-            "full_path": " > ".join(path), "requests": [(r, anchors.get(r)) for r in requests],
-            "more": more if more > 0 else 0, "urls": [str(u) for u in h.get("urls") or []],
-            "noted_by": [str(k) for k in h.get("noted_by") or []]}
+def _fields(doc, names: str) -> dict:
+    """The fields of a document (rundir/model.py) a template shows, by name."""
+    return {k: getattr(doc, k) for k in names.split()}
 
 
-def _accounting(t: dict | None, anchors: dict, finding_anchor: dict) -> dict | None:
+def _hotspot(h: AccountingHotspot, anchors: dict) -> dict:
+    more = (h.request_count or 0) - len(h.requests)
+    return {**_fields(h, "name share_pct us_per_request path_pct request_count"), "members": h.members,
+            "path": _path_text(h.path), "full_path": " > ".join(h.path),
+            "requests": [(r, anchors.get(r)) for r in h.requests],
+            "more": more if more > 0 else 0, "urls": h.urls, "noted_by": h.noted_by}
+
+
+def _accounting(t: TimeAccounting | None, anchors: dict, finding_anchor: dict) -> dict | None:
     """accounting.json: explained against unexplained, overall and per URL, each finding's own
     part, the top unexplained hotspots of each kind; None for a run written before it."""
-    if not t:
+    if t is None:
         return None
-    urls = [{**_pick(u, "url requests sampled_requests mean_us explained_pct unexplained_pct"),
-             "top": [(str(h.get("name")), h.get("share_pct")) for h in u.get("top") or []]}
-            for u in t.get("urls") or []]
-    findings = [{**_pick(f, "key title severity share_pct owned_pct how"), "anchor": finding_anchor.get(f.get("key"))}
-                for f in t.get("findings") or []]
-    kinds = t.get("hotspots") or {}
-    hotspots = [{"kind": kind, "title": title, "rows": [_hotspot(h, anchors) for h in kinds.get(kind) or []]}
+    urls = [{**_fields(u, "url requests sampled_requests mean_us explained_pct unexplained_pct"),
+             "top": [(h.name, h.share_pct) for h in u.top]}
+            for u in t.urls]
+    findings = [{**_fields(f, "key title severity share_pct owned_pct how"), "anchor": finding_anchor.get(f.key)}
+                for f in t.findings]
+    hotspots = [{"kind": kind, "title": title, "rows": [_hotspot(h, anchors) for h in getattr(t.hotspots, kind)]}
                 for kind, title in HOTSPOT_KINDS]
-    return {**_pick(t, "basis_text period_ms perf requests sampled_requests total_us explained_us unexplained_us "
-                       "explained_pct unexplained_pct mean_us overlap_pct findings_source"),
-            "split": bool(t.get("perf")) and str(t.get("basis") or "").startswith("excimer"),
-            "urls": urls, "findings": findings, "informational": [str(k) for k in t.get("informational") or []],
+    return {**_fields(t, "basis_text period_ms perf requests sampled_requests total_us explained_us unexplained_us "
+                         "explained_pct unexplained_pct mean_us overlap_pct findings_source"),
+            "split": t.perf and t.basis.startswith("excimer"),
+            "urls": urls, "findings": findings, "informational": t.informational,
             "hotspots": [k for k in hotspots if k["rows"]], "lead": hotspots[0]["rows"][:3],
-            "notes": [str(n) for n in t.get("notes") or []]}
+            "notes": t.notes}
 
 
 def _arm(arm: Arm) -> dict:
@@ -637,35 +642,34 @@ def _pages(responses: Responses | None) -> str | None:
 def _findings(run: dict, anchors: dict, seen_ids: set) -> tuple[list, list]:
     out = []
     verify = dict(run["verify"])
-    for i, f in enumerate(run["findings"]["findings"], 1):
-        key = f.get("key") or f.get("id") or f"finding-{i}"
+    for i, f in enumerate(run["findings"].findings, 1):
+        key = f.key or f.id or f"finding-{i}"
         rems = []
-        for j, r in enumerate(f.get("remediations") or [], 1):
-            tree, operator = split_steps(r.get("steps"))
-            rems.append({"kind": r.get("kind", "?"), "file": r.get("file"), "description": r.get("description") or "",
-                         "checked": r.get("checked") or "", "origin": origin_text(r.get("origin")), "steps": tree, "operator_steps": operator,
-                         "lines": _patch_lines(r.get("kind"), _text(r.get("content"))),
+        for j, r in enumerate(f.remediations, 1):
+            tree, operator = split_steps(r.steps)
+            rems.append({"kind": r.kind, "file": r.file, "description": r.description or "",
+                         "checked": r.checked or "", "origin": origin_text(r.origin), "steps": tree,
+                         "operator_steps": operator, "lines": _patch_lines(r.kind, _text(r.content)),
                          "pre_id": f"patch-{i}-{j}"})
-        share = f.get("share_pct")
         v = None
         if key in verify:
             vpath, data = verify.pop(key)
             with reading(vpath, f"run `lockdown verify` again or remove {vpath.parent}"):
                 v = _verification(vpath, data, seen_ids)
         writeup = run["dir"] / "findings" / f"{key}.md"
-        details = json.dumps(f.get("details") or {}, indent=1, ensure_ascii=False, default=str)
+        details = json.dumps(f.details, indent=1, ensure_ascii=False, default=str)
         out.append({
-            "n": i, "anchor": f"finding-{i}", "key": key, "id": f.get("id") or key,
-            "title": f.get("title") or key, "severity": _text(f.get("severity") or "low"),
-            "sev_class": f.get("severity") if f.get("severity") in SEVERITIES else "info",
-            "share": share if isinstance(share, (int, float)) else None, "summary": f.get("summary") or "",
-            "evidence": [{k: _text(e.get(k)) for k in ("what", "value", "source")}
-                         for e in f.get("evidence") or [] if isinstance(e, dict)],
-            "urls": [_text(u) for u in f.get("urls") or []],
-            "requests": [(_text(r), anchors.get(r)) for r in f.get("requests") or []],
+            "n": i, "anchor": f"finding-{i}", "key": key, "id": f.id or key,
+            "title": f.title or key, "severity": _text(f.severity or "low"),
+            "sev_class": f.severity if f.severity in SEVERITIES else "info",
+            "share": f.share_pct, "summary": f.summary or "",
+            "evidence": [{"what": _text(e.what), "value": _text(e.value), "source": _text(e.source)}
+                         for e in f.evidence],
+            "urls": [_text(u) for u in f.urls],
+            "requests": [(_text(r), anchors.get(r)) for r in f.requests],
             "remediations": rems,
-            "no_patch": _text(f["details"].get("no_patch")) if isinstance(f.get("details"), dict) else "",
-            "informational": f.get("severity") == "info",
+            "no_patch": _text(f.details.get("no_patch")),
+            "informational": f.severity == "info",
             # a command that can work: verify refuses a finding without a remediation
             "suggest": suggest_verify(run["dir"], key) if rems else None,
             "together": [],
@@ -707,7 +711,7 @@ def build_model(run: dict) -> dict:
     with reading(run["dir"] / "bench.json", redo):
         bench = _bench(run["bench"])
     with reading(run["dir"] / "accounting.json", redo):
-        accounted = _accounting(run.get("accounting"), anchors, {f["key"]: f["anchor"] for f in findings})
+        accounted = _accounting(run["accounting"], anchors, {f["key"]: f["anchor"] for f in findings})
     with reading(run["bundle"].root / "manifest.json", "the bundle is damaged: capture it again"):
         method = _methodology(run)
     bundle = run["bundle"]
@@ -719,15 +723,15 @@ def build_model(run: dict) -> dict:
         model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "tail": _tails(a, anchors), "db_status": _db_status(a),
                  "functions": _functions(a),
                  "queries": _queries(a), "requests": _requests(a, records, stmts, anchors, findings),
-                 "analysis_requests": a.get("requests"), "left_out": a.get("instrumented_left_out")}
+                 "analysis_requests": a.requests, "left_out": a.instrumented_left_out}
     severities = {}
     for f in findings:
         severities[f["severity"]] = severities.get(f["severity"], 0) + 1
-    return {**model, "target": run["findings"].get("target") or "?", "dir": str(run["dir"]),
+    return {**model, "target": run["findings"].target or "?", "dir": str(run["dir"]),
             "bundle": str(run["bundle"].root), "analyze_cmd": shlex.join(["lockdown", "analyze", str(run["bundle"].root)]),
             "method": method, "bench": bench, "findings": findings, "orphans": orphans, "accounting": accounted,
             "dismissed": [{k: str(d.get(k, "")) for k in ("id", "function", "defined_at", "reason")}
-                          for d in run["findings"].get("dismissed") or [] if isinstance(d, dict)],
+                          for d in run["findings"].dismissed],
             "severities": severities, "flames": flames}
 
 

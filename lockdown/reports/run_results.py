@@ -16,7 +16,7 @@ import jinja2
 from ..analyzers.findings import Finding, remediation_names
 from ..remediation.base import describe
 from ..errors import LockdownError
-from ..rundir.model import BenchResult, DocumentError, RunDocument, Verification
+from ..rundir.model import BenchResult, DocumentError, RunDocument, TimeAccounting, Verification
 from ..rundir.store import REDO_RUN, RunDirError, bundle_path, open_run
 
 
@@ -59,7 +59,7 @@ class RunResults:
     bundle: Path
     verified: dict[str, Verification] = field(default_factory=dict)    # finding key -> verify.json
     run: dict = field(default_factory=dict)     # findings.json's run block (how the run was made)
-    accounting: dict | None = None      # accounting.json, None in a run written before it
+    accounting: TimeAccounting | None = None    # accounting.json, None in a run written before it
 
     def verification(self, key: str) -> Verification | None:
         return self.verified.get(key)
@@ -72,7 +72,7 @@ def load_results(directory: Path) -> RunResults:
     doc, bench, accounted = run.document, run.bench(), run.accounting()
     return RunResults(run.directory, doc.target, doc.findings, bench, run.manifest(),
                       run.bundle_dir, run.verifications(),
-                      doc.run.to_json() if doc.run else {}, accounted.to_json() if accounted else None)
+                      doc.run.to_json() if doc.run else {}, accounted)
 
 
 def base_text(run: dict | None) -> str | None:

@@ -137,25 +137,24 @@ def _accounting(r: RunResults) -> dict | None:
     unexplained hotspots (PHP functions, self: they partition the unexplained time), and each
     finding's own part; None for a run written before it."""
     t = r.accounting
-    if not t:
+    if t is None:
         return None
     top = []
-    for h in ((t.get("hotspots") or {}).get("self") or [])[:LEAD_HOTSPOTS]:
-        requests = [str(x) for x in h.get("requests") or []]
-        more = (h.get("request_count") or 0) - len(requests)
-        top.append({"name": _span(h["name"]), "share_pct": h.get("share_pct"), "ms": _ms(h.get("us_per_request")),
-                    "path": _path(h.get("path")), "path_pct": h.get("path_pct"), "requests": requests,
+    for h in t.hotspots.self[:LEAD_HOTSPOTS]:
+        more = (h.request_count or 0) - len(h.requests)
+        top.append({"name": _span(h.name), "share_pct": h.share_pct, "ms": _ms(h.us_per_request),
+                    "path": _path(h.path), "path_pct": h.path_pct, "requests": h.requests,
                     "more": more if more > 0 else 0})
-    return {"explained_pct": t.get("explained_pct"), "unexplained_pct": t.get("unexplained_pct"),
-            "mean_ms": _ms(t.get("mean_us")), "sampled_requests": t.get("sampled_requests"),
-            "basis": t.get("basis_text") or t.get("basis"), "period_ms": t.get("period_ms"),
-            "overlap_pct": t.get("overlap_pct"), "top": top,
-            "urls": [{"url": u["url"], "requests": u.get("requests"), "mean_ms": _ms(u.get("mean_us")),
-                      "explained_pct": u.get("explained_pct"), "unexplained_pct": u.get("unexplained_pct"),
-                      "top": [(_span(h["name"]), h.get("share_pct")) for h in u.get("top") or []]}
-                     for u in t.get("urls") or []],
-            "owned": {f["key"]: f.get("owned_pct") for f in t.get("findings") or []},
-            "informational": set(t.get("informational") or []), "notes": list(t.get("notes") or [])}
+    return {"explained_pct": t.explained_pct, "unexplained_pct": t.unexplained_pct,
+            "mean_ms": _ms(t.mean_us), "sampled_requests": t.sampled_requests,
+            "basis": t.basis_text or t.basis, "period_ms": t.period_ms,
+            "overlap_pct": t.overlap_pct, "top": top,
+            "urls": [{"url": u.url, "requests": u.requests, "mean_ms": _ms(u.mean_us),
+                      "explained_pct": u.explained_pct, "unexplained_pct": u.unexplained_pct,
+                      "top": [(_span(h.name), h.share_pct) for h in u.top]}
+                     for u in t.urls],
+            "owned": {f.key: f.owned_pct for f in t.findings},
+            "informational": set(t.informational), "notes": list(t.notes)}
 
 
 def _commands(r: RunResults) -> dict:

@@ -15,9 +15,10 @@ block; the base a run started from, checked, kept as the JSON `remediation/base.
 bench.json whole (its config, each measured run, the runs set aside, the summary); a
 verification's findings, A/B result (arms, runs, changes, plan), page comparison, re-capture
 and what each fix adds (`each`), its remediations and the re-capture's own findings staying
-their JSON; the time accounting whole; the top level of analysis.json. Each analysis view
-stays the JSON object its analyzer wrote, checked to be an object or a list where a reader
-indexes into it.
+their JSON; the time accounting whole; analysis.json's top level, its time budgets (overall,
+by URL, by request) and its hot PHP and native functions. The other analysis views stay the
+JSON objects their analyzers wrote, checked to be objects or lists where a reader indexes
+into them.
 
 bench.json and analysis.json have carried no `format` key so far: absent means format 1, and
 another value is refused, as for findings.json and verify.json.
@@ -69,6 +70,8 @@ def _plain(v):
         return v.to_json()
     if isinstance(v, list):
         return [_plain(x) for x in v]
+    if isinstance(v, dict) and v and isinstance(next(iter(v.values())), _Document):
+        return {k: _plain(x) for k, x in v.items()}      # documents by name (NESTED, dict[str, ...])
     return v
 
 
@@ -123,7 +126,7 @@ class _Document:
     extra: dict = field(default_factory=dict, kw_only=True, repr=False)
     keys: tuple | None = field(default=None, kw_only=True, repr=False, compare=False)   # as read, in order
 
-    NESTED: ClassVar[dict[str, type]] = {}          # field -> the _Document type of it (or of its items)
+    NESTED: ClassVar[dict[str, type]] = {}          # field -> the _Document type of it (or of its items, or values)
     CONVERT: ClassVar[dict[str, Callable]] = {}     # field -> (JSON, where) -> value, for other types
     OMIT_NONE: ClassVar[frozenset] = frozenset()    # fields a writer leaves out rather than write null
 
@@ -164,6 +167,10 @@ class _Document:
             if type(v) is not list or not all(type(item) is dict for item in v):
                 raise DocumentError(f"{path} is not a list of objects ({brief(v)})")
             return [nested.from_json(item, f"{path}[{i}].") for i, item in enumerate(v)]
+        if annotation.startswith("dict[str,"):
+            if type(v) is not dict:
+                raise DocumentError(f"{path} is not an object ({brief(v)})")
+            return {k: nested.from_json(item, f"{path}.{k}.") for k, item in v.items()}
         return nested.from_json(v, f"{path}.")
 
     def problem(self) -> str | None:
@@ -461,6 +468,54 @@ class BenchResult(_Document):
 
 # ----------------------------------------------------------------------------- analysis.json
 
+@dataclass(kw_only=True)
+class TimeBudget(_Document):
+    """analysis.json `budget_overall` and `budget_by_url.URL` (analyzers/budget.py Budget): the
+    mean wall time of requests split into CPU, database wait and other wait."""
+    wall_us: float | None = None
+    cpu_us: float | None = None
+    db_wait_us: float | None = None
+    other_wait_us: float | None = None
+    residual_us: float | None = None
+    cpu_by_subsystem_us: dict[str, float] = field(default_factory=dict)   # perf: the CPU time by subsystem
+    requests: int | None = None                 # the requests in the mean
+    cpu_queue_us: float | None = None           # waiting for a CPU; None: the capture did not record it
+
+
+@dataclass(kw_only=True)
+class RequestRow(TimeBudget):
+    """analysis.json `by_request[i]`: one captured request, its time budget, and what it was."""
+    id: str
+    url: str | None = None
+    status: int | None = None
+    pid: int | None = None
+    instrumented: bool | None = None            # xhprof-instrumented: left out of the timings
+    statements: int | None = None
+    sched: dict | None = None                   # the scheduler's counters (bundle/model.py RequestRecord)
+
+
+@dataclass(kw_only=True)
+class HotFunctionRow(_Document):
+    """A row of analysis.json `php_functions.top` (analyzers/php_functions.py HotFunction) or
+    `native_functions.top` (analyzers/native_functions.py: with its library and subsystem)."""
+    name: str | None = None
+    self_samples: float | None = None           # weight with the function on top of the stack
+    inclusive_samples: float | None = None      # anywhere on it
+    dso: str | None = None                      # native only
+    subsystem: str | None = None                # native only
+
+
+@dataclass(kw_only=True)
+class HotFunctions(_Document):
+    """analysis.json `php_functions` (Excimer: weights are timer periods) and `native_functions`
+    (perf samples): the hottest functions by self weight, and the total every share rests on."""
+    samples: float | None = None
+    top: list[HotFunctionRow] = field(default_factory=list)
+    sample_count: int | None = None             # Excimer: the samples themselves (a late one weighs more)
+
+    NESTED: ClassVar[dict[str, type]] = {"top": HotFunctionRow}
+
+
 _SECTIONS = ("subsystems", "native_functions", "scheduling", "php_functions", "off_cpu", "engine_state",
              "database_status", "builtins", "db_round_trip", "queries")
 
@@ -476,13 +531,13 @@ class Analysis(_Document):
     requests: int
     instrumented_left_out: int | None = None
     subsystems: dict | None = None
-    native_functions: dict | None = None
-    budget_by_url: dict[str, dict]
-    budget_overall: dict
+    native_functions: HotFunctions | None = None
+    budget_by_url: dict[str, TimeBudget]
+    budget_overall: TimeBudget
     scheduling: dict | None = None
     tail: list[dict] | None = None
-    by_request: list[dict]
-    php_functions: dict | None = None
+    by_request: list[RequestRow]
+    php_functions: HotFunctions | None = None
     off_cpu: dict | None = None
     engine_state: dict | None = None
     database_status: dict | None = None
@@ -490,6 +545,9 @@ class Analysis(_Document):
     db_round_trip: dict | None = None
     queries: dict | None = None
 
+    NESTED: ClassVar[dict[str, type]] = {"budget_by_url": TimeBudget, "budget_overall": TimeBudget,
+                                         "by_request": RequestRow, "php_functions": HotFunctions,
+                                         "native_functions": HotFunctions}
     OMIT_NONE: ClassVar[frozenset] = frozenset({"format", "bundle", "target", "selection", "instrumented_left_out",
                                                 "tail", *_SECTIONS})
 
