@@ -15,15 +15,7 @@
  */
 require __DIR__ . '/function_site.php';
 
-$in = json_decode(stream_get_contents(STDIN), true);
-$code = @file_get_contents($in['file']);
-if ($code === false) {
-    refuse("cannot read {$in['file']}");
-}
-$site = function_site($code, (int) $in['line'], $in['name']);
-if ($site['abstract'] || $site['open'] === null) {
-    refuse('it has no body');
-}
+[$in, $code, $site] = requested_site();
 if ($site['by_ref_param']) {
     refuse('it takes a parameter by reference: its caller reads what it writes');
 }

@@ -23,9 +23,28 @@ function next_significant(array $tokens, int $i, int $n): int
 }
 
 /**
+ * The request on stdin (the protocol of memoize.php, defer.php and setup_once.php), the text of
+ * its file and the site of its function, which must have a body: [$in, $code, $site].
+ */
+function requested_site(): array
+{
+    $in = json_decode(stream_get_contents(STDIN), true);
+    $code = @file_get_contents($in['file']);
+    if ($code === false) {
+        refuse("cannot read {$in['file']}");
+    }
+    $site = function_site($code, (int) $in['line'], $in['name']);
+    if ($site['abstract'] || $site['open'] === null) {
+        refuse('it has no body');
+    }
+    return [$in, $code, $site];
+}
+
+/**
  * The site of `$name` defined on `$line` of `$code`: ['tokens', 'offsets', 'fn' (index of
  * `function`), 'static', 'by_ref', 'type' (the return type's text), 'open' / 'close' (indexes of
- * the body's braces), 'returns' ([[start offset, end offset, line]] of each own `return EXPR`),
+ * the body's braces), 'params' (the parameters' names, "$x"), 'returns' ([[start offset, end
+ * offset, line]] of each own `return EXPR`),
  * 'bare_returns' (own `return;` count), 'output' (first own output token [name, line] or null),
  * 'yields' (bool), 'by_ref_param' (bool)]. Refuses (exits) when there is no such definition.
  */
@@ -75,6 +94,7 @@ function function_site(string $code, int $line, string $name): array
     $abstract = tok_id($tokens[$k]) === T_ABSTRACT;
     $depth = 0;
     $byRefParam = false;
+    $params = [];
     for ($k = $j + 1; $k < $n; $k++) {
         $id = tok_id($tokens[$k]);
         if ($id === '(') {
@@ -86,6 +106,8 @@ function function_site(string $code, int $line, string $name): array
             }
         } elseif ($id === T_AMPERSAND_FOLLOWED_BY_VAR_OR_VARARG && $depth === 1) {
             $byRefParam = true;
+        } elseif ($id === T_VARIABLE && $depth === 1) {
+            $params[] = $tokens[$k][1];
         }
     }
     $type = '';
@@ -93,7 +115,8 @@ function function_site(string $code, int $line, string $name): array
         $type .= is_array($tokens[$k]) ? $tokens[$k][1] : $tokens[$k];
     }
     $site = ['tokens' => $tokens, 'offsets' => $offsets, 'fn' => $fn, 'static' => $static, 'by_ref' => $byRef,
-             'abstract' => $abstract, 'by_ref_param' => $byRefParam, 'type' => $type, 'open' => null,
+             'abstract' => $abstract, 'by_ref_param' => $byRefParam, 'params' => $params, 'type' => $type,
+             'open' => null,
              'close' => null, 'returns' => [], 'bare_returns' => 0, 'output' => null, 'yields' => false];
     if ($k >= $n || $tokens[$k] === ';') {
         return $site;

@@ -41,27 +41,6 @@ function significant(array $tokens, int $from, int $to): array
     return $out;
 }
 
-/** The parameters' names ("$x"), from the tokens between the function's name and its body. */
-function parameters(array $tokens, int $fn, int $open): array
-{
-    $names = [];
-    $depth = 0;
-    for ($k = $fn; $k < $open; $k++) {
-        $id = tok_id($tokens[$k]);
-        if ($id === '(') {
-            $depth++;
-        } elseif ($id === ')') {
-            $depth--;
-            if ($depth === 0) {
-                break;
-            }
-        } elseif ($id === T_VARIABLE && $depth === 1) {
-            $names[] = $tokens[$k][1];
-        }
-    }
-    return $names;
-}
-
 /** [[first token, last token], ...] of the body's top-level statements. */
 function statements(array $tokens, int $open, int $close): array
 {
@@ -265,15 +244,7 @@ function calls_one_of(array $tokens, int $a, int $b, array $names): ?string
     return null;
 }
 
-$in = json_decode(stream_get_contents(STDIN), true);
-$code = @file_get_contents($in['file']);
-if ($code === false) {
-    refuse("cannot read {$in['file']}");
-}
-$site = function_site($code, (int) $in['line'], $in['name']);
-if ($site['abstract'] || $site['open'] === null) {
-    refuse('it has no body');
-}
+[$in, $code, $site] = requested_site();
 if ($site['yields']) {
     refuse('a generator (yield)');
 }
@@ -282,8 +253,7 @@ $loop = array_map('strtolower', $in['loop'] ?? []);
 if (!$loop) {
     refuse('the finding names no loop builtin');
 }
-$params = parameters($tokens, $site['fn'], $site['open']);
-$call = array_merge($params, ['$this']);
+$call = array_merge($site['params'], ['$this']);
 $body = statements($tokens, $site['open'], $site['close']);
 $varying = array_fill_keys($call, true);    // variables whose value depends on the call
 $setup = null;
