@@ -1,7 +1,8 @@
 """The PHP function a statement names as its sender. Some frameworks put it in a comment
 right after the verb (MediaWiki's Rdbms layer: `SELECT /* LCStoreDB::get */ lc_value ...`,
 `UPDATE /* WikiPage::updateRevisionOn */ ...`): an exact link from the slow log back to the
-PHP call chain, which xhprof's counts cannot give."""
+PHP call chain, which xhprof's counts cannot give. Where no comment and no text in the code
+names it, the counts are what is left (`senders_by_count`)."""
 from __future__ import annotations
 
 import re
@@ -13,3 +14,34 @@ def caller_of(sql: str) -> str | None:
     """`Class::method` or `function` named in the comment after the statement's first word."""
     m = _CALLER.match(sql)
     return m.group(1).lstrip("\\") if m else None
+
+
+def senders_by_count(sent: dict[str, dict[str, int]], calls: dict[str, dict[str, int]],
+                     min_sent: int = 3) -> dict[str, list[str]]:
+    """Statement shape -> the functions called exactly as many times as it was sent in every
+    profiled request that sent it `min_sent` times or more (xhprof), and no more times than it
+    was sent in the others (a page may send it from elsewhere too).
+    A query builder (Eloquent, Doctrine's, WP_Query) leaves no text of the statement in the
+    app's code; the app's function that asks for it once per statement is found by its counts
+    (laravel: App\\Support\\Settings::get 64 calls for the settings lookup's 64 on `/`, 9 and 9 on
+    a post page). Fewer sends match too many functions by chance (every function run once).
+
+    `sent`: shape -> request id -> executions; `calls`: request id -> function -> calls. Only
+    the requests with a call profile count; a shape none of them sent has no candidates."""
+    out: dict[str, list[str]] = {}
+    rids = sorted(calls)
+    for shape, per_request in sent.items():
+        wanted = [per_request.get(rid, 0) for rid in rids]
+        if not rids or max(wanted) < min_sent:
+            continue
+        functions = set().union(*(calls[rid] for rid in rids))
+        found = sorted(fn for fn in functions if all(_fits(calls[rid].get(fn, 0), n, min_sent)
+                                                     for rid, n in zip(rids, wanted)))
+        if found:
+            out[shape] = found
+    return out
+
+
+def _fits(called: int, sent: int, min_sent: int) -> bool:
+    """A repeating request: one call per statement; another: no more calls than statements."""
+    return called == sent if sent >= min_sent else called <= sent

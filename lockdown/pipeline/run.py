@@ -25,6 +25,8 @@ from ..analyzers.analysis import analyze
 from ..analyzers.detectors import build_context, detect, load_thresholds
 from ..analyzers.detectors.context import Context
 from ..analyzers.findings import Finding, Remediation, remediation_names
+from ..analyzers.query_digest import fingerprint
+from ..analyzers.sql_caller import senders_by_count
 from ..bundle.store import Bundle, open_bundle
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
@@ -33,6 +35,7 @@ from .probe import check_repeated_calls
 from ..harness.profile import ProfileOptions, run_profile
 from ..remediation.apply import applied as manifest_entries, remedy as stack_patcher
 from ..remediation.base import Base, load_base, with_patches
+from ..remediation.generate import Called
 from ..remediation.propose import propose_all
 from ..remediation.user_patch import checked as check_user_patches, load_patch
 from ..reports import numbers
@@ -191,9 +194,21 @@ def _detect(plan: RunPlan, bundle: Bundle, out: Path, base: Base | None, patch,
                                                    php_ini=plan.php_ini, remedy=patch, say=say)
         findings = hotspot_step(plan.target, ctx, findings, dismissed, out / "hotspot-probe-run",
                                 php_ini=plan.php_ini, remedy=patch, say=say)
+    calls = {rid: {fn: t["calls"] for fn, t in fns.items()} for rid, fns in ctx.xhprof.items()}
+    called = Called(calls_per_request(bundle), senders_by_count(sent_per_request(ctx), calls))
     findings = propose_all(findings, bundle.statements(), plan.target, out / "remedy-run", say=say, base=base,
-                           called=calls_per_request(bundle))
+                           called=called)
     return ctx, findings, dismissed
+
+
+def sent_per_request(ctx: Context) -> dict[str, dict[str, int]]:
+    """Statement shape -> profiled request id -> executions (the requests with a call profile)."""
+    out: dict[str, dict[str, int]] = {}
+    for s in ctx.statements:
+        if s.request in ctx.xhprof:
+            per = out.setdefault(fingerprint(s.sql), {})
+            per[s.request] = per.get(s.request, 0) + 1
+    return out
 
 
 def calls_per_request(bundle: Bundle) -> dict[str, float]:

@@ -78,15 +78,49 @@ def propose(finding: Finding, patchable, app_dir: Path, called: dict[str, float]
         return []
 
 
+class Called(dict):
+    """Function (and "caller==>callee") -> calls per profiled request (the capture's xhprof),
+    and `by_count`: statement shape -> the functions called as many times as it was sent in
+    every profiled request (analyzers/sql_caller.senders_by_count)."""
+
+    def __init__(self, per_request: dict[str, float] | None = None, by_count: dict[str, list[str]] | None = None):
+        super().__init__(per_request or {})
+        self.by_count = by_count or {}
+
+
 def sent_by(finding: Finding, app_dir: Path, called: dict[str, float]) -> tuple[Site | None, str]:
-    """The function sending the finding's statement (details.fingerprint)."""
+    """The function sending the finding's statement (details.fingerprint): the one whose body
+    holds its text, else the app's function called once per execution of it."""
     fp = finding.details.get("fingerprint")
     if not fp:
         return None, "the finding names no statement"
     found, why = senders.locate(fp, app_dir, called)
-    if found is None:
-        return None, why
-    return Site(found.function, found.file, found.line, found.how), ""
+    if found is not None:
+        return Site(found.function, found.file, found.line, found.how), ""
+    site, also = sent_by_count(fp, app_dir, called)
+    return (site, "") if site is not None else (None, why + also)
+
+
+def name_sender(finding: Finding, site: Site) -> None:
+    """details.sender: the function located, unless the detector named one (it may hold None)."""
+    if not finding.details.get("sender"):
+        finding.details["sender"] = site.function
+
+
+def sent_by_count(fp: str, app_dir: Path, called: dict[str, float]) -> tuple[Site | None, str]:
+    """The app function (defined in the app tree) called exactly as often as statements of shape
+    `fp` were sent, in every profiled request; of several, the innermost (one the others call)."""
+    names = getattr(called, "by_count", {}).get(fp) or []
+    sites = [s for s in (defined(fn, app_dir, called)[0] for fn in names if not fn.startswith(("{", "main()")))
+             if s is not None]
+    inner = [s for s in sites if not any(f"{s.function}==>{t.function}" in called for t in sites if t is not s)]
+    if len(inner) != 1:
+        return None, ("" if not inner else "; several functions of the app are called as often as it is sent: "
+                      + ", ".join(s.function for s in inner[:5]))
+    s = inner[0]
+    return Site(s.function, s.file, s.line, f"{s.function} (defined at {s.file}:{s.line}) is called as many times "
+                                            f"as the statement is sent, in every profiled request (the statement's "
+                                            f"text is built elsewhere, by a query builder)"), ""
 
 
 def defined(function: str, app_dir: Path, called: dict[str, float]) -> tuple[Site | None, str]:
@@ -153,7 +187,7 @@ def repeated_query(finding: Finding, patchable, app_dir: Path, called, tree) -> 
     site = _located(finding, app_dir, called)
     if site is None:
         return []
-    finding.details.setdefault("sender", site.function)
+    name_sender(finding, site)
     scope = "object" if "::" in site.function else "request"
     what = (f"a per-request memo of {site.function}, the function that sends the repeated statement, keyed on its "
             f"arguments{' (one memo per object)' if scope == 'object' else ''}: right while nothing the request does "
@@ -187,7 +221,7 @@ def static_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> li
     site = _located(finding, app_dir, called)
     if site is None:
         return []
-    finding.details.setdefault("sender", site.function)
+    name_sender(finding, site)
     table = finding.details.get("table") or "the table"
     what = (f"a static cache of {site.function}: its results kept in a generated PHP array file "
             f"(.lockdown-cache/ beside {Path(site.file).name}), which OPcache keeps in memory, filled on a miss; "
@@ -276,7 +310,7 @@ def deferred_write(finding: Finding, patchable, app_dir: Path, called, tree) -> 
     site = _located(finding, app_dir, called)
     if site is None:
         return []
-    finding.details.setdefault("sender", site.function)
+    name_sender(finding, site)
     what = (f"the write in {site.function} moved off the response path: it runs after the response was "
             f"released (fastcgi_finish_request, in a shutdown function). What changes: the page no longer "
             f"waits for it and cannot show its result, and an error in it is logged instead of failing the page")
@@ -300,7 +334,7 @@ def prefetch(finding: Finding, patchable, app_dir: Path, called, tree) -> list[R
     if site is None:
         finding.details["no_patch"] = f"the function sending the per-row query was not found: {why}"
         return []
-    finding.details.setdefault("sender", site.function)
+    name_sender(finding, site)
     where = f"the per-row query is sent by {site.function} ({site.file}:{site.line})"
     made, why = _prefetch(finding, site, patchable, app_dir, called, tree)
     if not made:
@@ -457,7 +491,7 @@ def located_only(finding: Finding, patchable, app_dir: Path, called, tree) -> li
         return []
     finding.details["located"] = f"{site.file}:{site.line}"
     if noun:
-        finding.details.setdefault("sender", site.function)
+        name_sender(finding, site)
     told = finding.details.get("no_patch") or "no generic change is safe here"
     finding.details["no_patch"] = f"{told.rstrip('.')}. Where: {noun}{site.how}"
     return []
