@@ -11,17 +11,25 @@
  *         or {"refused": "why"}
  *
  * The setup statement is the first top-level statement of the body that calls one of `loop`.
- * It must not depend on the call: it names no parameter, no `$this`, and no variable that an
- * earlier statement depending on the call assigned (a variable the setup only writes into, such
- * as a counter `$t['n']++`, is no input: that write is a side effect, done once per request
- * afterwards, and reported in `writes`). Refused as well: a setup that returns, prints,
- * yields, jumps (goto), declares globals or statics, binds a result by reference, or assigns
- * nothing the rest of the body uses; bodies in the alternative syntax (`endif;`), where
- * statements cannot be told apart by braces alone.
+ * It must not depend on the call: it reads no parameter, no `$this`, no variable that an
+ * earlier statement depending on the call touched (a statement reading the call taints every
+ * variable it names), no variable ever bound by reference (`=&`, `use (&$v)`, `as &$v`), no
+ * global, no static the body writes elsewhere, no superglobal. A variable passed as it is to a
+ * call counts as written (the call may take it by reference). A variable the setup only writes
+ * into, such as a counter `$t['n']++`, is no input: that write is a side effect, done once per
+ * request afterwards, and reported in `writes`. The setup may call only builtins that return
+ * what their arguments make (PURE, PURE_PREFIXES) and closures written in it: no method, no
+ * app function, no `new`. Refused as well: a setup that returns, prints, throws, exits,
+ * yields, jumps, declares globals or statics, uses `static::`, writes into a parameter or the
+ * object, binds a result by reference, or assigns nothing the rest of the body uses; a body
+ * that reads variables no name shows (func_get_args, extract, compact, `$$v`, eval); bodies in
+ * the alternative syntax (`endif;`). Static properties and constants it reads are assumed to
+ * hold for the request (the description says so; `verify` compares every page).
  *
  * Function statics live for the request under php-fpm, so the setup runs once per request
- * (per worker request, not per process); for a method, once per method, whatever the object
- * (the setup names no `$this`).
+ * (per worker request, not per process: a worker runtime that keeps statics across requests,
+ * such as Octane or FrankenPHP's worker mode, would keep it longer); for a method, once per
+ * method, whatever the object (the setup names no `$this`).
  */
 require __DIR__ . '/function_site.php';
 
@@ -53,6 +61,9 @@ function statements(array $tokens, int $open, int $close): array
             if (in_array($id, SKIP, true)) {
                 continue;
             }
+            if (in_array($id, [T_ELSE, T_ELSEIF, T_CATCH, T_FINALLY], true)) {
+                refuse('a statement of its body begins with ' . token_name($id) . ' (an if without braces before it?)');
+            }
             $start = $k;
         }
         if (in_array($id, [T_ENDIF, T_ENDFOREACH, T_ENDFOR, T_ENDWHILE, T_ENDSWITCH, T_ENDDECLARE], true)) {
@@ -62,14 +73,14 @@ function statements(array $tokens, int $open, int $close): array
             $depth++;
         } elseif (in_array($id, [')', ']', '}'], true)) {
             $depth--;
-            if ($depth === 0 && $id === '}') {
-                // a block statement ends here unless an else/elseif/catch/finally/while follows,
-                // or the braces were an expression's (a closure, a match) that goes on to a ";"
+            if ($depth === 0 && $id === '}' && !expression_braces($tokens, $start, $k)) {
+                // a block statement ends at its brace unless else/elseif/catch/finally follows,
+                // or the while of a do; an expression's braces (a closure, a match) go on to ";"
                 $j = next_significant($tokens, $k, $close);
                 $follow = $j < $close ? tok_id($tokens[$j]) : null;
-                if (!in_array($follow, [T_ELSE, T_ELSEIF, T_CATCH, T_FINALLY, T_WHILE, ';', ')', ',', '->',
-                                        T_OBJECT_OPERATOR, T_NULLSAFE_OBJECT_OPERATOR, '(', '['], true)
-                    && !expression_braces($tokens, $start, $k)) {
+                $continues = in_array($follow, [T_ELSE, T_ELSEIF, T_CATCH, T_FINALLY], true)
+                    || ($follow === T_WHILE && tok_id($tokens[$start]) === T_DO);
+                if (!$continues) {
                     $out[] = [$start, $k];
                     $start = null;
                 }
@@ -169,7 +180,9 @@ function uses(array $tokens, int $a, int $b): array
         $after = $e + 1 < $m ? tok_id($tokens[$sig[$e + 1]]) : null;
         $assigned = in_array($next, ASSIGN_OPS, true) || in_array($next, [T_INC, T_DEC], true)
             || in_array($prev, [T_INC, T_DEC], true);
-        if ($asDepth !== null) {
+        if (in_array($prev, ['&', T_AMPERSAND_FOLLOWED_BY_VAR_OR_VARARG], true)) {
+            $kind = 'ref';      // `as &$v`, `use (&$v)`, `f(&$v)`: bound by reference
+        } elseif ($asDepth !== null) {
             $kind = $sub ? 'into' : 'write';
         } elseif ($next === '=' && ($after === '&' || $after === T_AMPERSAND_NOT_FOLLOWED_BY_VAR_OR_VARARG
                                     || $after === T_AMPERSAND_FOLLOWED_BY_VAR_OR_VARARG)) {
@@ -180,6 +193,9 @@ function uses(array $tokens, int $a, int $b): array
             $kind = $sub ? 'into' : ($next === '=' ? 'write' : 'update');
         } elseif (destructured($tokens, $sig, $s)) {
             $kind = $sub ? 'into' : 'write';
+        } elseif (!$sub && in_array($prev, ['(', ','], true) && in_array($next, [',', ')'], true)
+                  && call_argument($tokens, $sig, $s)) {
+            $kind = 'update';   // passed as it is to a call, which may take it by reference
         } else {
             $kind = 'read';
         }
@@ -188,41 +204,82 @@ function uses(array $tokens, int $a, int $b): array
     return $out;
 }
 
-/** Whether the variable at significant index $s sits in a `[...] = ` or `list(...) = ` target. */
+/** The significant index of the bracket or parenthesis enclosing significant index $s, or null. */
+function enclosing(array $tokens, array $sig, int $s): ?int
+{
+    $depth = 0;
+    for ($b = $s - 1; $b >= 0; $b--) {
+        $v = tok_id($tokens[$sig[$b]]);
+        if (in_array($v, [']', ')', '}'], true)) {
+            $depth++;
+        } elseif (in_array($v, ['[', '(', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES], true)) {
+            if ($depth === 0) {
+                return $b;
+            }
+            $depth--;
+        }
+    }
+    return null;
+}
+
+/** The significant index of the bracket closing the one opened at significant index $o. */
+function closing(array $tokens, array $sig, int $o): ?int
+{
+    $depth = 0;
+    for ($e = $o; $e < count($sig); $e++) {
+        $v = tok_id($tokens[$sig[$e]]);
+        if (in_array($v, ['[', '(', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES], true)) {
+            $depth++;
+        } elseif (in_array($v, [']', ')', '}'], true)) {
+            $depth--;
+            if ($depth === 0) {
+                return $e;
+            }
+        }
+    }
+    return null;
+}
+
+/** Whether the "[" at significant index $o indexes what precedes it (`$a[..]`, `f()[..]`), not a list. */
+function subscript(array $tokens, array $sig, int $o): bool
+{
+    $prev = $o > 0 ? tok_id($tokens[$sig[$o - 1]]) : null;
+    return in_array($prev, [T_VARIABLE, ']', ')', '}', T_STRING, T_CONSTANT_ENCAPSED_STRING, T_NAME_QUALIFIED,
+                            T_NAME_FULLY_QUALIFIED, T_NAME_RELATIVE], true);
+}
+
+/** Whether the variable at significant index $s sits in a `[...] = ` or `list(...) = ` target,
+ * however deeply nested (`[[$a], $b] = ...`). */
 function destructured(array $tokens, array $sig, int $s): bool
 {
-    $level = 0;
-    for ($e = $s + 1; $e < count($sig); $e++) {
-        $u = tok_id($tokens[$sig[$e]]);
-        if ($u === '[' || $u === '(') {
-            $level++;
-        } elseif ($u === ']' || $u === ')') {
-            if ($level === 0) {
-                $next = $e + 1 < count($sig) ? tok_id($tokens[$sig[$e + 1]]) : null;
-                if ($next !== '=') {
-                    return false;
-                }
-                // the bracket that opened this list: "[" or "list("
-                $depth = 0;
-                for ($b = $s - 1; $b >= 0; $b--) {
-                    $v = tok_id($tokens[$sig[$b]]);
-                    if ($v === ']' || $v === ')') {
-                        $depth++;
-                    } elseif ($v === '[' || $v === '(') {
-                        if ($depth === 0) {
-                            return $v === '[' || ($b > 0 && tok_id($tokens[$sig[$b - 1]]) === T_LIST);
-                        }
-                        $depth--;
-                    }
-                }
-                return false;
-            }
-            $level--;
-        } elseif (($u === ';' || $u === '=') && $level === 0) {
+    for ($o = enclosing($tokens, $sig, $s); $o !== null; $o = enclosing($tokens, $sig, $o)) {
+        $v = tok_id($tokens[$sig[$o]]);
+        $list = ($v === '[' && !subscript($tokens, $sig, $o)) || ($v === '(' && $o > 0 && tok_id($tokens[$sig[$o - 1]]) === T_LIST);
+        if (!$list) {
+            return false;
+        }
+        $c = closing($tokens, $sig, $o);
+        $next = $c !== null && $c + 1 < count($sig) ? tok_id($tokens[$sig[$c + 1]]) : null;
+        if ($next === '=') {
+            return true;
+        }
+        if (!in_array($next, [',', ']', ')', T_DOUBLE_ARROW], true)) {
             return false;
         }
     }
     return false;
+}
+
+/** Whether the "(" or "," before significant index $s belongs to a function or method call's arguments. */
+function call_argument(array $tokens, array $sig, int $s): bool
+{
+    $o = enclosing($tokens, $sig, $s);
+    if ($o === null || tok_id($tokens[$sig[$o]]) !== '(' || $o === 0) {
+        return false;
+    }
+    $before = tok_id($tokens[$sig[$o - 1]]);
+    return in_array($before, [T_STRING, T_NAME_QUALIFIED, T_NAME_FULLY_QUALIFIED, T_NAME_RELATIVE, T_VARIABLE, ')',
+                              ']', T_STATIC, T_NEW], true);
 }
 
 function calls_one_of(array $tokens, int $a, int $b, array $names): ?string
@@ -244,6 +301,64 @@ function calls_one_of(array $tokens, int $a, int $b, array $names): ?string
     return null;
 }
 
+// builtins that read or set variables no name in the code shows
+const INDIRECT = ['func_get_args', 'func_get_arg', 'func_num_args', 'get_defined_vars', 'extract', 'compact',
+                  'parse_str', 'get_called_class'];
+const SUPERGLOBALS = ['$GLOBALS', '$_SERVER', '$_GET', '$_POST', '$_COOKIE', '$_REQUEST', '$_SESSION', '$_ENV',
+                      '$_FILES'];
+// builtins whose result is made from their arguments alone (and constants, and files read):
+// by name, then by prefix
+const PURE = ['explode', 'implode', 'join', 'trim', 'ltrim', 'rtrim', 'strtolower', 'strtoupper', 'ucfirst',
+              'lcfirst', 'ucwords', 'sprintf', 'vsprintf', 'number_format', 'strtr', 'strlen', 'strrev',
+              'substr', 'substr_count', 'nl2br', 'wordwrap', 'chunk_split', 'htmlspecialchars', 'htmlentities',
+              'html_entity_decode', 'strip_tags', 'addslashes', 'stripslashes', 'quotemeta', 'chr', 'ord',
+              'count', 'sizeof', 'in_array', 'range', 'sort', 'rsort', 'usort', 'uasort', 'uksort', 'asort',
+              'arsort', 'ksort', 'krsort', 'natsort', 'natcasesort', 'shuffle', 'min', 'max', 'abs', 'round',
+              'floor', 'ceil', 'pow', 'sqrt', 'intdiv', 'fmod', 'intval', 'floatval', 'strval', 'boolval',
+              'settype', 'gettype', 'json_decode', 'json_encode', 'serialize', 'hash', 'md5', 'sha1', 'crc32',
+              'base64_encode', 'base64_decode', 'bin2hex', 'hex2bin', 'dechex', 'hexdec', 'decbin', 'bindec',
+              'octdec', 'decoct', 'base_convert', 'urlencode', 'urldecode', 'rawurlencode', 'rawurldecode',
+              'http_build_query', 'parse_url', 'pathinfo', 'basename', 'dirname', 'constant', 'defined',
+              'iterator_to_array', 'current', 'key', 'reset', 'end', 'next', 'prev', 'each', 'list',
+              'file', 'file_get_contents', 'parse_ini_file', 'parse_ini_string', 'is_file', 'is_dir',
+              'file_exists', 'levenshtein', 'similar_text', 'soundex', 'metaphone', 'nl_langinfo', 'iconv',
+              'utf8_encode', 'utf8_decode', 'lcg_value', 'version_compare', 'checkdate', 'mktime', 'gmmktime'];
+const PURE_PREFIXES = ['str', 'array_', 'preg_', 'is_'];
+
+function pure_builtin(string $name): bool
+{
+    $name = strtolower(ltrim($name, '\\'));
+    foreach (['mb_', 'ctype_', 'iconv', 'grapheme_'] as $ext) {
+        if (str_starts_with($name, $ext)) {
+            return true;        // an extension's, which this writer (php -n) does not load
+        }
+    }
+    if (str_contains($name, '\\') || !function_exists($name)
+        || !(new ReflectionFunction($name))->isInternal()) {
+        return false;           // namespaced, or not a builtin of PHP's core
+    }
+    if (in_array($name, PURE, true)) {
+        return true;
+    }
+    foreach (PURE_PREFIXES as $p) {
+        if (str_starts_with($name, $p)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/** The line of token $k (a one-character token has none of its own). */
+function line_of(array $tokens, int $k): int
+{
+    for (; $k >= 0; $k--) {
+        if (is_array($tokens[$k])) {
+            return $tokens[$k][2];
+        }
+    }
+    return 0;
+}
+
 [$in, $code, $site] = requested_site();
 if ($site['yields']) {
     refuse('a generator (yield)');
@@ -255,31 +370,76 @@ if (!$loop) {
 }
 $call = array_merge($site['params'], ['$this']);
 $body = statements($tokens, $site['open'], $site['close']);
-$varying = array_fill_keys($call, true);    // variables whose value depends on the call
+// what reaches the call's arguments or the caller's variables without naming them: refused whole
+foreach (significant($tokens, $site['open'], $site['close']) as $k) {
+    $t = $tokens[$k];
+    $id = tok_id($t);
+    if ($id === T_STRING && in_array(strtolower($t[1]), INDIRECT, true)) {
+        refuse("its body calls {$t[1]} (line {$t[2]}), which reads or sets variables no name shows");
+    }
+    if ($id === '$' || $id === T_EVAL) {
+        refuse('its body uses a variable variable or eval (line ' . line_of($tokens, $k) . ')');
+    }
+}
+// statics the body writes outside their declaration change from call to call; globals may
+// change between calls whatever this function does
+$staticWrites = [];
+$aliased = [];                              // bound by reference somewhere: changed through another name
+foreach ($body as $i => [$a, $b]) {
+    $first = tok_id($tokens[$a]);
+    foreach (uses($tokens, $a, $b) as [$name, $kind]) {
+        if ($kind !== 'read' && !($first === T_STATIC && $kind === 'write')) {
+            $staticWrites[$name][$i] = true;
+        }
+        if ($kind === 'ref') {
+            $aliased[$name] = true;
+        }
+    }
+}
+$varying = array_fill_keys($call, true) + $aliased;    // variables whose value may depend on the call
+$statics = [];
 $setup = null;
 foreach ($body as $i => [$a, $b]) {
     $used = uses($tokens, $a, $b);
+    $first = tok_id($tokens[$a]);
+    if ($first === T_GLOBAL) {
+        foreach ($used as [$name]) {
+            $varying[$name] = true;
+        }
+        continue;
+    }
+    if ($first === T_STATIC && next_significant($tokens, $a, $b + 1) <= $b
+        && tok_id($tokens[next_significant($tokens, $a, $b + 1)]) === T_VARIABLE) {
+        foreach ($used as [$name, $kind]) {
+            $statics[$name] = true;
+        }
+        continue;
+    }
     $inputs = [];
     foreach ($used as [$name, $kind]) {
         if ($kind === 'read' || $kind === 'ref' || $kind === 'update') {
             $inputs[$name] = true;
         }
     }
-    $depends = array_intersect_key($inputs, $varying);
     $found = calls_one_of($tokens, $a, $b, $loop);
+    $changing = $varying;
+    foreach ($statics as $name => $_) {
+        if (array_diff_key($staticWrites[$name] ?? [], [$i => true])) {
+            $changing[$name] = true;        // a static written elsewhere in the body
+        }
+    }
+    $depends = array_intersect_key($inputs, $changing);
     if ($found !== null) {
         if ($depends) {
-            refuse('the statement calling ' . $found . ' on line ' . $tokens[$a][2] . ' reads '
+            refuse('the statement calling ' . $found . ' on line ' . line_of($tokens, $a) . ' reads '
                    . implode(', ', array_keys($depends)) . ', which depends on the call');
         }
         $setup = [$i, $a, $b, $used, $found];
         break;
     }
     if ($depends) {
-        foreach ($used as [$name, $kind]) {
-            if ($kind !== 'read') {
-                $varying[$name] = true;     // written from what depends on the call
-            }
+        foreach ($used as [$name]) {
+            $varying[$name] = true;         // anything the statement touches may now hold the call's data
         }
     }
 }
@@ -287,15 +447,49 @@ if ($setup === null) {
     refuse('no top-level statement of its body calls ' . implode(', ', $loop));
 }
 [$index, $a, $b, $used, $found] = $setup;
-$line = is_array($tokens[$a]) ? $tokens[$a][2] : null;
-foreach (significant($tokens, $a, $b) as $k) {
+$line = line_of($tokens, $a);
+foreach ($used as [$name, $kind]) {
+    if ($kind !== 'read' && isset(array_flip($call)[$name])) {
+        refuse("the setup statement (line $line) writes into $name, "
+               . ($name === '$this' ? 'the object' : 'a parameter') . ': that would happen on the first call only');
+    }
+    if (in_array($name, SUPERGLOBALS, true) && $kind !== 'into') {
+        refuse("the setup statement (line $line) reads $name, which may change between calls");
+    }
+}
+$sig = significant($tokens, $a, $b);
+foreach ($sig as $n => $k) {
     $id = tok_id($tokens[$k]);
     $bad = [T_RETURN => 'returns', T_ECHO => 'prints', T_PRINT => 'prints', T_INLINE_HTML => 'prints',
             T_YIELD => 'yields', T_YIELD_FROM => 'yields', T_GOTO => 'jumps (goto)', T_GLOBAL => 'declares globals',
-            T_STATIC => 'declares statics', T_UNSET => 'unsets variables', T_INCLUDE => 'includes a file',
-            T_INCLUDE_ONCE => 'includes a file', T_REQUIRE => 'includes a file', T_REQUIRE_ONCE => 'includes a file'];
-    if (isset($bad[$id]) && !($id === T_STATIC && in_array(tok_id($tokens[$k + 1] ?? null), [T_DOUBLE_COLON], true))) {
-        refuse("the setup statement (line $line) {$bad[$id]} (line {$tokens[$k][2]}): running it once would change that");
+            T_UNSET => 'unsets variables', T_INCLUDE => 'includes a file', T_EXIT => 'exits',
+            T_INCLUDE_ONCE => 'includes a file', T_REQUIRE => 'includes a file', T_REQUIRE_ONCE => 'includes a file',
+            T_NEW => 'makes an object (kept and shared by every later call)', T_CLONE => 'clones an object',
+            T_THROW => 'throws'];
+    $next = $n + 1 < count($sig) ? tok_id($tokens[$sig[$n + 1]]) : null;
+    $prev = $n > 0 ? tok_id($tokens[$sig[$n - 1]]) : null;
+    if ($id === T_STATIC) {
+        $why = $next === T_DOUBLE_COLON ? 'uses static:: (late static binding: the class differs between calls)'
+            : ($next === T_FUNCTION || $next === T_FN ? null : 'declares statics');
+        if ($why !== null) {
+            refuse("the setup statement (line $line) $why (line " . line_of($tokens, $k) . ')');
+        }
+    }
+    if (isset($bad[$id])) {
+        refuse("the setup statement (line $line) {$bad[$id]} (line " . line_of($tokens, $k) . '): running it once would change that');
+    }
+    if ($next !== '(' || in_array($prev, [T_FUNCTION, T_FN], true)) {
+        continue;
+    }
+    // a call: only builtins that return what their arguments make, and closures written in it
+    if (in_array($prev, [T_OBJECT_OPERATOR, T_NULLSAFE_OBJECT_OPERATOR, T_DOUBLE_COLON], true) || $id === T_VARIABLE
+        || $id === ')' || $id === ']') {
+        refuse("the setup statement (line $line) calls a method or a callable (line " . line_of($tokens, $k)
+               . '), whose effects and results may differ from call to call');
+    }
+    if (in_array($id, [T_STRING, T_NAME_FULLY_QUALIFIED, T_NAME_QUALIFIED], true) && !pure_builtin($tokens[$k][1])) {
+        refuse("the setup statement (line $line) calls {$tokens[$k][1]} (line " . line_of($tokens, $k)
+               . '), which is not one of the builtins known to return only what their arguments make');
     }
 }
 if (preg_match('/\$lockdown_setup\b/', $code)) {
