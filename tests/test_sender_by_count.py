@@ -12,7 +12,7 @@ import pytest
 
 from conftest import lockdown_runner
 from lockdown.analyzers.findings import Finding
-from lockdown.analyzers.sql_caller import senders_by_count
+from lockdown.analyzers.sql_caller import reaching, senders_by_count
 from lockdown.remediation import generate
 
 SHAPE = "select `value` from `settings` where `key` = ? limit ?"
@@ -20,16 +20,27 @@ SHAPE = "select `value` from `settings` where `key` = ? limit ?"
 
 def test_the_function_called_once_per_send_on_the_repeating_pages():
     sent = {SHAPE: {"r1": 64, "r2": 9, "r3": 1}, "select 1": {"r1": 1, "r2": 1, "r3": 1}}
-    calls = {"r1": {"App\\Settings::get": 64, "Builder::value": 64, "App\\Fmt::row": 30, "main()": 1},
-             "r2": {"App\\Settings::get": 9, "Builder::value": 9, "App\\Fmt::row": 9, "main()": 1},
-             "r3": {"App\\Settings::get": 0, "Builder::value": 1, "main()": 1}}
-    got = senders_by_count(sent, calls)
-    # r3 sent it once, from elsewhere: fewer calls there are allowed, not more
+    calls = {"r1": {"App\\Settings::get": 64, "App\\Settings::norm": 64, "Builder::value": 64,
+                    "App\\Fmt::row": 30, "main()": 1},
+             "r2": {"App\\Settings::get": 9, "App\\Settings::norm": 9, "Builder::value": 9, "App\\Fmt::row": 9,
+                    "main()": 1},
+             "r3": {"App\\Settings::get": 0, "App\\Settings::norm": 0, "Builder::value": 1, "main()": 1}}
+    edges = [("main()", "App\\Settings::get"), ("App\\Settings::get", "App\\Settings::norm"),
+             ("App\\Settings::get", "Builder::value"), ("Builder::value", "Connection::select"),
+             ("main()", "App\\Fmt::row")]
+    reach = reaching(edges, {"Connection::select"})
+    assert reach == {"Connection::select", "Builder::value", "App\\Settings::get", "main()"}
+    got = senders_by_count(sent, calls, reach)
+    # r3 sent it once, from elsewhere: fewer calls there are allowed, not more; the helper
+    # Settings::get calls as often (norm) reaches no database client: no sender
     assert got == {SHAPE: ["App\\Settings::get", "Builder::value"]}
+    assert "App\\Settings::norm" in senders_by_count(sent, calls)[SHAPE]     # without the call graph it would be
     # a shape sent fewer than 3 times a request matches whatever runs once: none is looked for
     assert "select 1" not in got
     calls["r3"]["App\\Settings::get"] = 2            # called more often than it was sent there
-    assert senders_by_count(sent, calls) == {SHAPE: ["Builder::value"]}
+    assert senders_by_count(sent, calls, reach) == {SHAPE: ["Builder::value"]}
+    # one request sending it repeatedly is not enough to tell the sender from a coincidence
+    assert senders_by_count({SHAPE: {"r1": 64}}, calls, reach) == {}
 
 
 APP = {
@@ -94,12 +105,22 @@ def test_of_two_app_functions_called_as_often_the_innermost(tmp_path):
     app = make_app(tmp_path / "app")
     names = ["App\\Support\\Settings::get", "App\\Support\\Theme::option"]
     called = generate.Called({"App\\Support\\Theme::option==>App\\Support\\Settings::get": 30.0}, {SHAPE: names})
-    site, why = generate.sent_by(finding(), app, called)
+    site, why = generate.sent_by(finding(), app, called, by_count=True)
     assert why == "" and site.function == "App\\Support\\Settings::get"
     # without the edge between them, neither is chosen, and the reason names both
-    site, why = generate.sent_by(finding(), app, generate.Called({}, {SHAPE: names}))
+    site, why = generate.sent_by(finding(), app, generate.Called({}, {SHAPE: names}), by_count=True)
     assert site is None and "several functions of the app are called as often as it is sent" in why
     assert "Settings::get" in why and "Theme::option" in why
+
+
+def test_counts_name_a_sender_for_a_memo_only(tmp_path):
+    """A static cache kept across requests, a deferred write or a prefetch is not proposed on a
+    sender found by counts alone: only a per-request memo, which verify checks page by page."""
+    app = make_app(tmp_path / "app")
+    called = generate.Called({}, {SHAPE: ["App\\Support\\Settings::get"]})
+    f = Finding("db-static-cache", "t", "high", 12.0, "s", details={"fingerprint": SHAPE, "table": "settings"})
+    assert generate.propose(f, ["app/**/*.php"], app, called) == []
+    assert "no PHP function of the app tree holds the text" in f.details["no_patch"]
 
 
 def test_no_counts_no_sender(tmp_path):

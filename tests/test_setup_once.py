@@ -79,10 +79,12 @@ final class Slugger
 }
 def run_calls(root, rel: str, call: str, n: int = 7) -> dict:
     script = root / "run.php"
-    script.write_text("<?php\nnamespace {\nclass Counter { public static $n = 0; public static $hits = ['setups' => 0]; }\n"
+    script.write_text("<?php\nnamespace {\n"
+                      "class Counter { public static $n = 0; public static $hits = ['setups' => 0]; }\n"
                       f"require __DIR__ . '/{rel}';\n$out = [];\n"
                       f"for ($i = 0; $i < {n}; $i++) {{ $out[] = {call % ('$i', '$i')}; }}\n"
-                      "echo json_encode(['out' => $out, 'setups' => Counter::$n + Counter::$hits['setups']]), \"\\n\";\n}\n")
+                      "echo json_encode(['out' => $out, 'setups' => Counter::$n + Counter::$hits['setups']]),"
+                      " \"\\n\";\n}\n")
     r = subprocess.run([tool("php"), "-n", "-d", "extension=mbstring", str(script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -126,7 +128,8 @@ def test_what_the_setup_writes_beside_its_results_is_stated(tmp_path):
 
 
 REFUSED = {
-    "reads a parameter": ("function f($list) {\n  $m = [];\n  foreach (explode(',', $list) as $x) { $m[] = trim($x); }\n"
+    "reads a parameter": ("function f($list) {\n  $m = [];\n"
+                          "  foreach (explode(',', $list) as $x) { $m[] = trim($x); }\n"
                           "  return count($m);\n}\n", "reads $list, which depends on the call"),
     "reads what a parameter made": ("function f($n) {\n  $src = str_repeat('a,', $n);\n  $m = explode(',', $src);\n"
                                     "  return count($m);\n}\n", "reads $src, which depends on the call"),
@@ -144,9 +147,11 @@ REFUSED = {
                                    "  $parts = explode(',', $m[1]);\n  return count($parts);\n}\n",
                                    "reads $m, which depends on the call"),
     "a static counted outside": ("function f($s) {\n  static $calls = 0;\n  $calls++;\n"
-                                 "  $parts = explode(',', str_repeat('a,', $calls));\n  return count($parts) . $s;\n}\n",
+                                 "  $parts = explode(',', str_repeat('a,', $calls));\n"
+                                 "  return count($parts) . $s;\n}\n",
                                  "reads $calls, which depends on the call"),
-    "a global": ("function f($s) {\n  global $sep;\n  $parts = explode($sep, 'a,b');\n  return count($parts) . $s;\n}\n",
+    "a global": ("function f($s) {\n  global $sep;\n  $parts = explode($sep, 'a,b');\n"
+                 "  return count($parts) . $s;\n}\n",
                  "reads $sep, which depends on the call"),
     "func_get_args": ("function f($s) {\n  $parts = explode(',', func_get_args()[0]);\n  return count($parts);\n}\n",
                       "calls func_get_args"),
@@ -157,7 +162,8 @@ REFUSED = {
                                "calls printf"),
     "calls the app": ("function f($s) {\n  $parts = array_map('trim', explode(',', log_it('a,b')));\n"
                       "  return count($parts) . $s;\n}\n", "calls log_it"),
-    "calls a method": ("function f($s) {\n  $parts = explode(',', Config::get('list'));\n  return count($parts) . $s;\n}\n",
+    "calls a method": ("function f($s) {\n  $parts = explode(',', Config::get('list'));\n"
+                       "  return count($parts) . $s;\n}\n",
                        "calls a method or a callable"),
     "prints": ("function f($n) {\n  foreach (explode(',', 'a,b') as $x) { echo $x; }\n  return $n;\n}\n",
                "prints"),

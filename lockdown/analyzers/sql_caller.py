@@ -6,6 +6,7 @@ names it, the counts are what is left (`senders_by_count`)."""
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 _CALLER = re.compile(r"^\s*[A-Za-z]+\s+/\*\s*(\\?[A-Za-z_][\w\\]*(?:::[A-Za-z_]\w*)?)")
 
@@ -17,24 +18,30 @@ def caller_of(sql: str) -> str | None:
 
 
 def senders_by_count(sent: dict[str, dict[str, int]], calls: dict[str, dict[str, int]],
-                     min_sent: int = 3) -> dict[str, list[str]]:
+                     reach_db: set[str] | None = None, min_sent: int = 3,
+                     min_requests: int = 2) -> dict[str, list[str]]:
     """Statement shape -> the functions called exactly as many times as it was sent in every
     profiled request that sent it `min_sent` times or more (xhprof), and no more times than it
-    was sent in the others (a page may send it from elsewhere too).
-    A query builder (Eloquent, Doctrine's, WP_Query) leaves no text of the statement in the
-    app's code; the app's function that asks for it once per statement is found by its counts
-    (laravel: App\\Support\\Settings::get 64 calls for the settings lookup's 64 on `/`, 9 and 9 on
-    a post page). Fewer sends match too many functions by chance (every function run once).
+    was sent in the others (a page may send it from elsewhere too), for the shapes that at
+    least `min_requests` profiled requests sent that often. A query builder (Eloquent,
+    Doctrine's, WP_Query) leaves no text of the statement in the app's code; the app's function
+    that asks for it once per statement is found by its counts (laravel:
+    App\\Support\\Settings::get, 64 calls for the settings lookup's 64 on `/`, 9 and 9 on a post
+    page). Fewer sends, or one request, match too many functions by chance.
 
-    `sent`: shape -> request id -> executions; `calls`: request id -> function -> calls. Only
-    the requests with a call profile count; a shape none of them sent has no candidates."""
+    `sent`: shape -> request id -> executions; `calls`: request id -> function -> calls;
+    `reach_db`: when given, only these functions can be a sender (those from which xhprof's
+    call graph reaches a database client: a helper the sender calls as often does not). Only
+    the requests with a call profile count."""
     out: dict[str, list[str]] = {}
     rids = sorted(calls)
     for shape, per_request in sent.items():
         wanted = [per_request.get(rid, 0) for rid in rids]
-        if not rids or max(wanted) < min_sent:
+        if sum(n >= min_sent for n in wanted) < min_requests:
             continue
         functions = set().union(*(calls[rid] for rid in rids))
+        if reach_db is not None:
+            functions &= reach_db
         found = sorted(fn for fn in functions if all(_fits(calls[rid].get(fn, 0), n, min_sent)
                                                      for rid, n in zip(rids, wanted)))
         if found:
@@ -45,3 +52,18 @@ def senders_by_count(sent: dict[str, dict[str, int]], calls: dict[str, dict[str,
 def _fits(called: int, sent: int, min_sent: int) -> bool:
     """A repeating request: one call per statement; another: no more calls than statements."""
     return called == sent if sent >= min_sent else called <= sent
+
+
+def reaching(edges: Iterable[tuple[str, str]], targets: set[str]) -> set[str]:
+    """The functions from which the call graph's `edges` (caller, callee) reach one of
+    `targets`, the targets included."""
+    callers: dict[str, set[str]] = {}
+    for caller, callee in edges:
+        callers.setdefault(callee, set()).add(caller)
+    out, todo = set(targets), list(targets)
+    while todo:
+        for caller in callers.get(todo.pop(), ()):
+            if caller not in out:
+                out.add(caller)
+                todo.append(caller)
+    return out

@@ -26,7 +26,7 @@ from ..analyzers.detectors import build_context, detect, load_thresholds
 from ..analyzers.detectors.context import Context
 from ..analyzers.findings import Finding, Remediation, remediation_names
 from ..analyzers.query_digest import fingerprint
-from ..analyzers.sql_caller import senders_by_count
+from ..analyzers.sql_caller import reaching, senders_by_count
 from ..bundle.store import Bundle, open_bundle
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
@@ -194,11 +194,19 @@ def _detect(plan: RunPlan, bundle: Bundle, out: Path, base: Base | None, patch,
                                                    php_ini=plan.php_ini, remedy=patch, say=say)
         findings = hotspot_step(plan.target, ctx, findings, dismissed, out / "hotspot-probe-run",
                                 php_ini=plan.php_ini, remedy=patch, say=say)
-    calls = {rid: {fn: t["calls"] for fn, t in fns.items()} for rid, fns in ctx.xhprof.items()}
-    called = Called(calls_per_request(bundle), senders_by_count(sent_per_request(ctx), calls))
+    called = Called(calls_per_request(bundle), senders_of(ctx))
     findings = propose_all(findings, bundle.statements(), plan.target, out / "remedy-run", say=say, base=base,
                            called=called)
     return ctx, findings, dismissed
+
+
+def senders_of(ctx: Context) -> dict[str, list[str]]:
+    """Statement shape -> the functions that may send it, by their call counts
+    (sql_caller.senders_by_count), among those reaching a database client in the call graph."""
+    calls = {rid: {fn: t["calls"] for fn, t in fns.items()} for rid, fns in ctx.xhprof.items()}
+    db = accounting.db_callers(ctx.xhprof_profiles.values(), ctx.is_internal if ctx.internal_functions else None)
+    reach = reaching({edge for edges in ctx.xhprof_edges.values() for edge in edges}, db)
+    return senders_by_count(sent_per_request(ctx), calls, reach)
 
 
 def sent_per_request(ctx: Context) -> dict[str, dict[str, int]]:

@@ -88,15 +88,19 @@ class Called(dict):
         self.by_count = by_count or {}
 
 
-def sent_by(finding: Finding, app_dir: Path, called: dict[str, float]) -> tuple[Site | None, str]:
+def sent_by(finding: Finding, app_dir: Path, called: dict[str, float], by_count: bool = False
+            ) -> tuple[Site | None, str]:
     """The function sending the finding's statement (details.fingerprint): the one whose body
-    holds its text, else the app's function called once per execution of it."""
+    holds its text, else (`by_count`: for a per-request memo, which `verify` checks page by
+    page) the app's function called once per execution of it."""
     fp = finding.details.get("fingerprint")
     if not fp:
         return None, "the finding names no statement"
     found, why = senders.locate(fp, app_dir, called)
     if found is not None:
         return Site(found.function, found.file, found.line, found.how), ""
+    if not by_count:
+        return None, why
     site, also = sent_by_count(fp, app_dir, called)
     return (site, "") if site is not None else (None, why + also)
 
@@ -112,7 +116,7 @@ def sent_by_count(fp: str, app_dir: Path, called: dict[str, float]) -> tuple[Sit
     `fp` were sent, in every profiled request; of several, the innermost (one the others call)."""
     names = getattr(called, "by_count", {}).get(fp) or []
     sites = [s for s in (defined(fn, app_dir, called)[0] for fn in names if not fn.startswith(("{", "main()")))
-             if s is not None]
+             if s is not None and not ("/" + s.file).count("/vendor/")]     # the app's own, not its libraries
     inner = [s for s in sites if not any(f"{s.function}==>{t.function}" in called for t in sites if t is not s)]
     if len(inner) != 1:
         return None, ("" if not inner else "; several functions of the app are called as often as it is sent: "
@@ -176,15 +180,15 @@ def php_lint(text: str) -> str:
     return "the patched file passes php -l"
 
 
-def _located(finding: Finding, app_dir: Path, called: dict[str, float]) -> Site | None:
-    site, why = sent_by(finding, app_dir, called)
+def _located(finding: Finding, app_dir: Path, called: dict[str, float], by_count: bool = False) -> Site | None:
+    site, why = sent_by(finding, app_dir, called, by_count)
     if site is None:
         finding.details["no_patch"] = f"the function sending the statement was not found: {why}"
     return site
 
 
 def repeated_query(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
-    site = _located(finding, app_dir, called)
+    site = _located(finding, app_dir, called, by_count=True)
     if site is None:
         return []
     name_sender(finding, site)
@@ -201,7 +205,7 @@ def session_probe(finding: Finding, patchable, app_dir: Path, called, tree) -> l
     named = finding.details.get("sender")
     site = defined(named, app_dir, called)[0] if named else None
     if site is None:
-        site = _located(finding, app_dir, called)
+        site = _located(finding, app_dir, called, by_count=True)
         if site is None:
             return []
     scope = "object" if "::" in site.function else "request"
