@@ -196,7 +196,7 @@ class Slice:
     stack: tuple                   # PHP frames, root first (empty on a perf basis)
     native: tuple | None = None    # perf frames, leaf first, each (addr, symbol, offset, dso)
     on_cpu: bool | None = None     # True: a perf sample; False: the rest, off the CPU; None: no perf
-    sample: int = -1               # the Excimer sample it is part of (-1: none, a perf sample of its own)
+    sample: int = -1               # the Excimer sample whose stack it holds (-1: none, perf alone: no stack)
 
 
 def _frames(frames: list) -> tuple:
@@ -230,6 +230,7 @@ def excimer_slices(profiles: Iterable[ExcimerProfile], period_ms: float, perf: l
                     else first_t - first_w * period_us * 1000)
         t_pid, s_pid = times.get(p.pid, []), by_pid.get(p.pid, [])
         before = None                  # the stack of the sample before, in this request
+        before_n = -1                  # ... and its number
         for time_ns, weight, i in ordered:
             text = p.stacks[i]
             stack = stacks_of.get(text)
@@ -247,11 +248,13 @@ def excimer_slices(profiles: Iterable[ExcimerProfile], period_ms: float, perf: l
                     # a sample on time: what ran in the first half of its interval is more
                     # likely what the sample before saw; a late one ends one long builtin call
                     # of its own function, which holds the whole interval
-                    near = before if before is not None and weight <= 1 and at - previous < time_ns - at else stack
-                    out.append(Slice(p.request, cpu / k, near, frames, True, n))
+                    early = before is not None and weight <= 1 and at - previous < time_ns - at
+                    # the slice names the sample whose stack it takes
+                    out.append(Slice(p.request, cpu / k, before if early else stack, frames, True,
+                                     before_n if early else n))
                 if us - cpu > 0:
                     out.append(Slice(p.request, us - cpu, stack, None, False, n))
-            previous, before = time_ns, stack
+            previous, before, before_n = time_ns, stack, n
     return out
 
 
