@@ -219,9 +219,11 @@ def native_lines(n: dict | None, top: int = 15) -> list[str]:
     return lines
 
 
-HOTSPOT_KINDS = (("self", "PHP functions, self"), ("inclusive", "PHP functions, inclusive (the entry script left out)"),
+HOTSPOT_KINDS = (("self", "PHP functions, self"),
+                 ("inclusive", "PHP functions, inclusive (the entry script left out)"),
                  ("builtin_family", "builtin families (perf, on the CPU)"),
-                 ("subsystem", f"native subsystems (perf; {'off-cpu'}: the rest of each PHP sample's time, off the CPU)"))
+                 ("subsystem", f"native subsystems (perf; {'off-cpu'}: the rest of each PHP sample's time, "
+                               "off the CPU)"))
 
 
 def _path_text(path: list, frames: int = 5) -> str:

@@ -76,8 +76,9 @@ def format_bench(result: BenchResult | dict) -> str:
     lo, hi = s.ci95
     cv = None if s.rps_cv is None else 100 * s.rps_cv
     lines.append("-" * len(header))
+    runs = len(result.runs) if s.runs is None else s.runs
     lines.append(f"mean {numbers.rps(s.rps_mean)} req/s, stddev {numbers.sd(s.rps_stddev)}, "
-                 f"CV {_fmt(cv, '.2f')}%, {numbers.rps_ci_text(lo, hi, len(result.runs) if s.runs is None else s.runs)}")
+                 f"CV {_fmt(cv, '.2f')}%, {numbers.rps_ci_text(lo, hi, runs)}")
     lines += set_aside_lines(result)
     coarse = numbers.latency_note(result.runs)
     if coarse:

@@ -15,7 +15,8 @@ def format_summary(bundle: Bundle) -> str:
     changed = m["target"].get("applied") if isinstance(m.get("target"), dict) else None
     if changed:
         lines.append("  served patched: " + "; ".join(
-            f"{a.get('kind')} {a.get('file') or ''}".strip() + (f" ({a['description']})" if a.get("description") else "")
+            f"{a.get('kind')} {a.get('file') or ''}".strip()
+            + (f" ({a['description']})" if a.get("description") else "")
             for a in changed if isinstance(a, dict)))
     o = m.get("overhead")
     if o:
@@ -33,7 +34,8 @@ def format_summary(bundle: Bundle) -> str:
         lines.append(f"  xhprof: {c['xhprof']['profiles']} profiles")
     if "queries" in c:
         q = c["queries"]
-        lines.append(f"  statements: {q['statements']} ({', '.join(f'{k} {v}' for k, v in sorted(q['attribution'].items()))})")
+        attribution = ", ".join(f"{k} {v}" for k, v in sorted(q["attribution"].items()))
+        lines.append(f"  statements: {q['statements']} ({attribution})")
     for note in m.get("capture", {}).get("notes", []):
         lines.append(f"  note: {note}")
     return "\n".join(lines)

@@ -89,7 +89,10 @@ def bar_chart(bars: list[Bar], title: str, unit: str = "", width: int = 900,
     plot_x, plot_w = label_width, width - label_width - text_width
     scale = plot_w / ticks[-1]
     gap, top = 6, 26
-    x = lambda v: _px(plot_x + max(v, 0.0) * scale)
+
+    def x(value: float) -> str:
+        return _px(plot_x + max(value, 0.0) * scale)
+
     rows = []
     for i, b in enumerate(bars):
         y = top + i * (bar_height + gap)

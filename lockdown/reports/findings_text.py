@@ -19,7 +19,7 @@ def format_findings(findings: list[Finding]) -> str:
             lines.append(f"   fix ({r.kind}{', ' + r.file if r.file else ''}{made}; checked: {r.checked or 'no'}):")
             if r.description:
                 lines.append(f"     ({r.description})")
-            lines += [f"     {l}" for l in r.content.rstrip().splitlines()]
+            lines += [f"     {line}" for line in r.content.rstrip().splitlines()]
             tree, operator = split_steps(r.steps)
             lines += [f"     then, in the app tree: {c}" for c in tree] + [f"     then: {c}" for c in operator]
         if not f.remediations and f.details.get("no_patch"):

@@ -43,7 +43,8 @@ from .flamegraph import FlameOptions, count_name, php_builtins, inline_svg, rend
 from .reproduce import run_command, suggest_verify
 from ..remediation.base import own_patch_path
 from .run_results import base_text, reading
-from ..rundir.model import AccountingHotspot, Analysis, HotFunctions, RequestRow, Arm, BenchConfig, BenchResult, BenchSummary, Change, EachRow, Responses, TimeAccounting, Verification
+from ..rundir.model import (AccountingHotspot, Analysis, HotFunctions, RequestRow, Arm, BenchConfig, BenchResult,
+                            BenchSummary, Change, EachRow, Responses, TimeAccounting, Verification)
 from ..rundir.store import REDO_RUN, open_run
 from .verify_text import diff_graph_kind, recaptured_new
 from .writeup import pages_line
@@ -178,7 +179,8 @@ def _methodology(run: dict) -> dict:
         lo, hi = _ci(s.rps_ci95)
         cv = s.rps_cv
         bench_rows.append(("result", f"mean {numbers.rps(s.rps_mean)} req/s, standard deviation "
-                                     f"{numbers.sd(s.rps_stddev)} (CV {_num(None if cv is None else 100 * cv, '.2f')}%), "
+                                     f"{numbers.sd(s.rps_stddev)} "
+                                     f"(CV {_num(None if cv is None else 100 * cv, '.2f')}%), "
                                      f"{numbers.rps_ci_text(lo, hi, s.runs)} over {_or(s.runs, '?')} run(s)"))
     cap = m.get("capture") or {}
     drv, reqs, over = m.get("driver") or {}, m.get("requests") or {}, m.get("overhead") or {}
@@ -369,7 +371,8 @@ def _engine(a: Analysis) -> dict | None:
         opcache["misses_by_url"] = sorted((opcache["misses_by_url"] or {}).items(), key=lambda kv: -kv[1])
         opcache["uncached"] = list((o.get("uncached") or {}).items())
     return {"requests": e.get("requests"), "opcache": opcache,
-            "gc": _pick(e["gc"], "requests runs_per_request collected_per_request requests_with_runs threshold roots_max")
+            "gc": _pick(e["gc"], "requests runs_per_request collected_per_request requests_with_runs threshold "
+                                 "roots_max")
             if isinstance(e.get("gc"), dict) else None,
             "realpath": _pick(e.get("realpath"), "bytes_max limit_bytes used_pct full workers")}
 
@@ -720,15 +723,16 @@ def build_model(run: dict) -> dict:
         stmts = by_request(bundle.statements())
         flames = [_flame(bundle, "php"), _flame(bundle, "php-offcpu"), _flame(bundle, "native")]
     with reading(apath, redo):
-        model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "tail": _tails(a, anchors), "db_status": _db_status(a),
-                 "functions": _functions(a),
+        model = {"subsystems": _subsystems(a), "engine": _engine(a), "budget": _budget(a), "tail": _tails(a, anchors),
+                 "db_status": _db_status(a), "functions": _functions(a),
                  "queries": _queries(a), "requests": _requests(a, records, stmts, anchors, findings),
                  "analysis_requests": a.requests, "left_out": a.instrumented_left_out}
     severities = {}
     for f in findings:
         severities[f["severity"]] = severities.get(f["severity"], 0) + 1
     return {**model, "target": run["findings"].target or "?", "dir": str(run["dir"]),
-            "bundle": str(run["bundle"].root), "analyze_cmd": shlex.join(["lockdown", "analyze", str(run["bundle"].root)]),
+            "bundle": str(run["bundle"].root),
+            "analyze_cmd": shlex.join(["lockdown", "analyze", str(run["bundle"].root)]),
             "method": method, "bench": bench, "findings": findings, "orphans": orphans, "accounting": accounted,
             "dismissed": [{k: str(d.get(k, "")) for k in ("id", "function", "defined_at", "reason")}
                           for d in run["findings"].dismissed],

@@ -110,7 +110,9 @@ _ENV.filters.update(cell=_cell, code=_code, fence=_fence, inline=_inline, rps=n.
                     ms=n.ms, ms_fine=n.ms_fine, ratio=n.ratio, share=n.share, value=n.value, predicted=predicted_ratio,
                     pages=pages_line, estimate=n.estimate_name)
 _ENV.filters.update(quote=lambda v: shlex.quote(str(v)), ratio_cell=_ratio_cell, split_steps=split_steps)
-_ENV.globals.update(origin_text=origin_text, paired=n.paired_clause, resolution=n.resolution_clause, server_cpu=n.server_cpu_clause, server_cpu_cell=n.server_cpu_cell, own_patch=_own_patch, ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
+_ENV.globals.update(origin_text=origin_text, paired=n.paired_clause, resolution=n.resolution_clause,
+                    server_cpu=n.server_cpu_clause, server_cpu_cell=n.server_cpu_cell, own_patch=_own_patch,
+                    ci_pct=n.change_interval, rps_ci=n.rps_ci_text,
                     paired_cell=_paired_cell, canonical_text=canonical_text)
 
 
