@@ -279,6 +279,11 @@ def _list(v, where: str) -> list:
     return v
 
 
+def bounds(ci) -> tuple:
+    """(lo, hi) of an interval written as a two-item list; (None, None) for any other value."""
+    return (ci[0], ci[1]) if isinstance(ci, (list, tuple)) and len(ci) == 2 else (None, None)
+
+
 # ----------------------------------------------------------------------------- bench.json
 
 @dataclass(kw_only=True)
@@ -385,8 +390,7 @@ class BenchSummary(_Document):
     @property
     def ci95(self) -> tuple:
         """(lo, hi) of the RPS's 95% CI; (None, None) with one run or none recorded."""
-        ci = self.rps_ci95
-        return (ci[0], ci[1]) if len(ci) == 2 else (None, None)
+        return bounds(self.rps_ci95)
 
 
 @dataclass(kw_only=True)
@@ -609,8 +613,7 @@ class Change(_Document):
     @property
     def ci95(self) -> tuple:
         """(lo, hi) percent; (None, None) without an interval."""
-        ci = self.ci95_pct
-        return (ci[0], ci[1]) if len(ci) == 2 else (None, None)
+        return bounds(self.ci95_pct)
 
 
 @dataclass(kw_only=True)
