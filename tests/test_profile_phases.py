@@ -44,7 +44,8 @@ def test_profile_records_its_phases(lockdown, tmp_path):
     assert [p["name"] for p in phases] == ["start", "sanity", "warmup", "baseline", "capture", "baseline",
                                            "environment", "stop", "assemble"]
     assert all(isinstance(p["seconds"], float) and p["seconds"] >= 0 for p in phases)
-    assert lockdown("validate", b).returncode == 0
+    v = lockdown("validate", b)
+    assert v.returncode == 0, v.stdout[-3000:] + v.stderr[-3000:]      # which check, if one fails
     r = lockdown("profile", "hello", "--requests", "5", "--no-overhead-check", "-o", tmp_path / "h")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     phases = json.loads((tmp_path / "h" / "manifest.json").read_text())["phases"]
