@@ -120,14 +120,30 @@ def _laravel_config(app: Path, port: int) -> None:
     (app / ".env").write_text("\n".join(lines + [f"{k}={v}" for k, v in values.items()]) + "\n")
 
 
-def _defects(findings_dir: Path) -> set:
-    """The kinds of defect finding; `hotspot` left out: it is the unexplained time above a share,
-    the remainder of the others, and its count moves with sampling noise between two runs of
-    the same target (MediaWiki: 4 in one run, 5 in the next). Kinds, not counts: a second
-    finding of one kind near its threshold comes and goes between two runs too (WordPress's
-    second repeated-call, 2.8% of the page, in one CI run of two)."""
+def _defects(findings_dir: Path) -> dict:
+    """The kinds of defect finding, each with its highest severity; `hotspot` left out: it is
+    the unexplained time above a share, the remainder of the others, and its count moves with
+    sampling noise between two runs of the same target (MediaWiki: 4 in one run, 5 in the
+    next). Kinds, not counts: a second finding of one kind near its threshold comes and goes
+    between two runs too (WordPress's second repeated-call, 2.8% of the page, in one CI run of
+    two)."""
     data = json.loads((findings_dir / "findings.json").read_text())
-    return {f["id"] for f in data["findings"] if f.get("severity") != "info" and f["id"] != "hotspot"}
+    rank = {"low": 0, "medium": 1, "high": 2}
+    out: dict = {}
+    for f in data["findings"]:
+        if f.get("severity") in rank and f["id"] != "hotspot":
+            out[f["id"]] = max(out.get(f["id"], "low"), f["severity"], key=rank.get)
+    return out
+
+
+def _same_defects(mine: dict, builtin: dict) -> None:
+    """Every kind either run finds at medium or high severity, the other finds too. A low
+    finding sits near its threshold and may be missing from the other run: WordPress's
+    WP_Theme_JSON::sanitize is a per-call-setup of 1.6 to 1.8% against a 2.0% floor (setup
+    fraction 0.45 against 0.5) here, and crossed both in one CI run of two under load."""
+    assert mine and builtin, (mine, builtin)
+    strong = {k for d in (mine, builtin) for k, sev in d.items() if sev != "low"}
+    assert strong <= set(mine) & set(builtin), (mine, builtin)
 
 
 def _log_counts(log: Path) -> Counter:
@@ -187,7 +203,7 @@ def test_init_then_run_finds_what_the_builtin_target_finds(home, tmp_path, built
         r = run("run", target, "-o", tmp_path / "mine", *RUN_ARGS)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         assert "[prepare]" not in r.stdout                  # ... for the target.toml init wrote last
-        assert _defects(tmp_path / "mine") == _defects(builtin_run)
+        _same_defects(_defects(tmp_path / "mine"), _defects(builtin_run))
         assert site.state() == before
         assert PASSWORD not in r.stdout + r.stderr
         mysql_dump = subprocess.run(["grep", "-rl", PASSWORD, str(home)], capture_output=True, text=True)
