@@ -155,3 +155,40 @@ def test_laravels_settings_lookup_gets_a_memo_that_verify_confirms(home, laravel
     assert r.returncode in (0, 3), r.stdout[-3000:] + r.stderr[-3000:]
     v = json.loads((out / "verify" / key / "verify.json").read_text())
     assert v["reprofile"]["gone"] and v["responses"]["same"] == v["responses"]["urls"] >= 4
+
+
+def test_laravels_lazy_loaded_authors_get_eager_loading_that_verify_confirms(home, laravel_run):
+    """`$post->author` in the front page's card: Eloquent sends one user lookup per post, from no
+    text of the app; the call graph names Post::author, and the model loads it by default."""
+    out, data = laravel_run
+    [f] = [f for f in data["findings"] if f["id"] == "n-plus-one"]
+    [r] = f["remediations"]
+    assert (r["origin"], r["kind"], r["file"]) == ("generated", "diff", "app/Models/Post.php")
+    assert "+    protected $with = ['author'];" in r["content"]
+    assert f["details"]["lazy_relation"] == "App\\Models\\Post::author" and "->with('author')" in r["description"]
+    r = lockdown_runner(home, 900)("verify", out, "--finding", f["key"], "--runs", "5", "--max-runs", "5",
+                                   "--duration", "2", "--warmup-duration", "1", "--requests", "30")
+    assert r.returncode in (0, 3), r.stdout[-3000:] + r.stderr[-3000:]
+    v = json.loads((out / "verify" / f["key"] / "verify.json").read_text())
+    assert v["reprofile"]["gone"] and v["responses"]["same"] == v["responses"]["urls"] >= 4
+
+
+def test_laravels_palette_is_no_per_call_setup(laravel_run):
+    """Palette::colour hashes its argument 400 times: the same number of hash calls on every call
+    looks like a setup, but the loop is passed what the argument made; the writer's reading of
+    the code dismisses that finding, and the repeated-call (the argument repeats) stands."""
+    _, data = laravel_run
+    assert not [f for f in data["findings"] if f["id"] == "per-call-setup"]
+    [d] = [d for d in data["dismissed"] if d["id"] == "per-call-setup"]
+    assert d["function"] == "App\\Support\\Palette::colour" and d["defined_at"] == "app/Support/Palette.php:12"
+    assert "passes it $seed, made from the call's arguments" in d["reason"]
+    [rc] = [f for f in data["findings"] if f["id"] == "repeated-call"]
+    assert rc["details"]["function"] == "App\\Support\\Palette::colour" and rc["remediations"]
+
+
+def test_laravels_failed_lookups_say_the_framework_is_not_patched(laravel_run):
+    _, data = laravel_run
+    found = {f["details"]["function"]: f["details"]["no_patch"] for f in data["findings"]
+             if f["id"] == "failed-lookups"}
+    assert "main()" in found, found
+    assert "top-level code of files" in found["main()"] and "include_path" in found["main()"]

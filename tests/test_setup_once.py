@@ -132,20 +132,21 @@ REFUSED = {
                           "  foreach (explode(',', $list) as $x) { $m[] = trim($x); }\n"
                           "  return count($m);\n}\n", "reads $list, which depends on the call"),
     "reads what a parameter made": ("function f($n) {\n  $src = str_repeat('a,', $n);\n  $m = explode(',', $src);\n"
-                                    "  return count($m);\n}\n", "reads $src, which depends on the call"),
+                                    "  return count($m);\n}\n", "passes it $src, made from the call's arguments"),
     "fills what the call filled": ("function f($n) {\n  $m = [$n];\n  foreach (explode(',', 'a,b') as $x) "
                                    "{ $m[] = $x; }\n  return count($m);\n}\n", "depends on the call"),
     "indexes with a parameter": ("function f($k) {\n  $t = [];\n  $t[$k] = explode(',', 'a,b');\n"
                                  "  return isset($t[$k]);\n}\n", "reads $k, which depends on the call"),
     "a subscript written with a parameter before": ("function f($k) {\n  $m = [];\n  $m[$k] = 1;\n"
                                                     "  $n = explode(',', implode(',', array_keys($m)));\n"
-                                                    "  return count($n);\n}\n", "reads $m, which depends on the call"),
+                                                    "  return count($n);\n}\n",
+                                                    "passes it $m, made from the call's arguments"),
     "fills a by-reference parameter": ("function f(&$out) {\n  $n = 0;\n  foreach (explode(',', 'a,b') as $w) "
                                        "{ $out[] = $w; $n++; }\n  return $n;\n}\n",
                                        "writes into $out, a parameter"),
     "filled by reference before": ("function f($s) {\n  preg_match('/(\\w+)/', $s, $m);\n"
                                    "  $parts = explode(',', $m[1]);\n  return count($parts);\n}\n",
-                                   "reads $m, which depends on the call"),
+                                   "passes it $m, made from the call's arguments"),
     "a static counted outside": ("function f($s) {\n  static $calls = 0;\n  $calls++;\n"
                                  "  $parts = explode(',', str_repeat('a,', $calls));\n"
                                  "  return count($parts) . $s;\n}\n",

@@ -67,3 +67,23 @@ def reaching(edges: Iterable[tuple[str, str]], targets: set[str]) -> set[str]:
                 out.add(caller)
                 todo.append(caller)
     return out
+
+
+# An ORM's lazy loader -> the namespace of the ORM's own code, for the loaders that call the
+# app's relation method: reading `$post->author` on an Eloquent model that has not loaded it
+# calls Post::author() from getRelationshipFromMethod (beside the framework's getResults and
+# `tap`, which are not relations) and sends one query.
+LAZY_LOADERS = {"Illuminate\\Database\\Eloquent\\Model::getRelationshipFromMethod": "Illuminate\\"}
+
+
+def lazy_relations_by_count(sent: dict[str, dict[str, int]],
+                            edges: dict[str, dict[tuple[str, str], dict]]) -> dict[str, list[str]]:
+    """Statement shape -> the relation methods an ORM's lazy loader (LAZY_LOADERS) called
+    exactly as many times as it was sent, by senders_by_count's rule: the per-row query of an
+    N+1 that no app code holds, sent when a loop reads a relation the query before it did not
+    load (laravel: App\\Models\\Post::author, 30 calls for the 30 user lookups on `/`).
+    `edges`: request id -> (caller, callee) -> {ct, ...} (xhprof)."""
+    calls = {rid: {callee: int(v.get("ct", 0)) for (caller, callee), v in per.items()
+                   if caller in LAZY_LOADERS and "::" in callee and not callee.startswith(LAZY_LOADERS[caller])}
+             for rid, per in edges.items()}
+    return senders_by_count(sent, calls) if any(calls.values()) else {}

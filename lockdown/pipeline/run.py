@@ -26,7 +26,7 @@ from ..analyzers.detectors import build_context, detect, load_thresholds
 from ..analyzers.detectors.context import Context
 from ..analyzers.findings import Finding, Remediation, remediation_names
 from ..analyzers.query_digest import fingerprint
-from ..analyzers.sql_caller import reaching, senders_by_count
+from ..analyzers.sql_caller import lazy_relations_by_count, reaching, senders_by_count
 from ..bundle.store import Bundle, open_bundle
 from ..collectors.settings import CaptureSettings
 from ..errors import LockdownError
@@ -194,10 +194,27 @@ def _detect(plan: RunPlan, bundle: Bundle, out: Path, base: Base | None, patch,
                                                    php_ini=plan.php_ini, remedy=patch, say=say)
         findings = hotspot_step(plan.target, ctx, findings, dismissed, out / "hotspot-probe-run",
                                 php_ini=plan.php_ini, remedy=patch, say=say)
-    called = Called(calls_per_request(bundle), senders_of(ctx))
+    called = Called(calls_per_request(bundle), senders_of(ctx),
+                    lazy_relations_by_count(sent_per_request(ctx), ctx.xhprof_edges))
     findings = propose_all(findings, bundle.statements(), plan.target, out / "remedy-run", say=say, base=base,
                            called=called)
-    return ctx, findings, dismissed
+    findings, refuted = split_refuted(findings)
+    return ctx, findings, dismissed + refuted
+
+
+def split_refuted(findings: list[Finding]) -> tuple[list[Finding], list[dict]]:
+    """(the findings, the dismissed entries of those a generator refuted while reading their
+    code: a per-call-setup whose loop is passed what the call's arguments made does no setup;
+    the same function's repeated-call, when its arguments repeat, is the finding that holds)."""
+    kept, refuted = [], []
+    for f in findings:
+        why = f.details.get("refuted")
+        if not why:
+            kept.append(f)
+            continue
+        refuted.append({"id": f.id, "function": str(f.details.get("function") or ""),
+                        "defined_at": str(f.details.get("located") or ""), "reason": f"its code: {why}"})
+    return kept, refuted
 
 
 def senders_of(ctx: Context) -> dict[str, list[str]]:

@@ -27,7 +27,10 @@ Per finding kind:
   key first, and the sender's class fetches them in one `IN (...)` query through the same
   database object's batch method (BATCH_METHODS), checked at run time against the per-row
   query; when the code does not have that shape, no diff, and `no_patch` says where the
-  per-row query is sent.
+  per-row query is sent. A per-row query that an ORM's lazy loading sends (no app code holds
+  its text; the call graph names the relation: sql_caller.lazy_relations_by_count): the model
+  loads the relation by default (php/eager_load.php, Eloquent's `$with`), the narrower
+  `->with(...)` on the parent query named beside it.
 """
 from __future__ import annotations
 
@@ -69,7 +72,7 @@ def propose(finding: Finding, patchable, app_dir: Path, called: dict[str, float]
         return []
     told = finding.details.get("no_patch")      # the detector's own word on why it has no fix
     try:
-        made = make(finding, list(patchable), app_dir, called or {}, tree)
+        made = make(finding, list(patchable), app_dir, called if called is not None else {}, tree)
         if made and finding.details.get("no_patch") == told:
             finding.details.pop("no_patch", None)
         return made
@@ -80,12 +83,15 @@ def propose(finding: Finding, patchable, app_dir: Path, called: dict[str, float]
 
 class Called(dict):
     """Function (and "caller==>callee") -> calls per profiled request (the capture's xhprof),
-    and `by_count`: statement shape -> the functions called as many times as it was sent in
-    every profiled request (analyzers/sql_caller.senders_by_count)."""
+    `by_count`: statement shape -> the functions called as many times as it was sent in every
+    profiled request (analyzers/sql_caller.senders_by_count), and `lazy`: shape -> the ORM
+    relation methods lazily loaded that many times (sql_caller.lazy_relations_by_count)."""
 
-    def __init__(self, per_request: dict[str, float] | None = None, by_count: dict[str, list[str]] | None = None):
+    def __init__(self, per_request: dict[str, float] | None = None, by_count: dict[str, list[str]] | None = None,
+                 lazy: dict[str, list[str]] | None = None):
         super().__init__(per_request or {})
         self.by_count = by_count or {}
+        self.lazy = lazy or {}
 
 
 def sent_by(finding: Finding, app_dir: Path, called: dict[str, float], by_count: bool = False
@@ -293,8 +299,11 @@ def lookup_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> li
     """failed-lookups: the function that tries the candidates keeps what it resolved."""
     if str(finding.details.get("function", "")).startswith("("):
         return []                 # "(unknown)" or "(several functions)": the detector says why
-    site = named_site(finding, "function", app_dir, called)
+    fn = str(finding.details.get("function") or "")
+    site, why = defined(fn, app_dir, called) if fn else (None, "")
     if site is None:
+        if fn:
+            finding.details["no_patch"] = f"no remediation generated: {outside_the_app(fn, why, finding)}"
         return []
     what = (f"what {site.function} resolves kept in a generated PHP array file (.lockdown-cache/ beside "
             f"{Path(site.file).name}), which OPcache keeps in memory, keyed on its arguments and the object's "
@@ -303,6 +312,36 @@ def lookup_cache(finding: Finding, patchable, app_dir: Path, called, tree) -> li
             f"at once)")
     return diff_of(finding, site, patchable, app_dir, tree, what, scope="persistent",
                    cache={"name": _cache_name(site.function, "lookup"), "ttl": TTL_S})
+
+
+# builtins that search PHP's include_path entry by entry: each entry tried before the one that
+# holds the file (or every entry, for a file that is not there) is a failed lookup
+INCLUDE_PATH_WALKERS = {"stream_resolve_include_path", "include", "include_once", "require", "require_once",
+                        "fopen"}
+
+
+def outside_the_app(fn: str, why: str, finding: Finding) -> str:
+    """Why lookups made by a function the app tree does not define get no diff, and what to
+    change instead: that code is a library or the framework as installed, which lockdown does
+    not patch (it patches a copy of the app's own files)."""
+    if fn.startswith("main()"):
+        out = ("they are made by the top-level code of files (main()), which xhprof does not tell apart: there "
+               "is no function to change")
+    else:
+        out = (f"{why}: it is a library or the framework as installed (under PHP's include_path or outside the app "
+               f"tree), which lockdown does not patch")
+    walkers = sorted(INCLUDE_PATH_WALKERS & set(finding.details.get("builtins") or []))
+    if walkers:
+        out += (f"; its {', '.join(walkers)} searches PHP's include_path entry by entry, and every entry tried "
+                f"before the one holding the file fails: list that directory first in include_path (or drop "
+                f"`.` from it), and install the library with a class-map autoloader (Composer's "
+                f"`dump-autoload -o`) rather than autoloaders that probe the include path for optional parts")
+    else:
+        out += "; the fix belongs where it is installed (its own cache or setting), or in what the app asks of it"
+    if finding.details.get("estimated"):
+        out += ("; note that its part of the failures is an estimate (they are shared among the callers of "
+                "lookup builtins by their calls)")
+    return out
 
 
 def deferred_write(finding: Finding, patchable, app_dir: Path, called, tree) -> list[Remediation]:
@@ -336,6 +375,9 @@ def prefetch(finding: Finding, patchable, app_dir: Path, called, tree) -> list[R
     (php/prefetch.php); or no diff, with where the per-row query is sent and why."""
     site, why = sent_by(finding, app_dir, called)
     if site is None:
+        relations = getattr(called, "lazy", {}).get(finding.details.get("fingerprint") or "") or []
+        if relations:
+            return eager_load(finding, relations, patchable, app_dir, called, tree)
         finding.details["no_patch"] = f"the function sending the per-row query was not found: {why}"
         return []
     name_sender(finding, site)
@@ -379,6 +421,73 @@ def _prefetch(finding: Finding, site: Site, patchable, app_dir: Path, called, tr
                                      f"calls from it; checked at run time against the per-row query for the first "
                                      f"key, and skipped when they differ ({site.how}; the loop by the capture's "
                                      f"call graph)"))], ""
+
+
+EAGER_LOAD = Path(__file__).with_name("php") / "eager_load.php"
+
+
+def eager_load(finding: Finding, relations: list[str], patchable, app_dir: Path, called, tree) -> list[Remediation]:
+    """n-plus-one sent by an ORM's lazy loader (no app code holds the per-row query): the model
+    loads the relation by default (php/eager_load.php: Eloquent's `$with`); or no diff, with
+    where the relation is defined and the batched form."""
+    parent = (finding.details.get("parent") or {}).get("example")
+    batched = finding.details.get("batched_example")
+    if len(relations) != 1:
+        finding.details["no_patch"] = ("the per-row query is sent by an ORM's lazy loading of one of "
+                                       + ", ".join(relations[:5]) + ", each read as often as it is sent: load the "
+                                       "one the loop reads with the query that returns its rows")
+        return []
+    relation = relations[0]
+    site, why = defined(relation, app_dir, called)
+    model, _, name = relation.rpartition("::")
+    short = model.rpartition("\\")[2]
+    narrow = (f"the narrower change is `->with('{name}')` on the query that returns the loop's rows"
+              + (f" (`{parent}`)" if parent else ""))
+    if site is None:
+        finding.details["no_patch"] = f"the per-row query is {relation}'s lazy loading, but {why}; {narrow}"
+        return []
+    finding.details["lazy_relation"] = relation
+    finding.details["located"] = f"{site.file}:{site.line}"
+    where = f"the per-row query is sent by lazily loading {relation} ({site.file}:{site.line})"
+    if not is_patchable(site.file, patchable):
+        finding.details["no_patch"] = f"{where}; {site.file} is not one of the target's patchable files; {narrow}"
+        return []
+    text, answer = rewritten(app_dir / site.file, site.function, site.line, EAGER_LOAD, {})
+    if text is None:
+        finding.details["no_patch"] = f"{where}; no eager loading was generated ({answer}); {narrow}"
+        return []
+    parent_class = answer.get("extends") or ""
+    if parent_class and _app_class(app_dir, parent_class.rpartition("\\")[2]):
+        finding.details["no_patch"] = (f"{where}; no eager loading was generated ({short} extends {parent_class}, a "
+                                       f"class of the app's own, whose `$with` a declaration in {short} would "
+                                       f"replace); {narrow}")
+        return []
+    diff = unified_diff(site.file, (app_dir / site.file).read_text(errors="replace"), text)
+    checked = check_applies(app_dir, site.file, diff, tree) + "; " + php_lint(text)
+    how = "adds it to the `$with` it declares" if answer.get("added_to_existing") else "declares `$with`"
+    return [Remediation(kind="diff", content=diff, checked=checked, file=site.file, origin="generated",
+                        description=(f"Eager loading by default: {short} ({site.file}) {how} = ['{name}'], so a "
+                                     f"query of {short} rows loads their `{name}` for all of them in one query"
+                                     + (f" (`{batched}`)" if batched else "") + f" instead of one query per row "
+                                     f"when the loop reads `->{name}`. What changes: every query of {short} "
+                                     f"loads `{name}` too, read or not (one more query where it was not); "
+                                     f"{narrow}. Found by the capture's call graph: the ORM's lazy loader called "
+                                     f"{relation} as many times as the per-row query was sent, in every profiled "
+                                     f"request"))]
+
+
+def _app_class(app_dir: Path, short: str) -> bool:
+    """Whether a class named `short` is declared in the app tree outside vendor/."""
+    pattern = re.compile(rf"^\s*(?:abstract\s+|final\s+)*class\s+{re.escape(short)}\b", re.M | re.I)
+    for path in app_dir.rglob("*.php"):
+        if "vendor" in path.relative_to(app_dir).parts:
+            continue
+        try:
+            if pattern.search(path.read_text(errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def prefetched(app_dir: Path, sender: Site, loop: Site, key: str) -> tuple[dict[str, str] | None, str]:
@@ -463,6 +572,10 @@ def setup_once(finding: Finding, patchable, app_dir: Path, called, tree) -> list
                                      {"loop": [b for b in loops if b]})
     if text is None:
         finding.details["located"] = f"{site.file}:{site.line}"
+        if getattr(answer, "answer", {}).get("fed_by_arguments"):
+            finding.details["refuted"] = str(answer)       # pipeline: dismissed, not reported
+            finding.details["no_patch"] = f"no setup to keep: {answer}. Where: {site.how}"
+            return []
         finding.details["no_patch"] = (f"none generated, because {answer}; keep the setup's result in a static "
                                        f"variable, computed on the first call. Where: {site.how}")
         return []

@@ -43,6 +43,17 @@ def memoized(path: Path, function: str, line: int, scope: str = "request", cache
     return (text, "") if text is not None else (None, answer)
 
 
+class Refusal(str):
+    """A writer's reason for writing nothing, with the rest of its answer (`answer`): what it
+    found that the caller may act on (setup_once.php's `fed_by_arguments`)."""
+    answer: dict
+
+    def __new__(cls, why: str, answer: dict | None = None):
+        made = super().__new__(cls, why)
+        made.answer = answer or {}
+        return made
+
+
 def rewritten(path: Path, function: str, line: int, script: Path, extra: dict) -> tuple[str | None, dict | str]:
     """(the file's new text, the writer's answer) or (None, why not): one run of a writer
     (php/*.php) on `function`, defined at `line` of `path`, with `extra` in its request."""
@@ -66,7 +77,7 @@ def rewritten(path: Path, function: str, line: int, script: Path, extra: dict) -
             return None, f"the writer ({script.name}) failed (php exit {run.returncode}): {first[:200]}"
         if answer.get("written"):
             return out.read_bytes().decode("utf-8", "replace"), answer
-        return None, str(answer.get("refused"))
+        return None, Refusal(str(answer.get("refused")), answer)
 
 
 def propose(finding: Finding, patchable: list[str], app_dir: Path, tree: str = PREPARED_TREE) -> list[Remediation]:

@@ -5,9 +5,9 @@
  * statements (not those of closures, functions or classes nested in it).
  */
 
-function refuse(string $why): void
+function refuse(string $why, array $more = []): void
 {
-    echo json_encode(['refused' => $why], JSON_UNESCAPED_SLASHES), "\n";
+    echo json_encode(['refused' => $why] + $more, JSON_UNESCAPED_SLASHES), "\n";
     exit(0);
 }
 

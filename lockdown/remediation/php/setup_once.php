@@ -301,6 +301,34 @@ function calls_one_of(array $tokens, int $a, int $b, array $names): ?string
     return null;
 }
 
+/** Per call of one of `$names` in tokens $a..$b: the variables its argument list names. */
+function loop_arguments(array $tokens, int $a, int $b, array $names): array
+{
+    $sig = significant($tokens, $a, $b);
+    $out = [];
+    foreach ($sig as $s => $k) {
+        $t = $tokens[$k];
+        $next = $s + 1 < count($sig) ? $sig[$s + 1] : null;
+        $prev = $s > 0 ? tok_id($tokens[$sig[$s - 1]]) : null;
+        if (!in_array(tok_id($t), [T_STRING, T_NAME_FULLY_QUALIFIED], true) || $next === null
+            || tok_id($tokens[$next]) !== '(' || !in_array(strtolower(ltrim($t[1], '\\')), $names, true)
+            || in_array($prev, [T_OBJECT_OPERATOR, T_NULLSAFE_OBJECT_OPERATOR, T_DOUBLE_COLON, T_FUNCTION, T_NEW], true)) {
+            continue;
+        }
+        $named = [];
+        for ($i = $next + 1, $depth = 1; $i <= $b && $depth > 0; $i++) {
+            $id = tok_id($tokens[$i]);
+            $depth += in_array($id, ['(', '[', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES], true) ? 1
+                : (in_array($id, [')', ']', '}'], true) ? -1 : 0);
+            if ($id === T_VARIABLE) {
+                $named[$tokens[$i][1]] = true;
+            }
+        }
+        $out[] = $named;
+    }
+    return $out;
+}
+
 // builtins that read or set variables no name in the code shows
 const INDIRECT = ['func_get_args', 'func_get_arg', 'func_num_args', 'get_defined_vars', 'extract', 'compact',
                   'parse_str', 'get_called_class'];
@@ -397,6 +425,7 @@ foreach ($body as $i => [$a, $b]) {
     }
 }
 $varying = array_fill_keys($call, true) + $aliased;    // variables whose value may depend on the call
+$fromArgs = array_fill_keys($site['params'], true);   // variables made from the call's arguments
 $statics = [];
 $setup = null;
 foreach ($body as $i => [$a, $b]) {
@@ -430,6 +459,22 @@ foreach ($body as $i => [$a, $b]) {
     }
     $depends = array_intersect_key($inputs, $changing);
     if ($found !== null) {
+        // every call of a loop builtin in it is passed something made from the arguments
+        $fed = [];
+        foreach (loop_arguments($tokens, $a, $b, $loop) as $named) {
+            $made = array_intersect_key($named, $fromArgs);
+            if (!$made) {
+                $fed = [];
+                break;
+            }
+            $fed += $made;
+        }
+        if ($fed) {
+            // the premise of the finding is false: the loop's work is made from the arguments
+            refuse('the statement calling ' . $found . ' on line ' . line_of($tokens, $a) . ' passes it '
+                   . implode(', ', array_keys($fed)) . ', made from the call\'s arguments: the loop\'s work '
+                   . 'depends on the call, it is not a setup', ['fed_by_arguments' => array_keys($fed)]);
+        }
         if ($depends) {
             refuse('the statement calling ' . $found . ' on line ' . line_of($tokens, $a) . ' reads '
                    . implode(', ', array_keys($depends)) . ', which depends on the call');
@@ -440,6 +485,11 @@ foreach ($body as $i => [$a, $b]) {
     if ($depends) {
         foreach ($used as [$name]) {
             $varying[$name] = true;         // anything the statement touches may now hold the call's data
+        }
+    }
+    if (array_intersect_key($inputs, $fromArgs)) {
+        foreach ($used as [$name]) {
+            $fromArgs[$name] = true;
         }
     }
 }
