@@ -18,7 +18,7 @@ import pytest
 
 from conftest import SHARED_PREPARED, lockdown_runner, prepared_root, tree_digest
 from lockdown.harness.mariadb import DatabaseServer, PrivateMariaDB
-from lockdown.harness.prepare import cache_key
+from lockdown.harness.prepare import cache_key, prepared_stem
 from lockdown.harness.processes import ProcessGroup
 from lockdown.targets.config import MAX_TOTAL_WEIGHT, MAX_WEIGHT, load_target
 
@@ -227,7 +227,7 @@ def test_init_without_a_log_takes_the_home_page_and_its_links(home, tmp_path):
         assert "/products" in paths                          # the home page's own navigation
         assert doc["sanity"] == {"url": "/", "expect": doc["sanity"]["expect"]} and doc["sanity"]["expect"]
         assert i.stdout.count("[prepare] shop: first use") == 1
-        final = SHARED_PREPARED / f"shop-{cache_key(load_target(target))}"
+        final = SHARED_PREPARED / f"{prepared_stem(load_target(target))}-{cache_key(load_target(target))}"
         assert (final / "prepared.json").is_file()           # what init prepared is the final file's
         assert site.state() == before
 

@@ -172,26 +172,29 @@ def test_ctrl_c_while_verify_swaps_its_result_keeps_one(tmp_path, monkeypatch):
 def test_preparation_left_by_a_killed_lockdown_is_removed_and_no_other_targets(home, tmp_path, monkeypatch):
     """A lockdown killed (-9) while it prepared a target left .NAME-KEY.tmp-PID (minicms: 52 MB)
     in prepared/ for good. The next preparation of that target removes it. Replacing a target's
-    older version used to remove every `NAME-*`: preparing minicms removed minicms-clean's."""
-    from lockdown.harness.prepare import prepare
+    older version used to remove every `NAME-*`: preparing minicms removed minicms-clean's; and
+    by name alone, a user's target named as a built-in one removed the built-in's preparation."""
+    from lockdown.harness.prepare import prepare, prepared_stem
     from lockdown.targets.registry import resolve
     prepared = tmp_path / "prepared"
     monkeypatch.setenv("LOCKDOWN_PREPARED_DIR", str(prepared))
     gone = subprocess.Popen(["true"])
     gone.wait()
     alive = os.getpid()
-    left = {f".hello-{'1' * 16}.tmp-{gone.pid}": False,            # killed build of hello: removed
-            f".hello-{'2' * 16}.discarded-{gone.pid}": False,
-            f"hello-{'3' * 16}": False,                             # hello's older version: replaced
-            f".hello-{'4' * 16}.tmp-{alive}": True,                 # a live process's: kept
-            f".hello-world-{'5' * 16}.tmp-{gone.pid}": True,        # another target's: not this lock's
-            f"hello-world-{'6' * 16}": True}                        # another target's preparation
+    hello = prepared_stem(resolve("hello"))
+    left = {f".{hello}-{'1' * 16}.tmp-{gone.pid}": False,          # killed build of hello: removed
+            f".{hello}-{'2' * 16}.discarded-{gone.pid}": False,
+            f"{hello}-{'3' * 16}": False,                           # hello's older version: replaced
+            f".{hello}-{'4' * 16}.tmp-{alive}": True,               # a live process's: kept
+            f".hello-world-{'a' * 8}-{'5' * 16}.tmp-{gone.pid}": True,  # another target's: not this lock's
+            f"hello-world-{'a' * 8}-{'6' * 16}": True,              # another target's preparation
+            f"hello-{'b' * 8}-{'7' * 16}": True}                    # a hello in another directory
     for name in left:
         (prepared / name / "app").mkdir(parents=True)
         (prepared / name / "prepared.json").write_text("{}\n")
     root = prepare(resolve("hello"), say=lambda *_: None).root
     kept = {p.name for p in prepared.iterdir()}
-    assert kept == {root.name, "hello.lock"} | {name for name, stays in left.items() if stays}
+    assert kept == {root.name, f"{hello}.lock"} | {name for name, stays in left.items() if stays}
 
 
 def test_staging_left_by_a_killed_capture_or_verify_is_removed_by_the_next(tmp_path, monkeypatch):

@@ -98,9 +98,9 @@ def test_bad_target_toml_from_cli(lockdown, tmp_path):
 
 def test_a_failed_preparation_keeps_the_log_it_names(tmp_path, monkeypatch):
     """The build directory of a failed preparation is removed; the log the error names is not
-    in it any more but in prepared/NAME.failed-logs/, and a later success removes that."""
+    in it any more but in prepared/NAME-PLACE.failed-logs/, and a later success removes that."""
     from lockdown.errors import PhaseFailed
-    from lockdown.harness.prepare import prepare
+    from lockdown.harness.prepare import prepare, prepared_stem
     prepared = tmp_path / "prepared"
     monkeypatch.setenv("LOCKDOWN_PREPARED_DIR", str(prepared))
     step = '\n[configure]\ncommand = ["sh", "-c", "echo boom-from-configure; exit 3"]\n'
@@ -108,9 +108,10 @@ def test_a_failed_preparation_keeps_the_log_it_names(tmp_path, monkeypatch):
     with pytest.raises(PhaseFailed) as failed:
         prepare(load_target(d), say=lambda *a: None)
     log = Path(re.search(r"log in (\S+)", str(failed.value)).group(1))
-    assert log.parent == prepared / "mini.failed-logs"
+    stem = prepared_stem(load_target(d))
+    assert stem.startswith("mini-") and log.parent == prepared / f"{stem}.failed-logs"
     assert "boom-from-configure" in log.read_text()
-    assert sorted(p.name for p in prepared.iterdir()) == ["mini.failed-logs", "mini.lock"]
+    assert sorted(p.name for p in prepared.iterdir()) == [f"{stem}.failed-logs", f"{stem}.lock"]
     (d / "target.toml").write_text(GOOD)
     prepare(load_target(d), say=lambda *a: None)
-    assert not (prepared / "mini.failed-logs").exists()
+    assert not (prepared / f"{stem}.failed-logs").exists()

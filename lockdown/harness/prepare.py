@@ -144,23 +144,32 @@ def copy_app(target: Target, dest: Path) -> None:
         subprocess.run(["cp", "-rL", "--preserve=mode,timestamps", str(src), str(dest / entry)], check=True)
 
 
+def prepared_stem(target: Target) -> str:
+    """NAME-PLACE, what a target's preparations are named by (NAME-PLACE-KEY): its name and where
+    its directory is (8 hex digits of the resolved path's SHA-256). Two targets of one name in two
+    directories (a user's `catalog` beside the built-in one) are prepared apart; by name alone,
+    each removed the other's preparation as its own older version."""
+    return f"{target.name}-{hashlib.sha256(str(target.directory.resolve()).encode()).hexdigest()[:8]}"
+
+
 def prepare(target: Target, say=print) -> Prepared:
     """Return the cached preparation of `target`, building it first if needed."""
     key = cache_key(target)
-    root = paths.prepared_dir() / f"{target.name}-{key}"
+    stem = prepared_stem(target)
+    root = paths.prepared_dir() / f"{stem}-{key}"
     if (root / "prepared.json").is_file():
         return Prepared(target, root)
     # the build runs MariaDB there, named in its my.cnf
     paths.check_config_path(root, "set LOCKDOWN_HOME (or LOCKDOWN_PREPARED_DIR) to a directory whose path has none")
     paths.make_dir(paths.prepared_dir(), "LOCKDOWN_HOME (or LOCKDOWN_PREPARED_DIR)")
-    with open(paths.prepared_dir() / f"{target.name}.lock", "w") as lock:
+    with open(paths.prepared_dir() / f"{stem}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (root / "prepared.json").is_file():
             return Prepared(target, root)
         say(f"[prepare] {target.name}: first use of this target version, installing it "
             f"(cached in {root})")
         started = time.monotonic()
-        _remove_unfinished(target.name)
+        _remove_unfinished(stem)
         tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         try:
@@ -168,16 +177,16 @@ def prepare(target: Target, say=print) -> Prepared:
             (tmp / "prepared.json").write_text(json.dumps(
                 {"target": target.name, "key": key, "seconds": round(time.monotonic() - started, 1),
                  "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=2))
-            version = re.compile(re.escape(target.name) + r"-[0-9a-f]{16}")
+            version = re.compile(re.escape(stem) + r"-[0-9a-f]{16}")
             for old in paths.prepared_dir().iterdir():
                 # this target's older versions only: a glob of `minicms-*` also named
-                # minicms-clean-KEY, another target's preparation, and removed it
+                # minicms-clean-PLACE-KEY, another target's preparation, and removed it
                 if version.fullmatch(old.name) and old != root and old.is_dir():
                     shutil.rmtree(old, ignore_errors=True)
             tmp.rename(root)
-            shutil.rmtree(paths.prepared_dir() / f"{target.name}.failed-logs", ignore_errors=True)
+            shutil.rmtree(paths.prepared_dir() / f"{stem}.failed-logs", ignore_errors=True)
         except BaseException as e:
-            kept = _keep_logs(tmp / "work" / "logs", target.name)
+            kept = _keep_logs(tmp / "work" / "logs", stem)
             shutil.rmtree(tmp, ignore_errors=True)
             if kept and isinstance(e, PhaseFailed) and str(tmp) in str(e):
                 raise PhaseFailed(str(e).replace(str(tmp / "work" / "logs"), str(kept)), e.details) from None
@@ -188,7 +197,7 @@ def prepare(target: Target, say=print) -> Prepared:
 
 def _keep_logs(logs: Path, name: str) -> Path | None:
     """A failed build's logs (install, configure, MariaDB's), moved out of the build directory
-    that is removed, to prepared/NAME.failed-logs/ (the last failure's only): the error names
+    that is removed, to prepared/NAME-PLACE.failed-logs/ (the last failure's only): the error names
     the log to read, which must still be there."""
     if not logs.is_dir():
         return None
@@ -202,8 +211,9 @@ def _keep_logs(logs: Path, name: str) -> Path | None:
 
 
 def _remove_unfinished(name: str) -> None:
-    """Builds of target `name` that a killed lockdown left half-done (.NAME-KEY.tmp-PID, and
-    .NAME-KEY.discarded-PID): a hundred megabytes each, never used again. Called with the
+    """Builds of the target named `name` (its prepared_stem) that a killed lockdown left
+    half-done (.NAME-PLACE-KEY.tmp-PID, and .NAME-PLACE-KEY.discarded-PID): a hundred megabytes
+    each, never used again. Called with the
     target's lock held, so no build of it is running; a live PID is left alone all the same."""
     paths.remove_abandoned(paths.prepared_dir(),
                            re.escape(f".{name}-") + r"[0-9a-f]{16}\.(?:tmp|discarded)-(?P<pid>\d+)")

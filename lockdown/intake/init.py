@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import LockdownError
-from ..harness.prepare import cache_key
+from ..harness.prepare import cache_key, prepared_stem
 from ..harness.stack import Stack, StackOptions
 from ..targets import toml_out
 from ..targets.config import load_target
@@ -216,10 +216,11 @@ def keep_preparation(target_dir: Path, first_key: str) -> None:
     target = load_target(target_dir)
     root = paths.prepared_dir()
     final_key = cache_key(target)
-    first, final = root / f"{target.name}-{first_key}", root / f"{target.name}-{final_key}"
+    stem = prepared_stem(target)
+    first, final = root / f"{stem}-{first_key}", root / f"{stem}-{final_key}"
     if first == final:
         return
-    with open(root / f"{target.name}.lock", "w") as lock:
+    with open(root / f"{stem}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (first / "prepared.json").is_file() or final.exists():
             return
