@@ -125,3 +125,63 @@ def test_lookups_outside_the_app_say_where_the_fix_belongs(tmp_path):
     assert generate.propose(f, ["app/*.php"], app, {}) == []
     assert "is not defined in the app's files: it is a library or the framework as installed" in \
         f.details["no_patch"] and "entry by entry" not in f.details["no_patch"]
+
+
+def _files(tmp_path, files: dict[str, str]):
+    app = tmp_path / "app"
+    for rel, text in files.items():
+        (app / rel).parent.mkdir(parents=True, exist_ok=True)
+        (app / rel).write_text(text)
+    return app
+
+
+USER = """<?php
+namespace App\\Models;
+class User extends \\Illuminate\\Database\\Eloquent\\Model { }
+"""
+
+
+def test_what_the_models_file_alone_does_not_tell(tmp_path):
+    """An outside review's cases: a trait of the app's that declares $with (a fatal clash), a
+    relation of a model to itself (loading the whole chain), a related model loading relations
+    by default (loading this one back), a parent imported under an alias."""
+    cases = {
+        "trait": ({"app/Models/Post.php": POST.replace("{\n    protected $casts", "{\n    use HasTags;\n"
+                                                                                    "    protected $casts"),
+                   "app/Models/HasTags.php": "<?php\nnamespace App\\Models;\ntrait HasTags\n{\n"
+                                             "    protected $with = ['tags'];\n}\n"},
+                  "uses the trait HasTags, which declares `$with` too"),
+        "itself": ({"app/Models/Post.php": POST.replace("belongsTo(User::class", "belongsTo(self::class")},
+                   "relates the model to itself"),
+        "back": ({"app/Models/Post.php": POST,
+                  "app/Models/User.php": USER.replace("{ }", "{ protected $with = ['posts']; }")},
+                 "the related model User loads relations by default itself"),
+        "alias": ({"app/Models/Post.php": POST.replace("use Illuminate\\Database\\Eloquent\\Model;",
+                                                       "use App\\Models\\Base as Model;"),
+                   "app/Models/Base.php": "<?php\nnamespace App\\Models;\n#[\\AllowDynamicProperties] abstract "
+                                          "class Base extends \\Illuminate\\Database\\Eloquent\\Model { }\n"},
+                  "Post extends App\\Models\\Base, a class of the app's own"),
+    }
+    for name, (files, told) in cases.items():
+        f = _finding()
+        assert generate.propose(f, ["app/*.php"], _files(tmp_path / name, files), _called()) == [], name
+        assert told in f.details["no_patch"], (name, f.details["no_patch"])
+
+
+def test_lookalikes_in_the_models_file_are_not_its_with(tmp_path):
+    """A method parameter named $with, an anonymous class and a `::class` before the relation,
+    a framework parent whose last segment names one of the app's models: the property is still
+    declared, once, and the file still parses."""
+    post = POST.replace("    protected $casts = ['published_at' => 'datetime'];\n", """\
+    protected $casts = ['published_at' => 'datetime'];
+
+    public function scopeLoaded($query, array $with = [])
+    {
+        $probe = new class { public $with = 1; };
+        return $query->with($with)->where('kind', Post::class);
+    }
+""").replace("use Illuminate\\Database\\Eloquent\\Model;", "use Illuminate\\Foundation\\Auth\\User as Model;")
+    app = _files(tmp_path, {"app/Models/Post.php": post, "app/Models/User.php": USER})
+    (r,) = generate.propose(_finding(), ["app/*.php"], app, _called())
+    added = [ln for ln in r.content.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    assert added == ["+    protected $with = ['author'];", "+"], r.content     # the property and a blank line

@@ -206,3 +206,49 @@ def test_a_file_outside_patchable_gets_no_diff(tmp_path):
     finding = setup_finding(function, loops)
     assert generate.propose(finding, ["lib/*.php"], app) == []
     assert "not one of the target's patchable files" in finding.details["no_patch"]
+
+
+# The loop works on the call's data (refuted: the finding is dismissed), or does not (kept):
+# a false refutation would hide a real setup, so every idiom that only looks like one is kept.
+FED = {
+    "hashes what the argument made": ("function f($c) {\n  $seed = strtolower($c);\n  for ($i = 0; $i < 9; $i++) "
+                                      "{ $seed = hash('sha256', $seed . $i); }\n  return $seed;\n}\n",
+                                      ["hash"], True),
+    "the argument read first, the table parsed after": (
+        "function f($key) {\n  [$ns, $name] = explode('.', $key);\n  $t = [];\n"
+        "  foreach (explode(\"\\n\", \"a=1\\nb=2\") as $line) { [$k, $v] = explode('=', $line); $t[$k] = $v; }\n"
+        "  return $t[$name] ?? $ns;\n}\n", ["explode"], False),
+    "a loop variable named as one the argument made": (
+        "function f($input) {\n  $line = trim($input);\n"
+        "  $t = array_map(fn($line) => str_getcsv($line), explode(\"\\n\", \"a,1\\nb,2\"));\n"
+        "  return count($t) . $line;\n}\n", ["str_getcsv"], False),
+    "foreach binds the name afresh": (
+        "function f($input) {\n  $line = trim($input);\n  $t = [];\n"
+        "  foreach (explode(\"\\n\", \"a,1\\nb,2\") as $line) { $t[] = str_getcsv($line); }\n"
+        "  return count($t);\n}\n", ["str_getcsv"], False),
+    "overwritten with a constant": (
+        "function f($opts) {\n  $sep = $opts['sep'] ?? ',';\n  $sep = ',';\n"
+        "  $t = array_map(fn($l) => str_getcsv($l, $sep), explode(\"\\n\", \"a,1\\nb,2\"));\n"
+        "  return count($t);\n}\n", ["str_getcsv"], False),
+    "an output argument": (
+        "function f($key) {\n  preg_match_all('/\\w/', $key, $m);\n  $t = [];\n"
+        "  foreach (explode(';', 'a=1;b=2') as $pair) { preg_match('/(\\w)=(\\d)/', $pair, $m); $t[] = $m; }\n"
+        "  return count($t);\n}\n", ["preg_match"], False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FED))
+def test_a_loop_fed_by_the_arguments_is_refuted_and_only_then(tmp_path, case):
+    body, loops, refuted = FED[case]
+    finding = setup_finding("f", loops)
+    patched(tmp_path, "lib/f.php", "<?php\n" + body, finding)
+    assert bool(finding.details.get("refuted")) is refuted, finding.details
+
+
+def test_a_variable_read_in_a_string_as_dollar_brace_depends_on_the_call(tmp_path):
+    """`"${s}"` is tokenized as T_STRING_VARNAME, not a variable: it was missed, and the setup
+    kept the first call's value for every call."""
+    finding = setup_finding("f", ["explode"])
+    _, made = patched(tmp_path, "lib/f.php", "<?php\nfunction f($s) {\n  $t = explode(',', \"a,b,${s}\");\n"
+                                             "  return implode('|', $t);\n}\n", finding)
+    assert made == [] and "$s" in finding.details["no_patch"], finding.details

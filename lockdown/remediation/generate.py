@@ -456,11 +456,9 @@ def eager_load(finding: Finding, relations: list[str], patchable, app_dir: Path,
     if text is None:
         finding.details["no_patch"] = f"{where}; no eager loading was generated ({answer}); {narrow}"
         return []
-    parent_class = answer.get("extends") or ""
-    if parent_class and _app_class(app_dir, parent_class.rpartition("\\")[2]):
-        finding.details["no_patch"] = (f"{where}; no eager loading was generated ({short} extends {parent_class}, a "
-                                       f"class of the app's own, whose `$with` a declaration in {short} would "
-                                       f"replace); {narrow}")
+    clash = _with_clash(app_dir, answer, short)
+    if clash:
+        finding.details["no_patch"] = f"{where}; no eager loading was generated ({clash}); {narrow}"
         return []
     diff = unified_diff(site.file, (app_dir / site.file).read_text(errors="replace"), text)
     checked = check_applies(app_dir, site.file, diff, tree) + "; " + php_lint(text)
@@ -476,18 +474,47 @@ def eager_load(finding: Finding, relations: list[str], patchable, app_dir: Path,
                                      f"request"))]
 
 
-def _app_class(app_dir: Path, short: str) -> bool:
-    """Whether a class named `short` is declared in the app tree outside vendor/."""
-    pattern = re.compile(rf"^\s*(?:abstract\s+|final\s+)*class\s+{re.escape(short)}\b", re.M | re.I)
+def _with_clash(app_dir: Path, answer: dict, model: str) -> str:
+    """Why a `$with` written into `model` would be wrong, from what its file alone cannot tell
+    (php/eager_load.php's answer: the parent class, traits and related model, resolved against
+    the file's imports), or "": a parent class of the app's own may declare the `$with` it
+    would replace; a trait of the app's own that declares one makes the class fatal; a related
+    model that loads relations by default may load this one back, without end."""
+    parent = answer.get("extends") or ""
+    if parent and not answer.get("added_to_existing") and _declared(app_dir, "class", parent) is not None:
+        return f"{model} extends {parent}, a class of the app's own, whose `$with` a declaration here would replace"
+    for trait in answer.get("traits") or []:
+        text = _declared(app_dir, "trait", trait)
+        if text is not None and re.search(r"\$with\b", text):
+            return f"{model} uses the trait {trait}, which declares `$with` too"
+    related = answer.get("related") or ""
+    text = _declared(app_dir, "class", related) if related else None
+    if text is not None and re.search(r"\$with\s*=\s*(?:\[\s*[^\]\s]|array\s*\(\s*[^)\s])", text):
+        return (f"the related model {related} loads relations by default itself, which may load {model} back, "
+                f"without end")
+    return ""
+
+
+def _declared(app_dir: Path, kind: str, name: str) -> str | None:
+    """The text of the app's file (outside vendor/) that declares the class or trait `name`, or
+    None: by its last segment, in the namespace it names (Illuminate\\Foundation\\Auth\\User is
+    not the app's App\\Models\\User)."""
+    namespace, _, short = name.lstrip("\\").rpartition("\\")
+    if not short:
+        return None
+    in_namespace = re.compile(rf"^\s*namespace\s+{re.escape(namespace)}\s*[;{{]", re.M | re.I) if namespace else None
+    pattern = re.compile(rf"^\s*(?:#\[.*\]\s*)?(?:(?:abstract|final|readonly)\s+)*{kind}\s+{re.escape(short)}\b",
+                         re.M | re.I)
     for path in app_dir.rglob("*.php"):
         if "vendor" in path.relative_to(app_dir).parts:
             continue
         try:
-            if pattern.search(path.read_text(errors="replace")):
-                return True
+            text = path.read_text(errors="replace")
         except OSError:
             continue
-    return False
+        if pattern.search(text) and (in_namespace is None or in_namespace.search(text)):
+            return text
+    return None
 
 
 def prefetched(app_dir: Path, sender: Site, loop: Site, key: str) -> tuple[dict[str, str] | None, str]:

@@ -7,11 +7,16 @@
  * its rows in one `IN (...)` query.
  *
  * stdin: {"file", "line" (of the relation method's `function`), "name" (the method), "out"}
- * stdout: {"written": out, "class": short name, "extends": the parent's name as written,
- *          "added_to_existing": bool, "line": of the `$with` changed, else of `class`} or {"refused": "why"}
+ * stdout: {"written": out, "class": short name, "extends", "traits" (the class's, resolved
+ *          against the file's imports), "related" (the first `X::class` in the relation method,
+ *          resolved), "added_to_existing": bool, "line": of the `$with` changed, else of `class`}
+ *          or {"refused": "why"}
  *
- * Refused: the method is not a non-static method of a class; the class declares `$with` other
- * than as a literal array; the array already names the relation (nothing to add).
+ * Refused: the method is not a non-static method of a named class; the class declares `$with`
+ * other than as a literal array, or as a static; the array already names the relation (nothing
+ * to add); the relation relates the model to itself (loading it by default would load the whole
+ * chain). The caller checks what the file alone cannot tell (the parent class, traits and the
+ * related model, when they are the app's own).
  */
 require __DIR__ . '/function_site.php';
 
@@ -22,11 +27,81 @@ if ($site['static']) {
     refuse('the relation method is static');
 }
 
-// the class whose body holds the method: the nearest `class` before it whose braces enclose it
-$class = null;
+/** Index of the `}` closing the `{` at $open. */
+function closing(array $tokens, int $open): ?int
+{
+    for ($i = $open, $n = count($tokens), $depth = 0; $i < $n; $i++) {
+        $id = tok_id($tokens[$i]);
+        if ($id === '{' || $id === T_CURLY_OPEN || $id === T_DOLLAR_OPEN_CURLY_BRACES) {
+            $depth++;
+        } elseif ($id === '}' && --$depth === 0) {
+            return $i;
+        }
+    }
+    return null;
+}
+
+/** The names a statement `use A\B [as C], ...;` at $k imports: [alias => full name]. */
+function imports_at(array $tokens, int $k): array
+{
+    $out = [];
+    $name = null;
+    $alias = false;
+    for ($i = $k + 1, $n = count($tokens); $i < $n; $i++) {
+        $id = tok_id($tokens[$i]);
+        if (in_array($id, [T_STRING, T_NAME_QUALIFIED, T_NAME_FULLY_QUALIFIED], true)) {
+            if ($alias && $name !== null) {
+                $out[$tokens[$i][1]] = $name;           // `as Alias`
+                $name = null;
+            } else {
+                $name = ltrim($tokens[$i][1], '\\');
+            }
+            $alias = false;
+        } elseif ($id === T_AS) {
+            $alias = true;
+        } elseif ($id === ',' || $id === ';') {
+            if ($name !== null) {
+                $out[substr(strrchr('\\' . $name, '\\'), 1)] = $name;
+            }
+            $name = null;
+            if ($id === ';') {
+                break;
+            }
+        } elseif ($id === '{' || $id === '(' || $id === T_FUNCTION || $id === T_CONST) {
+            return [];                                  // a group use, a closure's, a function's: not resolved
+        }
+    }
+    return $out;
+}
+
+/** A class name as written, resolved against the file's imports (the written name when unknown). */
+function resolved(string $written, array $imports): string
+{
+    if ($written === '' || $written[0] === '\\') {
+        return ltrim($written, '\\');
+    }
+    $head = explode('\\', $written)[0];
+    return isset($imports[$head]) ? $imports[$head] . substr($written, strlen($head)) : $written;
+}
+
+// the class whose body holds the method: of the classes before it (not `X::class`), the
+// nearest whose braces enclose it
+$class = $open = $close = null;
 for ($i = $site['fn']; $i >= 0; $i--) {
-    if (tok_id($tokens[$i]) === T_CLASS) {
-        $class = $i;
+    if (tok_id($tokens[$i]) !== T_CLASS) {
+        continue;
+    }
+    $before = $i;
+    while ($before > 0 && in_array(tok_id($tokens[$before - 1]), [T_WHITESPACE, T_COMMENT, T_DOC_COMMENT], true)) {
+        $before--;
+    }
+    if ($before > 0 && tok_id($tokens[$before - 1]) === T_DOUBLE_COLON) {
+        continue;
+    }
+    for ($o = $i; $o < $n && tok_id($tokens[$o]) !== '{'; $o++);
+    $c = $o < $n ? closing($tokens, $o) : null;
+    if ($c !== null && $site['fn'] > $o && $site['fn'] < $c) {
+        [$class, $open, $close] = [$i, $o, $c];
         break;
     }
 }
@@ -37,49 +112,82 @@ $nameAt = next_significant($tokens, $class, $n);
 if (tok_id($tokens[$nameAt]) !== T_STRING) {
     refuse('the relation method is in an anonymous class');
 }
-$extends = '';
-$open = null;
-for ($i = $nameAt + 1; $i < $n; $i++) {
-    $id = tok_id($tokens[$i]);
-    if ($id === '{') {
-        $open = $i;
-        break;
-    }
-    if ($id === T_EXTENDS) {
-        $j = next_significant($tokens, $i, $n);
-        $extends = $tokens[$j][1];
-    }
-}
-$depth = 0;
-$close = null;
-for ($i = $open; $i < $n; $i++) {
-    $id = tok_id($tokens[$i]);
-    if ($id === '{' || $id === T_CURLY_OPEN || $id === T_DOLLAR_OPEN_CURLY_BRACES) {
-        $depth++;
-    } elseif ($id === '}' && --$depth === 0) {
-        $close = $i;
-        break;
-    }
-}
-if ($close === null || $site['fn'] < $open || $site['fn'] > $close) {
-    refuse('the relation method is not in a class body');
-}
-
-// `$with` declared in the class body (depth 1)
-$relation = $in['name'];
-$depth = 0;
-$with = null;
-for ($i = $open; $i < $close; $i++) {
+$imports = [];               // the file's own `use` imports (outside every brace)
+for ($i = 0, $depth = 0; $i < $n; $i++) {
     $id = tok_id($tokens[$i]);
     if ($id === '{' || $id === T_CURLY_OPEN || $id === T_DOLLAR_OPEN_CURLY_BRACES) {
         $depth++;
     } elseif ($id === '}') {
         $depth--;
-    } elseif ($depth === 1 && $id === T_VARIABLE && $tokens[$i][1] === '$with') {
+    } elseif ($id === T_USE && $depth === 0) {
+        $imports += imports_at($tokens, $i);
+    }
+}
+$extends = '';
+for ($i = $nameAt + 1; $i < $open; $i++) {
+    if (tok_id($tokens[$i]) === T_EXTENDS) {
+        $extends = resolved($tokens[next_significant($tokens, $i, $n)][1], $imports);
+    }
+}
+
+// at the class body's own level (braces 1, no parentheses): the traits it uses and `$with`
+$relation = $in['name'];
+$traits = [];
+$with = null;
+$static = false;
+for ($i = $open, $braces = 0, $parens = 0; $i < $close; $i++) {
+    $id = tok_id($tokens[$i]);
+    if ($id === '{' || $id === T_CURLY_OPEN || $id === T_DOLLAR_OPEN_CURLY_BRACES) {
+        $braces++;
+    } elseif ($id === '}') {
+        $braces--;
+    } elseif ($id === '(') {
+        $parens++;
+    } elseif ($id === ')') {
+        $parens--;
+    } elseif ($braces === 1 && $parens === 0 && $id === T_USE) {
+        foreach (imports_at($tokens, $i) as $alias => $name) {
+            $traits[] = resolved($name, $imports);
+        }
+    } elseif ($braces === 1 && $parens > 0 && $id === T_VARIABLE && $tokens[$i][1] === '$with') {
+        $j = $i - 1;
+        while ($j > 0 && tok_id($tokens[$j]) === T_WHITESPACE) {
+            $j--;
+        }
+        if (in_array(tok_id($tokens[$j]), [T_PUBLIC, T_PROTECTED, T_PRIVATE, T_READONLY], true)) {
+            refuse('the class declares $with as a promoted constructor parameter (line ' . $tokens[$i][2] . ')');
+        }
+    } elseif ($braces === 1 && $parens === 0 && $id === T_VARIABLE && $tokens[$i][1] === '$with' && $with === null) {
         $with = $i;
+        for ($j = $i - 1; $j > $open && !in_array(tok_id($tokens[$j]), [';', '{', '}'], true); $j--) {
+            $static = $static || tok_id($tokens[$j]) === T_STATIC;
+        }
+    }
+}
+if ($static) {
+    refuse('the class declares a static $with (line ' . $tokens[$with][2] . '), not the ORM\'s');
+}
+
+// the related class: the first `X::class` in the relation method's body
+$related = '';
+for ($i = $site['open']; $i < $site['close']; $i++) {
+    $after = $tokens[next_significant($tokens, $i, $n)];
+    if (tok_id($tokens[$i]) === T_DOUBLE_COLON && in_array(tok_id($after), [T_CLASS, T_STRING], true)
+        && strcasecmp($after[1], 'class') === 0) {      // TOKEN_PARSE reads `::class` as a T_STRING
+        $j = $i - 1;
+        while ($j > 0 && tok_id($tokens[$j]) === T_WHITESPACE) {
+            $j--;
+        }
+        $related = in_array(strtolower($tokens[$j][1] ?? ''), ['self', 'static'], true) ? 'self'
+            : resolved($tokens[$j][1] ?? '', $imports);
         break;
     }
 }
+if ($related === 'self' || strcasecmp(substr(strrchr('\\' . $related, '\\'), 1), $tokens[$nameAt][1]) === 0) {
+    refuse("the relation relates the model to itself: loading it by default would load the whole chain, "
+           . "without end on a cycle");
+}
+
 $edit = null;           // [offset, text to insert]
 $line = 0;
 if ($with !== null) {
@@ -104,11 +212,12 @@ if ($with !== null) {
                 break;
             }
         } elseif ($d === 0 && $id === T_CONSTANT_ENCAPSED_STRING
-                  && in_array(substr($tokens[$i][1], 1, -1), [$relation], true)) {
+                  && explode(':', substr($tokens[$i][1], 1, -1))[0] === $relation) {
             refuse("the class's \$with (line {$tokens[$with][2]}) already names '$relation'");
         }
     }
-    $edit = [$site['offsets'][$arr] + 1, "'$relation'" . ($empty ? '' : ', ')];
+    $newline = is_array($tokens[$arr + 1]) && $tokens[$arr + 1][0] === T_WHITESPACE && str_contains($tokens[$arr + 1][1], "\n");
+    $edit = [$site['offsets'][$arr] + 1, "'$relation'" . ($empty ? '' : ($newline ? ',' : ', '))];
     $line = $tokens[$with][2];
 } else {
     // a property declared first in the body, indented as the body's first member is
@@ -126,4 +235,5 @@ if (@file_put_contents($in['out'], $text) === false) {
     refuse("cannot write {$in['out']}");
 }
 echo json_encode(['written' => $in['out'], 'class' => $tokens[$nameAt][1], 'extends' => $extends,
-                  'added_to_existing' => $with !== null, 'line' => $line], JSON_UNESCAPED_SLASHES), "\n";
+                  'traits' => $traits, 'related' => $related, 'added_to_existing' => $with !== null,
+                  'line' => $line], JSON_UNESCAPED_SLASHES), "\n";

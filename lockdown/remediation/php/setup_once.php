@@ -139,6 +139,10 @@ function uses(array $tokens, int $a, int $b): array
                 $asDepth--;
             }
         }
+        if ($id === T_STRING_VARNAME) {
+            $out[] = ['$' . $tokens[$k][1], 'read', $k];       // "${v}" in a string reads $v
+            continue;
+        }
         if ($id !== T_VARIABLE) {
             continue;
         }
@@ -301,7 +305,47 @@ function calls_one_of(array $tokens, int $a, int $b, array $names): ?string
     return null;
 }
 
-/** Per call of one of `$names` in tokens $a..$b: the variables its argument list names. */
+// loop builtins' arguments that are outputs (by reference), by position from 0: not inputs
+const OUTPUT_ARGS = ['preg_match' => [2], 'preg_match_all' => [2], 'preg_replace' => [4],
+                     'preg_replace_callback' => [4], 'str_replace' => [3], 'str_ireplace' => [3],
+                     'similar_text' => [2], 'sscanf' => [2, 3, 4, 5, 6, 7, 8, 9]];
+
+/** The variables tokens $a..$b bind afresh: foreach's targets, closures' and arrow functions' parameters. */
+function bound_in(array $tokens, int $a, int $b): array
+{
+    $sig = significant($tokens, $a, $b);
+    $out = [];
+    foreach ($sig as $s => $k) {
+        $id = tok_id($tokens[$k]);
+        $from = null;
+        if ($id === T_AS) {
+            $from = $s + 1;
+        } elseif (($id === T_FUNCTION || $id === T_FN) && isset($sig[$s + 1]) && tok_id($tokens[$sig[$s + 1]]) === '(') {
+            $from = $s + 2;
+        }
+        if ($from === null) {
+            continue;
+        }
+        for ($t = $from, $depth = 0; isset($sig[$t]); $t++) {
+            $u = tok_id($tokens[$sig[$t]]);
+            if ($u === '(' || $u === '[') {
+                $depth++;
+            } elseif ($u === ')' || $u === ']') {
+                if ($depth-- === 0) {
+                    break;
+                }
+            } elseif ($u === T_VARIABLE) {
+                $out[$tokens[$sig[$t]][1]] = true;
+            }
+        }
+    }
+    return $out;
+}
+
+/**
+ * Per call of one of `$names` in tokens $a..$b: the variables its argument list reads (its
+ * output arguments, OUTPUT_ARGS, left out; a variable in `"${v}"` counted).
+ */
 function loop_arguments(array $tokens, int $a, int $b, array $names): array
 {
     $sig = significant($tokens, $a, $b);
@@ -310,18 +354,26 @@ function loop_arguments(array $tokens, int $a, int $b, array $names): array
         $t = $tokens[$k];
         $next = $s + 1 < count($sig) ? $sig[$s + 1] : null;
         $prev = $s > 0 ? tok_id($tokens[$sig[$s - 1]]) : null;
+        $name = is_array($t) ? strtolower(ltrim($t[1], '\\')) : '';
         if (!in_array(tok_id($t), [T_STRING, T_NAME_FULLY_QUALIFIED], true) || $next === null
-            || tok_id($tokens[$next]) !== '(' || !in_array(strtolower(ltrim($t[1], '\\')), $names, true)
+            || tok_id($tokens[$next]) !== '(' || !in_array($name, $names, true)
             || in_array($prev, [T_OBJECT_OPERATOR, T_NULLSAFE_OBJECT_OPERATOR, T_DOUBLE_COLON, T_FUNCTION, T_NEW], true)) {
             continue;
         }
         $named = [];
+        $position = 0;
         for ($i = $next + 1, $depth = 1; $i <= $b && $depth > 0; $i++) {
             $id = tok_id($tokens[$i]);
             $depth += in_array($id, ['(', '[', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES], true) ? 1
                 : (in_array($id, [')', ']', '}'], true) ? -1 : 0);
-            if ($id === T_VARIABLE) {
+            if ($id === ',' && $depth === 1) {
+                $position++;
+            } elseif (in_array($position, OUTPUT_ARGS[$name] ?? [], true)) {
+                continue;
+            } elseif ($id === T_VARIABLE) {
                 $named[$tokens[$i][1]] = true;
+            } elseif ($id === T_STRING_VARNAME) {
+                $named['$' . $tokens[$i][1]] = true;
             }
         }
         $out[] = $named;
@@ -459,10 +511,17 @@ foreach ($body as $i => [$a, $b]) {
     }
     $depends = array_intersect_key($inputs, $changing);
     if ($found !== null) {
-        // every call of a loop builtin in it is passed something made from the arguments
+        // every call of a loop builtin in it reads something made from the arguments (not a
+        // variable the statement binds afresh), and no later statement calls one: the loop works
+        // on the call's data
         $fed = [];
-        foreach (loop_arguments($tokens, $a, $b, $loop) as $named) {
-            $made = array_intersect_key($named, $fromArgs);
+        $later = false;
+        foreach (array_slice($body, $i + 1, null, true) as [$c, $d]) {
+            $later = $later || calls_one_of($tokens, $c, $d, $loop) !== null;
+        }
+        $fresh = bound_in($tokens, $a, $b);
+        foreach ($later ? [] : loop_arguments($tokens, $a, $b, $loop) as $named) {
+            $made = array_diff_key(array_intersect_key($named, $fromArgs), $fresh);
             if (!$made) {
                 $fed = [];
                 break;
@@ -491,6 +550,9 @@ foreach ($body as $i => [$a, $b]) {
         foreach ($used as [$name]) {
             $fromArgs[$name] = true;
         }
+    } elseif ($first === T_VARIABLE && ($eq = next_significant($tokens, $a, $b + 1)) <= $b
+              && tok_id($tokens[$eq]) === '=') {
+        unset($fromArgs[$tokens[$a][1]]);       // `$v = ...` of nothing the call made: no longer the call's
     }
 }
 if ($setup === null) {
