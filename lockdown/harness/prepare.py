@@ -195,6 +195,35 @@ def prepare(target: Target, say=print) -> Prepared:
     return Prepared(target, root)
 
 
+def keep_preparation(target: Target, first_key: str) -> None:
+    """The preparation made to serve the home page, renamed to the final target.toml's key.
+
+    The sanity text (and, without a log, the URL list) is known only once the new target has
+    served its home page, so target.toml is written twice; a preparation is keyed by the target
+    directory's files (`cache_key`), and without this the first `lockdown run` prepared the
+    target again: the app copied, the dump loaded and configure run a second time, for the same
+    result. The two files differ only in `[[urls]]` and `[sanity]`, which no
+    preparation reads, so the one made is the final target's. Under the preparation's lock, as
+    prepare itself renames a finished build into place; when the final key is prepared already
+    (or the first preparation is gone), nothing is changed."""
+    root = paths.prepared_dir()
+    final_key = cache_key(target)
+    stem = prepared_stem(target)
+    first, final = root / f"{stem}-{first_key}", root / f"{stem}-{final_key}"
+    if first == final:
+        return
+    with open(root / f"{stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (first / "prepared.json").is_file() or final.exists():
+            return
+        record = json.loads((first / "prepared.json").read_text())
+        record["key"] = final_key
+        tmp = first / f"prepared.json.tmp-{os.getpid()}"
+        tmp.write_text(json.dumps(record, indent=2))
+        tmp.replace(first / "prepared.json")
+        first.rename(final)
+
+
 def _keep_logs(logs: Path, name: str) -> Path | None:
     """A failed build's logs (install, configure, MariaDB's), moved out of the build directory
     that is removed, to prepared/NAME-PLACE.failed-logs/ (the last failure's only): the error names

@@ -12,9 +12,7 @@ the pages it links to.
 from __future__ import annotations
 
 import datetime
-import fcntl
 import html
-import json
 import os
 import re
 import urllib.error
@@ -25,7 +23,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import LockdownError
-from ..harness.prepare import cache_key, prepared_stem
+from ..harness.prepare import cache_key, keep_preparation
 from ..harness.stack import Stack, StackOptions
 from ..targets import toml_out
 from ..targets.config import load_target
@@ -198,38 +196,8 @@ def init(options: InitOptions, say=print) -> InitResult:
         if not options.access_logs:          # the home page (where `/` leads) and its links
             urls = [(sanity[0], 3 if linked else 1, None)] + [(p, 1, None) for p in linked if p != sanity[0]]
         write_toml(out, target_document(name, options, found, urls, sanity, writable))
-        keep_preparation(out, first_key)
+        keep_preparation(load_target(out), first_key)
     return InitResult(out, found, urls, counts, sanity[1], spec is not None or options.no_db)
-
-
-def keep_preparation(target_dir: Path, first_key: str) -> None:
-    """The preparation made to serve the home page, renamed to the final target.toml's key.
-
-    The sanity text (and, without a log, the URL list) is known only once the new target has
-    served its home page, so target.toml is written twice; a preparation is keyed by the target
-    directory's files (harness/prepare.py, `cache_key`), and without this the first `lockdown
-    run` prepared the target again: the app copied, the dump loaded and configure run a second
-    time, for the same result. The two files differ only in `[[urls]]` and `[sanity]`, which no
-    preparation reads, so the one made is the final target's. Under the preparation's lock, as
-    prepare itself renames a finished build into place; when the final key is prepared already
-    (or the first preparation is gone), nothing is changed."""
-    target = load_target(target_dir)
-    root = paths.prepared_dir()
-    final_key = cache_key(target)
-    stem = prepared_stem(target)
-    first, final = root / f"{stem}-{first_key}", root / f"{stem}-{final_key}"
-    if first == final:
-        return
-    with open(root / f"{stem}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (first / "prepared.json").is_file() or final.exists():
-            return
-        record = json.loads((first / "prepared.json").read_text())
-        record["key"] = final_key
-        tmp = first / f"prepared.json.tmp-{os.getpid()}"
-        tmp.write_text(json.dumps(record, indent=2))
-        tmp.replace(first / "prepared.json")
-        first.rename(final)
 
 
 def home_page(target_dir: Path, want_links: bool, say) -> tuple[tuple[str, str], list[str]]:

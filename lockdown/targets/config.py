@@ -419,34 +419,30 @@ def is_patchable(rel: str, patterns) -> bool:
     return any(rel == p or fnmatch.fnmatchcase(rel, p) for p in patterns)
 
 
+def _app_paths(path: Path, data: dict, key: str, default: list, what: str, dot_ok: bool) -> list[str]:
+    """`key`: a list of paths inside the app tree, relative to it (`what` names one in errors);
+    `dot_ok`: whether "." (the tree itself) is one."""
+    given = _expect(path, data, key, list, default=default)
+    for i, p in enumerate(given):
+        if not isinstance(p, str):
+            raise _fail(path, f"{key}[{i}] must be a string ({what}), not {_toml_type(type(p))}")
+        lexical = posixpath.normpath(p) if p else ""
+        if not p or _control_char(p) is not None or p.startswith("/") or lexical == ".." or lexical.startswith("../"):
+            raise _fail(path, f"{key}[{i}] {p!r} leads out of the app tree; give {what}, relative to it")
+        if lexical == "." and not dot_ok:
+            raise _fail(path, f"{key}[{i}] {p!r} is the app tree itself; give {what}, relative to it (e.g. \"data\")")
+    return given
+
+
 def _writable(path: Path, data: dict) -> list[str]:
     """The files and directories the app writes in place (a data directory, a file cache): each
     run gets its own copy of them, which the workers own (harness/stack.py)."""
-    writable = _expect(path, data, "writable", list, default=[])
-    for i, p in enumerate(writable):
-        if not isinstance(p, str):
-            raise _fail(path, f"writable[{i}] must be a string (a file or directory of the app tree), not "
-                              f"{_toml_type(type(p))}")
-        lexical = posixpath.normpath(p) if p else ""
-        if (not p or _control_char(p) is not None or p.startswith("/") or lexical in ("..", ".")
-                or lexical.startswith("../")):
-            raise _fail(path, f"writable[{i}] {p!r} is not a path inside the app tree; give a file or directory "
-                              f"of the app tree, relative to it (e.g. \"data\")")
-    return [posixpath.normpath(p) for p in writable]
+    return [posixpath.normpath(p) for p in
+            _app_paths(path, data, "writable", [], "a file or directory of the app tree", dot_ok=False)]
 
 
 def _patchable(path: Path, data: dict) -> list[str]:
-    patchable = _expect(path, data, "patchable", list, default=list(DEFAULT_PATCHABLE))
-    for i, p in enumerate(patchable):
-        if not isinstance(p, str):
-            raise _fail(path, f"patchable[{i}] must be a string (a file of the app tree), not "
-                              f"{_toml_type(type(p))}")
-        lexical = posixpath.normpath(p) if p else ""
-        if (not p or _control_char(p) is not None or p.startswith("/") or lexical == ".."
-                or lexical.startswith("../")):
-            raise _fail(path, f"patchable[{i}] {p!r} leads out of the app tree; give a file of the "
-                              f"app tree, relative to it")
-    return patchable
+    return _app_paths(path, data, "patchable", list(DEFAULT_PATCHABLE), "a file of the app tree", dot_ok=True)
 
 
 def database_name(target_name: str) -> str:
