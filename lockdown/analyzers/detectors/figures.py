@@ -50,3 +50,13 @@ def busiest_url(per_url: dict, key: str = "executions_per_request") -> str | Non
     """"24 times per request on / (3 on the 4 other URLs)", or None (`busiest`)."""
     b = busiest(per_url, key)
     return None if b is None else f"{b[1]:g} times per request on {b[0]} ({others_text(*b[2:])})"
+
+
+def native_on(ctx: Context, urls: set[str], is_hit) -> tuple[list, list, float]:
+    """(the timed requests' native samples on `urls`, those whose frames `is_hit`, the URLs' part
+    of all timed requests' wall time): what a detector that reads a stack signature in perf's
+    samples (session files, regex compilation) weighs its share with."""
+    samples = [s for s in ctx.native if ctx.url_of.get(s.request) in urls]
+    weight = (sum(r.wall_us for r in ctx.timed if ctx.url_of[r.id] in urls) / ctx.wall_us_total
+              if ctx.wall_us_total else 0.0)
+    return samples, [s for s in samples if is_hit(s.frames)], weight

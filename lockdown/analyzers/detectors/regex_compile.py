@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
-from .figures import number, spread
+from .figures import native_on, number, spread
 from .hot_builtins import cpu_fraction, sources
 
 ID = "regex-compile"
@@ -161,9 +161,7 @@ def decide(ctx: Context) -> list[Case]:
 
 
 def case_of(ctx: Context, function: str, urls: list[UrlCase]) -> Case:
-    mine = {u.url for u in urls}
-    samples = [s for s in ctx.native if ctx.url_of.get(s.request) in mine]
-    hits = [s for s in samples if is_compile_sample(s.frames)]
+    samples, hits, _ = native_on(ctx, {u.url for u in urls}, is_compile_sample)
     cpu = round(100.0 * len(hits) / len(samples), 2) if samples else None
     weights = {u.url: sum(r.wall_us for r in ctx.timed if ctx.url_of[r.id] == u.url) / ctx.wall_us_total
                if ctx.wall_us_total else 0.0 for u in urls}

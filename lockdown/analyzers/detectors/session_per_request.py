@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
+from .figures import native_on
 from .hot_builtins import cpu_fraction
 
 ID = "session-per-request"
@@ -82,10 +83,7 @@ def decide(ctx: Context) -> list[Case]:
 
 
 def _share(ctx: Context, mine: set[str], by_url: dict[str, list[str]]):
-    samples = [s for s in ctx.native if ctx.url_of.get(s.request) in mine]
-    hits = [s for s in samples if is_session_sample(s.frames)]
-    weight = (sum(r.wall_us for r in ctx.timed if ctx.url_of[r.id] in mine) / ctx.wall_us_total
-              if ctx.wall_us_total else 0.0)
+    samples, hits, weight = native_on(ctx, mine, is_session_sample)
     if len(samples) >= MIN_SAMPLES:
         share = round(100.0 * len(hits) / len(samples) * cpu_fraction(ctx) * weight, 2)
         source = (f"perf samples with PHP's session code on the stack (php_session_*, the files handler): "
