@@ -940,3 +940,21 @@ def test_one_write_rule_for_every_query_detector():
         stmts.append(statement(rid, "CREATE TEMPORARY TABLE tmp (id INT)", rows_sent=0))
     [f] = write_on_read.detect(context(reqs, stmts))
     assert f.details["verb"] == "UPDATE" and ev(f, "GET requests that sent it") == "4 of 4"
+
+
+def test_statements_per_call_do_not_depend_on_which_function_is_asked_first():
+    """sent_per_call kept one memo for every question: a function first reached inside an
+    ancestor's walk got the rate that walk saw, where a call back into a function on the walk's
+    path counted 0, and kept it (Laravel: Settings::get's statements run through the container
+    and closures its middleware pipeline is made of). Each function's rate is now its own
+    walk's, whichever is asked first."""
+    from lockdown.analyzers.detectors.related import sent_per_call
+    edges = {("main()", "kernel"): {"ct": 1}, ("kernel", "call"): {"ct": 1}, ("call", "view"): {"ct": 1},
+             ("view", "get"): {"ct": 30}, ("get", "call"): {"ct": 30},       # through the container again
+             ("call", "PDOStatement::execute"): {"ct": 30}}
+    calls = {"main()": {"calls": 1}, "kernel": {"calls": 1}, "view": {"calls": 1}, "call": {"calls": 31},
+             "get": {"calls": 30}, "PDOStatement::execute": {"calls": 30}}
+    fresh = sent_per_call(edges, calls)("get")
+    rate = sent_per_call(edges, calls)
+    rate("main()")                                            # the ancestor asked first
+    assert rate("get") == fresh > 0.9

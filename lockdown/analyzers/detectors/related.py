@@ -28,6 +28,7 @@ from .context import Context
 from ..sql_text import fp_of, is_marker, normalize
 
 CHAIN_DEPTH = 16     # callers followed up from the repeated function
+MAX_CALL_DEPTH = 400  # callees followed down by sent_per_call (Python's recursion limit is 1000)
 MIN_INSIDE_PCT = 25.0   # of a repeated function's samples (or calls) under flagged work, to say so
 # The query findings whose fix takes their statements out of the request, and with them the PHP
 # that builds them: a cache (db-static-cache), a memo (repeated-query: all but the first
@@ -230,19 +231,33 @@ def sent_per_call(edges: dict[tuple[str, str], dict], totals: dict[str, dict]):
     children: dict[str, list[tuple[str, int]]] = {}
     for (parent, child), v in edges.items():
         children.setdefault(parent, []).append((child, v["ct"]))
-    memo: dict[str, float] = {}
+    exact: dict[str, float] = {}    # rates whose walk no recursion cut short: the same from any walk
+    cut = [0]
 
-    def rate(fn: str, seen: frozenset = frozenset()) -> float:
+    def rate(fn: str) -> float:
+        # each function's own walk: a memo shared between walks kept the rate of a function first
+        # reached inside another's walk, where a recursion back to a caller on that walk's path
+        # counted 0 (Laravel's getRelationshipFromMethod, reached under its middleware pipeline:
+        # 0 for good). What no cut touched is shared.
+        return _walk(fn, frozenset(), {})
+
+    def _walk(fn: str, seen: frozenset, memo: dict[str, float]) -> float:
         if is_client_call(fn):
             return 1.0
+        if fn in exact:
+            return exact[fn]
         if fn in memo:
             return memo[fn]
         calls = (totals.get(fn) or {}).get("calls") or 0
-        if not calls or fn in seen or len(seen) >= CHAIN_DEPTH:
+        if not calls:
             return 0.0
-        inner = seen | {fn}
-        memo[fn] = sum(ct * rate(child, inner) for child, ct in children.get(fn, ()) if child != fn) / calls
-        return memo[fn]
+        if fn in seen or len(seen) >= MAX_CALL_DEPTH:
+            cut[0] += 1
+            return 0.0           # a recursion's back edge counts 0
+        before = cut[0]
+        value = sum(ct * _walk(child, seen | {fn}, memo) for child, ct in children.get(fn, ()) if child != fn) / calls
+        (exact if cut[0] == before else memo)[fn] = value
+        return value
     return rate
 
 
