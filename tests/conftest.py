@@ -185,7 +185,7 @@ def tree_digest(root: Path) -> str:
 
 def prepared_root(name: str) -> Path:
     roots = [p for p in SHARED_PREPARED.glob(f"{name}-*") if (p / "prepared.json").is_file()
-             and re.fullmatch(re.escape(name) + r"-[0-9a-f]{8}-[0-9a-f]{16}", p.name)]
+             and re.fullmatch(re.escape(name) + r"-[0-9a-f]{16}", p.name)]
     assert len(roots) == 1, roots
     return roots[0]
 

@@ -188,7 +188,7 @@ def test_preparation_left_by_a_killed_lockdown_is_removed_and_no_other_targets(h
             f".{hello}-{'4' * 16}.tmp-{alive}": True,               # a live process's: kept
             f".hello-world-{'a' * 8}-{'5' * 16}.tmp-{gone.pid}": True,  # another target's: not this lock's
             f"hello-world-{'a' * 8}-{'6' * 16}": True,              # another target's preparation
-            f"hello-{'b' * 8}-{'7' * 16}": True}                    # a hello in another directory
+            f"hello-{'b' * 8}-{'7' * 16}": True}                    # a user's target named hello
     for name in left:
         (prepared / name / "app").mkdir(parents=True)
         (prepared / name / "prepared.json").write_text("{}\n")

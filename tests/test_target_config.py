@@ -115,3 +115,18 @@ def test_a_failed_preparation_keeps_the_log_it_names(tmp_path, monkeypatch):
     (d / "target.toml").write_text(GOOD)
     prepare(load_target(d), say=lambda *a: None)
     assert not (prepared / f"{stem}.failed-logs").exists()
+
+
+def test_a_users_target_named_like_a_built_in_one_is_prepared_apart(tmp_path):
+    """By name alone, a user's `hello` and the built-in hello removed each other's preparation
+    as their own older version. A built-in target keeps its name (whatever checkout or package
+    it comes from); any other adds where its directory is."""
+    from lockdown.harness.prepare import prepared_stem
+    from lockdown.targets.registry import resolve
+    mine = tmp_path / "hello"
+    shutil.copytree(resolve("hello").directory, mine)
+    other = tmp_path / "elsewhere" / "hello"
+    shutil.copytree(mine, other)
+    assert prepared_stem(resolve("hello")) == "hello"
+    stems = {prepared_stem(load_target(d)) for d in (mine, other)}
+    assert len(stems) == 2 and all(re.fullmatch(r"hello-[0-9a-f]{8}", s) for s in stems)

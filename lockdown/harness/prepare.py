@@ -145,11 +145,15 @@ def copy_app(target: Target, dest: Path) -> None:
 
 
 def prepared_stem(target: Target) -> str:
-    """NAME-PLACE, what a target's preparations are named by (NAME-PLACE-KEY): its name and where
-    its directory is (8 hex digits of the resolved path's SHA-256). Two targets of one name in two
-    directories (a user's `catalog` beside the built-in one) are prepared apart; by name alone,
-    each removed the other's preparation as its own older version."""
-    return f"{target.name}-{hashlib.sha256(str(target.directory.resolve()).encode()).hexdigest()[:8]}"
+    """What a target's preparations are named by (STEM-KEY): a built-in target's name, the same
+    whatever checkout or installed package it comes from (a newer one replaces it); any other
+    target's name and where its directory is (8 hex digits of its resolved path's SHA-256).
+    By name alone, a user's target named like a built-in one (`catalog`) and the built-in
+    removed each other's preparation as their own older version."""
+    where = target.directory.resolve()
+    if where.parent == paths.builtin_targets_dir().resolve():
+        return target.name
+    return f"{target.name}-{hashlib.sha256(str(where).encode()).hexdigest()[:8]}"
 
 
 def prepare(target: Target, say=print) -> Prepared:
@@ -180,7 +184,7 @@ def prepare(target: Target, say=print) -> Prepared:
             version = re.compile(re.escape(stem) + r"-[0-9a-f]{16}")
             for old in paths.prepared_dir().iterdir():
                 # this target's older versions only: a glob of `minicms-*` also named
-                # minicms-clean-PLACE-KEY, another target's preparation, and removed it
+                # minicms-clean-KEY, another target's preparation, and removed it
                 if version.fullmatch(old.name) and old != root and old.is_dir():
                     shutil.rmtree(old, ignore_errors=True)
             tmp.rename(root)
@@ -226,7 +230,7 @@ def keep_preparation(target: Target, first_key: str) -> None:
 
 def _keep_logs(logs: Path, name: str) -> Path | None:
     """A failed build's logs (install, configure, MariaDB's), moved out of the build directory
-    that is removed, to prepared/NAME-PLACE.failed-logs/ (the last failure's only): the error names
+    that is removed, to prepared/STEM.failed-logs/ (the last failure's only): the error names
     the log to read, which must still be there."""
     if not logs.is_dir():
         return None
@@ -241,7 +245,7 @@ def _keep_logs(logs: Path, name: str) -> Path | None:
 
 def _remove_unfinished(name: str) -> None:
     """Builds of the target named `name` (its prepared_stem) that a killed lockdown left
-    half-done (.NAME-PLACE-KEY.tmp-PID, and .NAME-PLACE-KEY.discarded-PID): a hundred megabytes
+    half-done (.STEM-KEY.tmp-PID, and .STEM-KEY.discarded-PID): a hundred megabytes
     each, never used again. Called with the
     target's lock held, so no build of it is running; a live PID is left alone all the same."""
     paths.remove_abandoned(paths.prepared_dir(),

@@ -30,7 +30,7 @@ MAX_TOTAL_WEIGHT = 10_000
 MAX_URLS = 1000
 MAX_TIMEOUT_S = 86_400.0
 
-# A target's name becomes part of directory names (prepared/NAME-PLACE-KEY, runs/DATE-CMD-NAME), lock
+# A target's name becomes part of directory names (prepared/NAME[-PLACE]-KEY, runs/DATE-CMD-NAME), lock
 # files and, with --mysql, the database lockdown_NAME (64 characters at most in MariaDB).
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,54}")
 _DB_NAME_RE = re.compile(r"[A-Za-z0-9_]{1,64}")
