@@ -182,8 +182,10 @@ def test_laravels_palette_is_no_per_call_setup(laravel_run):
     [d] = [d for d in data["dismissed"] if d["id"] == "per-call-setup"]
     assert d["function"] == "App\\Support\\Palette::colour" and d["defined_at"] == "app/Support/Palette.php:12"
     assert "passes it $seed, made from the call's arguments" in d["reason"]
-    [rc] = [f for f in data["findings"] if f["id"] == "repeated-call"]
-    assert rc["details"]["function"] == "App\\Support\\Palette::colour" and rc["remediations"]
+    # the repeated-call on Palette::colour stands (another function's may be reported beside it)
+    [rc] = [f for f in data["findings"] if f["id"] == "repeated-call"
+            and f["details"]["function"] == "App\\Support\\Palette::colour"]
+    assert rc["remediations"]
 
 
 def test_laravels_failed_lookups_say_the_framework_is_not_patched(laravel_run):
