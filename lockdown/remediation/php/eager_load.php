@@ -27,20 +27,6 @@ if ($site['static']) {
     refuse('the relation method is static');
 }
 
-/** Index of the `}` closing the `{` at $open. */
-function closing(array $tokens, int $open): ?int
-{
-    for ($i = $open, $n = count($tokens), $depth = 0; $i < $n; $i++) {
-        $id = tok_id($tokens[$i]);
-        if ($id === '{' || $id === T_CURLY_OPEN || $id === T_DOLLAR_OPEN_CURLY_BRACES) {
-            $depth++;
-        } elseif ($id === '}' && --$depth === 0) {
-            return $i;
-        }
-    }
-    return null;
-}
-
 /** The names a statement `use A\B [as C], ...;` at $k imports: [alias => full name]. */
 function imports_at(array $tokens, int $k): array
 {
@@ -84,22 +70,15 @@ function resolved(string $written, array $imports): string
     return isset($imports[$head]) ? $imports[$head] . substr($written, strlen($head)) : $written;
 }
 
-// the class whose body holds the method: of the classes before it (not `X::class`), the
-// nearest whose braces enclose it
+// the class whose body holds the method: of the classes before it, the nearest whose braces
+// enclose it (TOKEN_PARSE reads `X::class` as a T_STRING, not a T_CLASS)
 $class = $open = $close = null;
 for ($i = $site['fn']; $i >= 0; $i--) {
     if (tok_id($tokens[$i]) !== T_CLASS) {
         continue;
     }
-    $before = $i;
-    while ($before > 0 && in_array(tok_id($tokens[$before - 1]), [T_WHITESPACE, T_COMMENT, T_DOC_COMMENT], true)) {
-        $before--;
-    }
-    if ($before > 0 && tok_id($tokens[$before - 1]) === T_DOUBLE_COLON) {
-        continue;
-    }
     for ($o = $i; $o < $n && tok_id($tokens[$o]) !== '{'; $o++);
-    $c = $o < $n ? closing($tokens, $o) : null;
+    $c = $o < $n ? matching($tokens, $o) : null;
     if ($c !== null && $site['fn'] > $o && $site['fn'] < $c) {
         [$class, $open, $close] = [$i, $o, $c];
         break;
@@ -172,7 +151,7 @@ if ($static) {
 $related = '';
 for ($i = $site['open']; $i < $site['close']; $i++) {
     $after = $tokens[next_significant($tokens, $i, $n)];
-    if (tok_id($tokens[$i]) === T_DOUBLE_COLON && in_array(tok_id($after), [T_CLASS, T_STRING], true)
+    if (tok_id($tokens[$i]) === T_DOUBLE_COLON && tok_id($after) === T_STRING
         && strcasecmp($after[1], 'class') === 0) {      // TOKEN_PARSE reads `::class` as a T_STRING
         $j = $i - 1;
         while ($j > 0 && tok_id($tokens[$j]) === T_WHITESPACE) {

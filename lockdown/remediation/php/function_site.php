@@ -22,6 +22,24 @@ function next_significant(array $tokens, int $i, int $n): int
     return $i;
 }
 
+/** Index of the bracket matching the one at $open. */
+function matching(array $tokens, int $open): int
+{
+    $depth = 0;
+    for ($i = $open, $n = count($tokens); $i < $n; $i++) {
+        $id = tok_id($tokens[$i]);
+        if (in_array($id, ['(', '[', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES], true)) {
+            $depth++;
+        } elseif (in_array($id, [')', ']', '}'], true)) {
+            $depth--;
+            if ($depth === 0) {
+                return $i;
+            }
+        }
+    }
+    refuse('unbalanced brackets');
+}
+
 /**
  * The request on stdin (the protocol of memoize.php, defer.php and setup_once.php), the text of
  * its file and the site of its function, which must have a body: [$in, $code, $site].

@@ -29,24 +29,6 @@ function text_of(array $tokens, int $from, int $to): string
     return $s;
 }
 
-/** Index of the bracket matching the one at $open. */
-function matching(array $tokens, int $open): int
-{
-    $depth = 0;
-    for ($i = $open, $n = count($tokens); $i < $n; $i++) {
-        $id = tok_id($tokens[$i]);
-        if (in_array($id, ['(', '[', '{', T_CURLY_OPEN, T_DOLLAR_OPEN_CURLY_BRACES], true)) {
-            $depth++;
-        } elseif (in_array($id, [')', ']', '}'], true)) {
-            $depth--;
-            if ($depth === 0) {
-                return $i;
-            }
-        }
-    }
-    refuse('unbalanced brackets');
-}
-
 /** The receiver expression ending just before token $end ($this->db, self::$db, $db). */
 function receiver(array $tokens, int $end): ?array
 {
