@@ -194,8 +194,8 @@ def _detect(plan: RunPlan, bundle: Bundle, out: Path, base: Base | None, patch,
                                                    php_ini=plan.php_ini, remedy=patch, say=say)
         findings = hotspot_step(plan.target, ctx, findings, dismissed, out / "hotspot-probe-run",
                                 php_ini=plan.php_ini, remedy=patch, say=say)
-    called = Called(calls_per_request(bundle), senders_of(ctx),
-                    lazy_relations_by_count(sent_per_request(ctx), ctx.xhprof_edges))
+    sent = sent_per_request(ctx)
+    called = Called(calls_per_request(bundle), senders_of(ctx, sent), lazy_relations_by_count(sent, ctx.xhprof_edges))
     findings = propose_all(findings, bundle.statements(), plan.target, out / "remedy-run", say=say, base=base,
                            called=called)
     findings, refuted = split_refuted(findings)
@@ -217,13 +217,14 @@ def split_refuted(findings: list[Finding]) -> tuple[list[Finding], list[dict]]:
     return kept, refuted
 
 
-def senders_of(ctx: Context) -> dict[str, list[str]]:
+def senders_of(ctx: Context, sent: dict[str, dict[str, int]]) -> dict[str, list[str]]:
     """Statement shape -> the functions that may send it, by their call counts
-    (sql_caller.senders_by_count), among those reaching a database client in the call graph."""
+    (sql_caller.senders_by_count), among those reaching a database client in the call graph.
+    `sent`: sent_per_request(ctx)."""
     calls = {rid: {fn: t["calls"] for fn, t in fns.items()} for rid, fns in ctx.xhprof.items()}
     db = accounting.db_callers(ctx.xhprof_profiles.values(), ctx.is_internal if ctx.internal_functions else None)
     reach = reaching({edge for edges in ctx.xhprof_edges.values() for edge in edges}, db)
-    return senders_by_count(sent_per_request(ctx), calls, reach)
+    return senders_by_count(sent, calls, reach)
 
 
 def sent_per_request(ctx: Context) -> dict[str, dict[str, int]]:
