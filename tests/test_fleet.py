@@ -182,6 +182,10 @@ def test_url_mix_is_the_served_gets_by_count():
 def test_losses_by_host_and_hot_functions():
     records = [rec(lost=3), rec(host="b", lost=2), rec(host="b", lost=4), rec()]
     assert analysis.losses(records) == {"a/www": 3, "b/www": 6}
+    # unsure sends count only when their record never arrived, once however often carried
+    records = [rec(rid="r1"), rec(rid="r2", unsure=[["r1", 3], ["r9", 2]]),
+               rec(rid="r3", lost=1, unsure=[["r9", 2], ["r4", 5]]), rec(host="b", unsure=[["r5", 1]])]
+    assert analysis.losses(records) == {"a/www": 1 + 2 + 5, "b/www": 1}
     hot = analysis.hot_functions(Counter({"m;f;g": 3, "m;f": 1, "m;h;g": 1}))
     assert [(h["function"], h["self"], h["inclusive"]) for h in hot] == [("g", 4, 4), ("f", 1, 4)]
 
@@ -270,6 +274,8 @@ def test_switch_off_and_on(tmp_path):
     assert CliRunner().invoke(main, ["agent", "off", str(tmp_path / "none")]).exit_code == 2
     (tmp_path / "lost").write_text("7")
     assert agent.pending_losses(tmp_path) == 7
+    (tmp_path / "lost").write_text("7\n0a1b 2\n")          # the agent's sure count, then unsure sends
+    assert agent.pending_losses(tmp_path) == 9
 
 
 NORMALISE = r"""

@@ -77,10 +77,19 @@ def switch(state: Path, on: bool) -> str:
 
 
 def pending_losses(state: Path) -> int:
-    """Records lost and not reported yet (the count waits for the next record sent)."""
+    """Records lost and not reported yet (they wait for the next record sent): the sure count
+    plus the unsure sends (`RID N` lines), which makes this an upper bound."""
     try:
-        return int((state / LOST).read_text().strip() or 0)
+        text = (state / LOST).read_text()
     except FileNotFoundError:
         return 0
-    except ValueError:
-        raise UsageError(f"{state / LOST}: not a count; remove it (the agent starts again from 0)")
+    total = 0
+    for line in text.split("\n"):
+        fields = line.split()
+        if len(fields) == 1 and fields[0].isdigit():
+            total += int(fields[0])
+        elif len(fields) == 2 and fields[1].isdigit():
+            total += int(fields[1])
+        elif fields:
+            raise UsageError(f"{state / LOST}: not a loss count; remove it (the agent starts again from 0)")
+    return total

@@ -223,9 +223,24 @@ def url_mix(records: list[dict], top: int = 50) -> list[dict]:
 
 
 def losses(records: Iterable[dict]) -> dict[str, int]:
-    """(host, pool) -> records the agents counted as lost and reported since."""
+    """(host, pool) -> records the agents counted as lost and reported since.
+
+    A record carries `lost`, the sends that failed for sure, and `unsure`, [rid, n] pairs for
+    sends whose reply never came: those n records are lost only if no record with that rid is
+    among `records`. An unsure pair may be carried by several records (the one carrying it may
+    itself have timed out after arriving); it counts once."""
+    records = list(records)
+    present = {r["rid"] for r in records if r.get("rid")}
     out: Counter = Counter()
+    unsure: dict[str, tuple[str, int]] = {}
     for r in records:
+        key = f"{r.get('host', '')}/{r.get('pool', '')}"
         if r.get("lost"):
-            out[f"{r.get('host', '')}/{r.get('pool', '')}"] += int(r["lost"])
+            out[key] += int(r["lost"])
+        for pair in r.get("unsure") or ():
+            if isinstance(pair, list) and len(pair) == 2:
+                unsure.setdefault(str(pair[0]), (key, int(pair[1])))
+    for rid, (key, n) in unsure.items():
+        if rid not in present:
+            out[key] += n
     return dict(out)

@@ -7,8 +7,9 @@
  * low sampling rate. Everything is sent after the response is released (fastcgi_finish_request),
  * to a Redis stream with XADD and an approximate MAXLEN, with short timeouts. When Redis is
  * slow or down the request is not affected: the record is counted as lost in a local file and
- * the count is sent with the next record that gets through. A file named `off` in the state
- * directory turns the agent off at the next request, without a restart.
+ * the count is sent with the next record that gets through; a send whose reply timed out is
+ * noted by the record's `rid` instead, since Redis may have taken it (the reader decides).
+ * A file named `off` in the state directory turns the agent off at the next request, without a restart.
  *
  * Configured by the pool's environment (`lockdown agent snippet` prints the lines):
  *   LOCKDOWN_FLEET_REDIS   tcp://HOST:PORT or unix:///PATH (required; unset: the agent does nothing)
@@ -29,6 +30,8 @@ final class Agent
     private static $ru;
     private static $db;
     private static $prof;
+    /** Unsure losses kept by rid at most; older ones count as sure (see parseLost). */
+    private const MAX_UNSURE = 64;
 
     public static function begin(): void
     {
@@ -79,6 +82,8 @@ final class Agent
         $uri = (string) ($_SERVER['REQUEST_URI'] ?? '');
         $stream = (string) (\getenv('LOCKDOWN_FLEET_STREAM') ?: 'lockdown:fleet');
         $r = [
+            // the agent's own id: the store's is Redis's, unknown to a send that timed out
+            'rid' => \bin2hex(\random_bytes(8)),
             't' => \round(\microtime(true), 3),
             'host' => (string) (\getenv('LOCKDOWN_FLEET_HOST') ?: \gethostname()),
             'pool' => (string) (\getenv('LOCKDOWN_FLEET_POOL') ?: $stream),
@@ -152,21 +157,35 @@ final class Agent
     private static function send(array $record): void
     {
         $state = (string) \getenv('LOCKDOWN_FLEET_STATE');
-        $pending = $state !== '' ? self::takeLost($state) : 0;
+        [$pending, $unsure] = $state !== '' ? self::takeLost($state) : [0, []];
         if ($pending > 0) {
             $record['lost'] = $pending;
         }
+        if ($unsure) {
+            $record['unsure'] = $unsure;
+        }
+        $written = false;
         try {
             $redis = self::connect();
             $stream = (string) (\getenv('LOCKDOWN_FLEET_STREAM') ?: 'lockdown:fleet');
             $maxlen = (int) (\getenv('LOCKDOWN_FLEET_MAXLEN') ?: 1000000);
-            $id = $redis->xAdd($stream, '*', ['r' => \json_encode($record, \JSON_UNESCAPED_SLASHES
-                | \JSON_INVALID_UTF8_SUBSTITUTE)], $maxlen, true);
+            $json = \json_encode($record, \JSON_UNESCAPED_SLASHES | \JSON_INVALID_UTF8_SUBSTITUTE);
+            // from here a failure (a read that timed out) may come after Redis took the entry
+            $written = true;
+            $id = $redis->xAdd($stream, '*', ['r' => $json], $maxlen, true);
             if (!\is_string($id) || $id === '') {
+                $written = false;              // an error reply: the entry was not added
                 throw new \RuntimeException('XADD refused');
             }
         } catch (\Throwable $e) {
-            self::lost(1 + $pending);
+            if ($written) {
+                // maybe delivered: lost only if no record with this rid reaches the store; what it
+                // carried is kept too, and the reader counts each unsure rid once
+                $unsure[] = [$record['rid'], 1 + $pending];
+                self::lost(0, $unsure);
+            } else {
+                self::lost(1 + $pending, $unsure);
+            }
         }
     }
 
@@ -190,25 +209,49 @@ final class Agent
         return $redis;
     }
 
-    /** The count of records lost so far, taken out of the state file (0 when there is none). */
-    private static function takeLost(string $state): int
+    /**
+     * The records lost so far, taken out of the state file: [count lost for sure, [[rid, n], ...]
+     * for sends that failed after the entry may have reached Redis: n records are lost unless
+     * a record with that rid is in the store]. One line per entry: `N` or `RID N`.
+     */
+    private static function takeLost(string $state): array
     {
         $file = $state . '/lost';
         if (!@\filesize($file)) {
-            return 0;
+            return [0, []];
         }
         $f = @\fopen($file, 'c+');
         if ($f === false || !\flock($f, \LOCK_EX)) {
-            return 0;
+            return [0, []];
         }
-        $n = (int) \stream_get_contents($f);
+        [$count, $unsure] = self::parseLost((string) \stream_get_contents($f));
         \ftruncate($f, 0);
         \fclose($f);
-        return $n;
+        return [$count, $unsure];
     }
 
-    /** `n` records lost, added to the state file's count under a lock. */
-    private static function lost(int $n): void
+    private static function parseLost(string $text): array
+    {
+        $count = 0;
+        $unsure = [];
+        foreach (\preg_split('~\R~', \trim($text)) as $line) {
+            $f = \preg_split('~\s+~', \trim($line));
+            if (\count($f) === 1 && \ctype_digit($f[0])) {
+                $count += (int) $f[0];
+            } elseif (\count($f) === 2 && \ctype_xdigit($f[0]) && \ctype_digit($f[1])) {
+                $unsure[] = [$f[0], (int) $f[1]];
+            }
+        }
+        // a long slow spell must not make every record carry thousands of rids: the oldest
+        // become sure losses (an upper bound, as before this distinction)
+        while (\count($unsure) > self::MAX_UNSURE) {
+            $count += \array_shift($unsure)[1];
+        }
+        return [$count, $unsure];
+    }
+
+    /** `n` records lost for sure and `unsure` ones, added to the state file under a lock. */
+    private static function lost(int $n, array $unsure = []): void
     {
         $state = (string) \getenv('LOCKDOWN_FLEET_STATE');
         if ($state === '') {
@@ -218,10 +261,14 @@ final class Agent
         if ($f === false || !\flock($f, \LOCK_EX)) {
             return;
         }
-        $count = (int) \stream_get_contents($f) + $n;
+        [$count, $had] = self::parseLost((string) \stream_get_contents($f));
+        $lines = [(string) ($count + $n)];
+        foreach (\array_merge($had, $unsure) as [$rid, $k]) {
+            $lines[] = $rid . ' ' . $k;
+        }
         \ftruncate($f, 0);
         \rewind($f);
-        \fwrite($f, (string) $count);
+        \fwrite($f, \implode("\n", $lines) . "\n");
         \fclose($f);
     }
 }
