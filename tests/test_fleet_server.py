@@ -33,6 +33,10 @@ from slow_replies import SlowReplies
 pytestmark = pytest.mark.server
 
 PER_PHASE = 36          # requests per host and phase (4 mix cycles of 9)
+# the agents' connect and read timeout: production's 0.05 s would let a loaded CI host time out
+# a send that Redis takes (phase 3 makes that case on purpose), and a loss in the last requests
+# would have nothing after it to carry its count
+AGENT_TIMEOUT = 0.5
 STREAM = "lockdown:fleet"
 
 
@@ -93,7 +97,7 @@ def fleet(tmp_path_factory):
     paths = [u.path for u in target.urls for _ in range(u.weight)]
     procs = ProcessGroup(base / "redis-run")
     redis = PrivateRedis(procs, base / "redis-run" / "redis").start()
-    proxy = SlowReplies(redis.port)            # the agents reach Redis through it
+    proxy = SlowReplies(redis.port, delay=2 * AGENT_TIMEOUT)   # the agents reach Redis through it
     facts = {"store": base / "store", "paths": paths, "base": base}
     collectors = [collector(redis, facts["store"], idle=8)]
 
@@ -103,23 +107,31 @@ def fleet(tmp_path_factory):
         facts["killed_rc"] = collectors[0].wait(30)
         collectors.append(collector(redis, facts["store"], idle=8))
     try:
-        with agent_stack(target, base / "a", proxy.where, redis.password, "a", STREAM, say=lambda m: None) as a, \
-                agent_stack(target, base / "b", proxy.where, redis.password, "b", STREAM, say=lambda m: None) as b:
+        with agent_stack(target, base / "a", proxy.where, redis.password, "a", STREAM, say=lambda m: None,
+                            timeout=AGENT_TIMEOUT) as a, \
+                agent_stack(target, base / "b", proxy.where, redis.password, "b", STREAM, say=lambda m: None,
+                            timeout=AGENT_TIMEOUT) as b:
             stacks = {"a": a, "b": b}
             # phase 1: the collector killed mid-load and started again; phase 2: Redis stopped
             # mid-load and started again; phase 3: XADD's replies held back past the agents'
-            # timeout (entries taken, the agents cannot know); phase 4: more requests, which report the losses
+            # timeout (entries taken, the agents cannot know); phase 4: more requests, which
+            # report the losses
             phases = [load(stacks, paths, PER_PHASE, [(PER_PHASE // 3, kill_and_restart)]),
                       load(stacks, paths, PER_PHASE, [(PER_PHASE // 3, redis.stop),
                                                       (2 * PER_PHASE // 3, redis.restart)]),
                       slowed(stacks, paths, PER_PHASE // 2, proxy),
                       load(stacks, paths, 9)]
+            for _ in range(3):                 # a loss in the last requests waits for a next one
+                time.sleep(2 * AGENT_TIMEOUT)  # the sends after the last responses are done
+                if not any(agent.pending_losses(state_dir(base / h)) for h in stacks):
+                    break
+                phases.append(load(stacks, paths, 9))
             facts["served"] = served(*phases)
             # host b's agent switched off (the switch file, no restart): its requests go unrecorded
             agent.switch(state_dir(base / "b"), on=False)
             facts["served_off"] = served(load({"b": b}, paths, 9))["b"]
             agent.switch(state_dir(base / "b"), on=True)
-            facts["unreported"] = {h: agent_lost_file(base / h) for h in stacks}
+            facts["unreported"] = {h: agent.pending_losses(state_dir(base / h)) for h in stacks}
             _, facts["collector_err"] = collectors[-1].communicate(timeout=300)
             facts["collector_rc"] = collectors[-1].returncode
     finally:
@@ -132,11 +144,6 @@ def fleet(tmp_path_factory):
     facts["delayed"] = proxy.delayed
     facts["redis_alive"] = redis.child is not None and redis.child.alive()
     return facts
-
-
-def agent_lost_file(run_dir: Path) -> int:
-    path = state_dir(run_dir) / "lost"
-    return int(path.read_text() or 0) if path.exists() else 0
 
 
 def test_one_record_per_request_served_across_kill_and_outage(fleet):
@@ -175,7 +182,8 @@ def test_records_hold_the_request_facts(fleet):
         "GET", 200, "/?p=list", "/index.php", "www")
     assert r["stmts"] > 50 and r["wall"] >= r["cpu"] > 0 and r["mem"] > 0
     # Excimer at 10 ms on pages of a few hundred ms: several samples a request on average
-    assert sum(sum(x.get("stacks", {}).values()) for x in records) > len(records)
+    assert all(isinstance(x["stacks"], dict) for x in records)     # {} when no sample, never []
+    assert sum(sum(x["stacks"].values()) for x in records) > len(records)
 
 
 def test_the_report_shows_the_module_scan_on_its_route(fleet, tmp_path):
@@ -198,11 +206,15 @@ def test_urls_reproduce_the_driven_mix(fleet):
     assert result.returncode == 0, result.stderr
     urls = tomllib.loads(result.stdout)["urls"]
     total = sum(u["weight"] for u in urls)
+    got = {u["path"]: 100 * u["weight"] / total for u in urls}
+    # exactly the mix of what the store holds (the outage lost a stretch of requests) ...
+    stored = Counter(r["uri"] for r in store.read_records(fleet["store"]))
+    assert {u["path"]: u["weight"] for u in urls} == dict(stored)
+    # ... which is still the driven mix, give or take that stretch
     driven = Counter(fleet["paths"])
     want = {p: 100 * n / sum(driven.values()) for p, n in driven.items()}
-    got = {u["path"]: 100 * u["weight"] / total for u in urls}
     assert set(got) == set(want)
-    assert all(abs(got[p] - want[p]) < 3 for p in want), (got, want)
+    assert all(abs(got[p] - want[p]) < 6 for p in want), (got, want)
 
 
 def test_the_collector_claims_a_dead_consumers_entries_and_counts_each_once(tmp_path):

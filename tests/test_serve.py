@@ -49,7 +49,8 @@ def test_serve_serves_until_ctrl_c_then_stops_everything(env, tmp_path):
         assert subprocess.run(shlex.split(by_hand), timeout=60).returncode == 0
         records = Path(_line(out, "capture records:")) / "requests.jsonl"
         deadline = time.monotonic() + 10
-        while not records.exists() and time.monotonic() < deadline:
+        # the prepend writes the line after the response went out: wait for the whole line
+        while not (records.exists() and records.read_text().endswith("\n")) and time.monotonic() < deadline:
             time.sleep(0.1)
         logged = [json.loads(line) for line in records.read_text().splitlines()]
         assert [r["id"] for r in logged] == ["by-hand-1"] and logged[0]["status"] == 200

@@ -35,7 +35,8 @@ def state_dir(run_dir: Path) -> Path:
 
 
 def agent_stack(target: Target, run_dir: Path, redis_where: str, password: str, host: str,
-                stream: str, period: float = 0.01, workers: int = 2, say=print) -> Stack:
+                stream: str, period: float = 0.01, workers: int = 2, say=print,
+                timeout: float = 0.05) -> Stack:
     """A Stack (a context manager) serving `target` with the agent on."""
     return Stack(target, run_dir, agent_options(run_dir, redis_where, password, host, stream,
-                                                period, workers), say=say)
+                                                period, workers, timeout), say=say)

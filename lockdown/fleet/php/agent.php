@@ -103,7 +103,8 @@ final class Agent
         }
         if (self::$prof !== null) {
             self::$prof->stop();
-            $r['stacks'] = self::folded(self::$prof->getLog());
+            // an object even when empty: a request shorter than the period may have no sample
+            $r['stacks'] = self::folded(self::$prof->getLog()) ?: new \stdClass();
             $r['period'] = (float) (\getenv('LOCKDOWN_FLEET_PERIOD') ?: 0.05);
         }
         return $r;
