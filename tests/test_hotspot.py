@@ -334,3 +334,23 @@ def test_a_hotspot_that_changes_state_on_every_call_is_not_told_to_cache_its_res
                                 "repeats": 11, "repeat_pct": 92.0, "rows": []})
     look = f.details["look_at"]
     assert "changes state" in look and "flush less often" in look and "first thing to try" not in look
+
+
+CLOSURE = "{closure:/app/src/Db.php(12)}"        # Excimer's name; xhprof's is Db::{closure}
+CLOSURE_ROWS = [(f"/app/index.php;page;Db::run;{CLOSURE}", 6), ("/app/index.php;page;money", 3),
+                ("/app/index.php;page", 1)]
+
+
+@pytest.mark.parametrize("callee, hot", [("PDOStatement::execute", ["money"]),
+                                         ("str_replace", [CLOSURE, "money"])])
+def test_a_closure_is_joined_to_its_xhprof_name(callee, hot):
+    """Laravel runs every statement in a closure: its samples are the database's time once
+    Excimer's name of it is joined to xhprof's; a closure that runs no query is a hotspot with
+    its calls counted."""
+    xhprof = xh(page=("main()", 1, {}), money=("page", 40, {"str_getcsv": 25}),
+                **{"Db::run": ("page", 2, {}), "Db::{closure}": ("Db::run", 2, {callee: 1})})
+    c = ctx_of(CLOSURE_ROWS, xhprof=xhprof)
+    assert c.closure_names == {CLOSURE: "Db::{closure}"} and c.xhprof_name(CLOSURE) == "Db::{closure}"
+    cases = hotspot.decide(c, [])
+    assert names(cases) == hot
+    assert cases[0].calls == (2 if hot[0] == CLOSURE else 40)

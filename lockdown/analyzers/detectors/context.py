@@ -16,6 +16,7 @@ from functools import cached_property
 from ...bundle.model import ExcimerProfile, PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
 from ..builtins import ROOT, entries, function_totals
+from ..closure_names import closure_names
 from ..engine_state import EngineState, app_tree, summarize
 from ..query_digest import by_request, fingerprint
 from ..round_trip import Applied, RoundTrip, app_statements, applied, measure
@@ -182,6 +183,24 @@ class Context:
                 e["wt"] += v.get("wt", 0)
             out[rid] = edges
         return out
+
+    @cached_property
+    def closure_names(self) -> dict[str, str]:
+        """Excimer closure frame (`{closure:FILE(LINE)}`) -> xhprof's name of that closure
+        (`Cls::Ns\\{closure}`), where the call graph tells (analyzers/closure_names.py)."""
+        if not self.xhprof_profiles:
+            return {}
+        stacks = {s for stacks in self.excimer.values() for s in stacks}
+        stacks.update(s for p in self.excimer_profiles for s in p.stacks)
+        return closure_names(stacks, {e for edges in self.xhprof_edges.values() for e in edges})
+
+    def xhprof_name(self, frame: str) -> str:
+        """The name xhprof's profiles know an Excimer frame by: a closure's joined name when no
+        other closure shares it (their calls would be counted together), else the frame."""
+        name = self.closure_names.get(frame)
+        if name is None or sum(1 for n in self.closure_names.values() if n == name) > 1:
+            return frame
+        return name
 
     def call_chain(self, rid: str, function: str, depth: int = 8) -> list[str]:
         """The heaviest caller path to `function` in one request (xhprof keeps one level of

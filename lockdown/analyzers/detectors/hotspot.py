@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 
 from .. import accounting, subsystems
 from ..builtins import ROOT
+from ..closure_names import frames_named
 from ..findings import Evidence, Finding, severity_for
 from .context import Context
 from .repeated_call import changes_state_each_call, dispatchers
@@ -202,7 +203,7 @@ def _candidates(ctx: Context, found: dict[str, Spot], total: float, sampled: int
                 or sp.inclusive_us / sampled < cfg.get("min_ms_per_request", 0.5) * 1000
                 or len(sp.samples) < cfg.get("min_samples", 10)):
             continue
-        calls = _calls(ctx, fn)[0]
+        calls = _calls(ctx, ctx.xhprof_name(fn))[0]
         if (calls is None or calls < min_calls) and 100.0 * sp.self_us / total < min_share:
             continue                      # an entry point: its time is its callees'
         if (calls and running * sp.inclusive_us / sampled / calls < cfg.get("min_us_per_call", 20)
@@ -231,7 +232,8 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
     total, sampled = acc.overall.total_us, acc.overall.sampled_requests
     if not total or not sampled or not acc.period_ms:
         return []                     # no PHP stacks (perf alone, or nothing sampled)
-    db = (accounting.db_callers(ctx.xhprof_profiles.values(), ctx.is_internal if ctx.internal_functions else None)
+    db = (frames_named(accounting.db_callers(ctx.xhprof_profiles.values(),
+                                             ctx.is_internal if ctx.internal_functions else None), ctx.closure_names)
           if ctx.xhprof_profiles else set())
     by_fn = spots(acc.unexplained_slices, db, ctx.url_of)
     chosen = _candidates(ctx, by_fn, total, sampled)
@@ -240,7 +242,7 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
     cases = []
     for fn in sorted(chosen, key=lambda f: (-by_fn[f].inclusive_us, f))[:cfg.get("max_findings", 5)]:
         sp = by_fn[fn]
-        calls, callers, callees, uniform, profiles = _calls(ctx, fn)
+        calls, callers, callees, uniform, profiles = _calls(ctx, ctx.xhprof_name(fn))
         path, on_path = max(sp.paths.items(), key=lambda kv: (kv[1], kv[0]))
         cases.append(Case(fn, 100.0 * sp.inclusive_us / total, 100.0 * sp.self_us / total,
                           sp.inclusive_us / sampled / 1000.0, sp.inclusive_us / (acc.period_ms * 1000.0), calls,
@@ -249,7 +251,8 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
                           [u for u, _ in sp.urls.most_common()], callers, callees, uniform,
                           acc.overall.explained_pct, profiles, basis=acc.basis,
                           high=cfg.get("high_share_pct", 15.0), medium=cfg.get("medium_share_pct", 8.0),
-                          dispatcher=fn in given, state_change=_state_change(ctx, fn)))
+                          dispatcher=ctx.xhprof_name(fn) in given,
+                          state_change=_state_change(ctx, ctx.xhprof_name(fn))))
     if acc.perf:
         cases += decide_native(ctx, acc, db, {c.function for c in cases})
     return cases
