@@ -784,13 +784,13 @@ def of_context(ctx, findings: Iterable, request_ids: Iterable[str] | None = None
     senders = dict(statement_senders(ctx)) if ctx.xhprof_profiles else {
         n: ("named", n) for n in {caller_of(s.sql) for s in ctx.statements} - {None}}
     # the call graph's names, and the Excimer closure frames joined to them (closure_names.py)
-    senders.update({frame: senders[ctx.xhprof_name(frame)] for frame in ctx.closure_names
+    senders.update({frame: senders[ctx.xhprof_name(frame)] for frame in ctx.closure_joins.sole
                     if ctx.xhprof_name(frame) in senders})
     got = account(slices, ctx.url_of, findings, statements_of=ctx.statements_of,
                   round_trip_us=trip.per_call_us if trip else None, senders=senders,
                   db_functions=(frames_named(db_callers(ctx.xhprof_profiles.values(),
                                                         ctx.is_internal if ctx.internal_functions else None),
-                                             ctx.closure_names) if ctx.xhprof_profiles else None),
+                                             ctx.closure_joins) if ctx.xhprof_profiles else None),
                   requests=chosen, basis=basis, period_ms=period, perf=bool(slices) and has_perf, top=top)
     if not ctx.xhprof_profiles:
         got.notes.append("no xhprof profiles: a request's statements outside their senders are spread over "

@@ -16,7 +16,7 @@ from functools import cached_property
 from ...bundle.model import ExcimerProfile, PerfSample, RequestRecord, Statement
 from ...bundle.store import Bundle
 from ..builtins import ROOT, entries, function_totals
-from ..closure_names import closure_names
+from ..closure_names import Joins, join
 from ..engine_state import EngineState, app_tree, summarize
 from ..query_digest import by_request, fingerprint
 from ..round_trip import Applied, RoundTrip, app_statements, applied, measure
@@ -185,22 +185,24 @@ class Context:
         return out
 
     @cached_property
-    def closure_names(self) -> dict[str, str]:
-        """Excimer closure frame (`{closure:FILE(LINE)}`) -> xhprof's name of that closure
+    def closure_joins(self) -> Joins:
+        """Excimer closure frames (`{closure:FILE(LINE)}`) joined to xhprof's names of them
         (`Cls::Ns\\{closure}`), where the call graph tells (analyzers/closure_names.py)."""
         if not self.xhprof_profiles:
-            return {}
+            return Joins()
         stacks = {s for stacks in self.excimer.values() for s in stacks}
         stacks.update(s for p in self.excimer_profiles for s in p.stacks)
-        return closure_names(stacks, {e for edges in self.xhprof_edges.values() for e in edges})
+        return join(stacks, {e for edges in self.xhprof_edges.values() for e in edges},
+                    self.is_internal if self.internal_functions else None)
+
+    @property
+    def closure_names(self) -> dict[str, str]:
+        return self.closure_joins.names
 
     def xhprof_name(self, frame: str) -> str:
-        """The name xhprof's profiles know an Excimer frame by: a closure's joined name when no
-        other closure shares it (their calls would be counted together), else the frame."""
-        name = self.closure_names.get(frame)
-        if name is None or sum(1 for n in self.closure_names.values() if n == name) > 1:
-            return frame
-        return name
+        """The name xhprof's profiles count an Excimer frame's calls under: a closure's joined
+        name when the graph shows no other closure under it (`Joins.sole`), else the frame."""
+        return self.closure_joins.names[frame] if frame in self.closure_joins.sole else frame
 
     def call_chain(self, rid: str, function: str, depth: int = 8) -> list[str]:
         """The heaviest caller path to `function` in one request (xhprof keeps one level of

@@ -233,7 +233,7 @@ def decide(ctx: Context, findings: list[Finding] | None = None) -> list:
     if not total or not sampled or not acc.period_ms:
         return []                     # no PHP stacks (perf alone, or nothing sampled)
     db = (frames_named(accounting.db_callers(ctx.xhprof_profiles.values(),
-                                             ctx.is_internal if ctx.internal_functions else None), ctx.closure_names)
+                                             ctx.is_internal if ctx.internal_functions else None), ctx.closure_joins)
           if ctx.xhprof_profiles else set())
     by_fn = spots(acc.unexplained_slices, db, ctx.url_of)
     chosen = _candidates(ctx, by_fn, total, sampled)
