@@ -25,7 +25,7 @@ def test_a_second_round_starts_from_the_verified_fix(lockdown, minicms_verified,
     assert data["reprofile"]["gone"]
     (base_dir / "verify.json").write_text(json.dumps({**data, "confirmed": True}))
     out = tmp_path / "round2"
-    r = lockdown("run", "minicms", "-o", out, "--on-top-of", base_dir, "--runs", "1", "--duration", "1",
+    r = lockdown("run", "minicms", "-o", out, "--on-top-of", base_dir, "--runs", "1", "--duration", "3",
                  "--warmup-duration", "0", "--requests", "30", "--no-probe")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"[base] on top of the 1 fix(es) verified in {base_dir}: diff config.php" in r.stdout

@@ -23,7 +23,7 @@ PROBE = REPO / "tests" / "probes" / "privileges.py"
 def probed(home, tmp_path_factory):
     from conftest import lockdown_runner
     out = tmp_path_factory.mktemp("privileges") / "run"
-    r = lockdown_runner(home)("bench", "minicms", "--runs", "1", "--duration", "1", "--warmup-duration", "1",
+    r = lockdown_runner(home)("bench", "minicms", "--runs", "1", "--duration", "3", "--warmup-duration", "1",
                               "--run-dir", out, "--exec-after-warmup",
                               f'{sys.executable} {PROBE} "$LOCKDOWN_RUN_DIR" > "$LOCKDOWN_RUN_DIR/privileges.json"')
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -29,7 +29,8 @@ def ground_truth(lockdown, target, tmp_path):
     (tmp_path / "fetch.py").write_text(FETCH)
     out = tmp_path / f"truth-{target}.json"
     hook = f"{sys.executable} {tmp_path / 'fetch.py'} {out} '{json.dumps(PAGES)}'"
-    r = lockdown("bench", target, "--runs", "1", "--duration", "1", "--warmup-duration", "0",
+    # 3 s: the hook is the point; a 1 s run got no response once, a page taking over 1 s under load
+    r = lockdown("bench", target, "--runs", "1", "--duration", "3", "--warmup-duration", "0",
                  "--warmup-requests", "3", "--exec-after-warmup", hook)
     assert r.returncode == 0, r.stderr
     return json.loads(out.read_text())
